@@ -1,0 +1,69 @@
+# Deltafin build. `make` builds build/deltafin; `make test` runs every test (normal and sanitizer
+# builds); `make demo` synthesises a small model and generates from it.
+CC      ?= cc
+CSTD    := -std=c11 -D_GNU_SOURCE
+WARN    := -Wall -Wextra -Werror -Wshadow -Wvla
+# -ffp-contract=off: floating-point results must not depend on what the compiler chose to fuse.
+FPFLAGS := -ffp-contract=off -fno-fast-math
+CFLAGS  ?= -O2 -g
+LIBS    := -ljansson -lpcre2-8 -lcurl -lmicrohttpd -lm -lpthread
+INC     := -Isrc
+
+SRC      := $(shell find src -name '*.c' ! -name main.c | sort)
+TEST_SRC := $(wildcard tests/unit/test_*.c)
+BENCH_SRC:= $(wildcard bench/*.c)
+
+# Two build flavours share the rules below: release (build/) and ASan+UBSan (build-asan/).
+B ?= build
+ifeq ($(B),build-asan)
+  CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+endif
+
+OBJ      := $(SRC:%.c=$(B)/obj/%.o)
+DEPS     := $(OBJ:.o=.d) $(B)/obj/src/main.d
+TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
+BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
+
+.PHONY: all asan test demo clean deps
+all: $(B)/deltafin $(TESTS) $(BENCHES)
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -MMD -MP -c $< -o $@
+
+$(B)/libdeltafin.a: $(OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/deltafin: $(B)/obj/src/main.o $(B)/libdeltafin.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
+
+$(B)/tests/%: tests/unit/%.c tests/unit/check.h $(B)/libdeltafin.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itests/unit -o $@ $< $(B)/libdeltafin.a $(LIBS)
+
+$(B)/bench/%: bench/%.c $(B)/libdeltafin.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -o $@ $< $(B)/libdeltafin.a $(LIBS)
+
+asan:
+	$(MAKE) B=build-asan all
+
+deps:
+	bash scripts/install-deps.sh
+
+JOBS ?= $(shell nproc)
+
+test: deps
+	$(MAKE) -j$(JOBS) all
+	$(MAKE) -j$(JOBS) asan
+	bash tests/run.sh
+
+demo: deps
+	$(MAKE) -j$(JOBS) all
+	bash scripts/demo.sh
+
+clean:
+	rm -rf build build-asan
+
+-include $(DEPS)

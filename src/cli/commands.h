@@ -1,0 +1,18 @@
+/* commands.h - the list of subcommands. Each is `int cmd_NAME(int argc, char **argv)` in
+ * src/cli/NAME.c, returns the process exit status, and reports errors through util/err.h. */
+#ifndef DF_COMMANDS_H
+#define DF_COMMANDS_H
+
+/* X(name, summary) */
+#define DF_COMMANDS(X)                                                                   \
+    X(synth, "write a random-weight checkpoint in the exact K3 layout")                  \
+    X(inspect, "summarise and validate a checkpoint")                                   \
+    X(logits, "write fp32 logits [T, vocab] of a token sequence")                        \
+    X(run, "generate greedily from a prompt")                                            \
+    X(nll, "average negative log-likelihood of a token sequence")
+
+#define DF_DECLARE(name, summary) int cmd_##name(int argc, char **argv);
+DF_COMMANDS(DF_DECLARE)
+#undef DF_DECLARE
+
+#endif

@@ -1,0 +1,33 @@
+/* generate.h - greedy generation with Ctrl-C handling, shared by run (and later chat/serve).
+ *
+ * The first SIGINT asks the loop to stop after the current token (the text so far is kept); a
+ * second one exits the process at once. */
+#ifndef DF_GENERATE_H
+#define DF_GENERATE_H
+
+#include "cli/engine.h"
+
+/* Called with each generated token; return nonzero to stop. */
+typedef int (*TokenFn)(void *ctx, int token);
+
+typedef struct {
+    int max_new;       /* stop after this many tokens */
+    int stop_token;    /* stop (without emitting) at this id; -1 for none */
+    int chunk;         /* prefill chunk */
+} GenOptions;
+
+typedef struct {
+    int prompt_tokens, generated;
+    double prefill_s, decode_s;
+    int interrupted, hit_stop, hit_context;
+} GenResult;
+
+void generate_install_sigint(void);
+int generate_interrupted(void);
+/* Prefills prompt into st (continuing its state) and decodes greedily. */
+int generate(Engine *e, State *st, const int *prompt, int n_prompt, const GenOptions *opt, TokenFn fn, void *ctx,
+             GenResult *res);
+/* --stats: tokens/s, s/token and the per-phase breakdown. */
+void generate_print_stats(const Engine *e, const GenResult *r, FILE *f);
+
+#endif

@@ -1,0 +1,44 @@
+/* deltafin logits - fp32 logits of every position of a token sequence, for quality checks. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/engine.h"
+#include "util/err.h"
+#include "util/fileio.h"
+
+int cmd_logits(int argc, char **argv) {
+    const char *model = NULL, *tokens = NULL, *out = NULL;
+    int64_t chunk = MODEL_MAX_CHUNK;
+    ArgSpec specs[] = {
+        {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
+        {"tokens", ARG_STR, &tokens, "token ids, space-separated"},
+        {"out", ARG_STR, &out, "output file: little-endian fp32 [T][vocab]"},
+        {"chunk", ARG_INT, &chunk, "positions per forward pass (1..64, default 64)"},
+    };
+    const char *pos[1];
+    int n_pos;
+    if (args_parse(argc, argv, specs, 4, pos, 0, &n_pos, "deltafin logits --model DIR --tokens \"1 2 3\" --out FILE"))
+        df_die("%s", df_errmsg());
+    if (!tokens || !out) df_die("logits: --tokens and --out are required");
+    Engine e;
+    if (engine_open(&e, model)) df_die("%s", df_errmsg());
+    const int V = e.cat.cfg.vocab;
+    int *ids = df_malloc(sizeof *ids * (size_t)(strlen(tokens) / 2 + 1));
+    int n = parse_token_list(tokens, ids, (int)(strlen(tokens) / 2 + 1), V);
+    if (n < 0) df_die("%s", df_errmsg());
+    if (n > e.max_context) df_die("logits: %d tokens exceed the context limit %d (K3_CONTEXT)", n, e.max_context);
+    float *rows = df_malloc(sizeof *rows * (size_t)n * V);
+    State *st = state_create(e.model);
+    if (engine_prefill(&e, st, ids, n, (int)chunk, rows, NULL)) df_die("%s", df_errmsg());
+    if (file_write_atomic(out, rows, sizeof *rows * (size_t)n * V)) df_die("%s", df_errmsg());
+    fprintf(stderr, "wrote logits [%d x %d] to %s\n", n, V, out);
+    state_destroy(st);
+    free(rows), free(ids);
+    engine_close(&e);
+    return 0;
+}

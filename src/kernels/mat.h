@@ -1,0 +1,34 @@
+/* mat.h - a weight matrix as the model sees it: a format, a shape and where its bytes are.
+ *
+ * This is the seam between the model and the compute backend: model code multiplies activations
+ * by Mats through mat_mul and never looks at a weight's storage format. A Mat does not own its
+ * bytes; they belong to whichever store produced it (mapped shard, spine buffer, expert cache)
+ * and stay valid as long as that store says. */
+#ifndef DF_MAT_H
+#define DF_MAT_H
+
+#include <stdint.h>
+
+#include "util/pool.h"
+
+typedef enum {
+    WF_BF16,  /* data: uint16 [rows][cols] */
+    WF_F32,   /* data: float  [rows][cols] */
+    WF_MXFP4, /* data: E2M1 nibbles [rows][cols/2], aux: E8M0 scales [rows][cols/32] */
+} WeightFormat;
+
+typedef struct {
+    WeightFormat fmt;
+    int rows, cols;
+    const void *data;
+    const void *aux;
+} Mat;
+
+/* Y[T][rows] = X[T][cols] . W^T, exact weight expansion, fp32 accumulation, deterministic for
+ * any thread count (see kernels.h). */
+void mat_mul(Pool *pool, float *Y, const Mat *W, const float *X, int T);
+
+/* Bytes of weight data the matrix occupies (for I/O accounting). */
+uint64_t mat_bytes(const Mat *W);
+
+#endif

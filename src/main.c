@@ -1,0 +1,34 @@
+/* deltafin - one binary, git-style subcommands. This file only dispatches. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "util/err.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *summary;
+} Command;
+
+#define DF_ENTRY(name, summary) {#name, cmd_##name, summary},
+static const Command commands[] = {DF_COMMANDS(DF_ENTRY)};
+#undef DF_ENTRY
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: deltafin COMMAND [options]   (deltafin COMMAND --help for options)\n\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "deltafin: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,201 @@
+/* k3.c - one chunk of positions through the whole model, top to bottom (k3-model.md 3.1):
+ * embed; per layer { AttnRes -> attention (KDA or MLA), AttnRes -> FFN (dense or MoE) }; tail.
+ * The storage and kernel details sit behind Weights, ExpertSource and mat_mul. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "format/numfmt.h"
+#include "kernels/mat.h"
+#include "model/internal.h"
+#include "model/ops.h"
+#include "util/err.h"
+
+double model_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int max_i(int a, int b) { return a > b ? a : b; }
+
+static int max_anchors(const K3Config *c) { return (c->n_layers + c->attn_res_block - 1) / c->attn_res_block; }
+
+static float *rows_of(int width) { return df_calloc((size_t)MODEL_MAX_CHUNK * (size_t)max_i(width, 1), sizeof(float)); }
+
+static void scratch_alloc(Scratch *s, const K3Config *c, int max_context) {
+    const int H = c->hidden, W = config_kda_width(c), MV = c->mla_heads * c->v_head;
+    const int ffn = max_i(c->dense_inter, c->shared_inter);
+    float **hidden_rows[] = {&s->P, &s->x, &s->xn, &s->attn_out, &s->ffn_out};
+    for (size_t i = 0; i < sizeof hidden_rows / sizeof hidden_rows[0]; i++) *hidden_rows[i] = rows_of(H);
+    s->anchors = rows_of(H * max_anchors(c));
+    s->q = rows_of(W), s->k = rows_of(W), s->v = rows_of(W), s->o = rows_of(W), s->f = rows_of(W);
+    s->g = rows_of(max_i(W, MV));
+    s->fa = rows_of(c->kda_head_dim), s->beta_raw = rows_of(c->kda_heads);
+    s->cq = rows_of(max_i(c->q_lora, c->kv_lora));
+    s->qf = rows_of(c->mla_heads * config_mla_qk_dim(c));
+    s->ckv = rows_of(c->kv_lora + c->qk_rope);
+    s->kvf = rows_of(c->mla_heads * (c->qk_nope + c->v_head));
+    s->att = rows_of(MV);
+    s->scores = df_calloc((size_t)c->mla_heads * (size_t)max_context, sizeof(float));
+    s->h1 = rows_of(ffn), s->h3 = rows_of(ffn);
+    s->router = rows_of(c->n_experts), s->z = rows_of(c->latent), s->y = rows_of(c->latent);
+    s->eo = rows_of(c->latent * c->top_k);
+    s->ex_in = rows_of(c->latent), s->ex_out = rows_of(c->latent);
+    s->ex_h1 = rows_of(c->moe_inter), s->ex_h3 = rows_of(c->moe_inter);
+    s->sel = df_calloc((size_t)MODEL_MAX_CHUNK * c->top_k, sizeof(int));
+    s->sel_w = rows_of(c->top_k);
+}
+
+static void scratch_free(Scratch *s) {
+    float *all[] = {s->P, s->anchors, s->x, s->xn, s->attn_out, s->ffn_out, s->q, s->k, s->v, s->g, s->fa,
+                    s->f, s->beta_raw, s->o, s->cq, s->qf, s->ckv, s->kvf, s->att, s->scores, s->h1, s->h3,
+                    s->router, s->z, s->eo, s->y, s->ex_in, s->ex_h1, s->ex_h3, s->ex_out, s->sel_w};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    free(s->sel);
+}
+
+int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *provider, ExpertSource *experts,
+                 Pool *pool, ALogMode mode, int max_context) {
+    Model *m = df_calloc(1, sizeof *m);
+    m->cfg = cat->cfg;
+    m->cat = cat;
+    m->experts = experts;
+    m->pool = pool;
+    if (max_context < 1) max_context = 1;
+    m->max_context = (int64_t)max_context > m->cfg.max_positions ? (int)m->cfg.max_positions : max_context;
+    if (weights_bind(&m->w, cat, bytes, provider, mode)) {
+        free(m);
+        return -1;
+    }
+    scratch_alloc(&m->s, &m->cfg, m->max_context);
+    *out = m;
+    return 0;
+}
+
+void model_destroy(Model *m) {
+    if (!m) return;
+    weights_free(&m->w, &m->cfg);
+    scratch_free(&m->s);
+    free(m);
+}
+
+const K3Config *model_config(const Model *m) { return &m->cfg; }
+int model_max_context(const Model *m) { return m->max_context; }
+ModelStats *model_stats(Model *m) { return &m->stats; }
+
+static void embed(Model *m, const int *tokens, int T) {
+    const int H = m->cfg.hidden;
+    for (int t = 0; t < T; t++) {
+        const uint16_t *row = m->w.embed + (size_t)tokens[t] * H;
+        for (int d = 0; d < H; d++) m->s.P[(size_t)t * H + d] = bf16_to_f32(row[d]);
+    }
+}
+
+/* x[t] = AttnRes over (anchors[0..n), P[t]) with pseudo-query q; with no anchors, x = P. */
+static void attn_res(Model *m, int n_anchors, const float *q, int T, float *x) {
+    const int H = m->cfg.hidden;
+    const float *values[K3_MAX_LAYERS + 2];
+    for (int t = 0; t < T; t++) {
+        for (int a = 0; a < n_anchors; a++) values[a] = m->s.anchors + ((size_t)a * MODEL_MAX_CHUNK + t) * H;
+        values[n_anchors] = m->s.P + (size_t)t * H;
+        if (n_anchors == 0) memcpy(x + (size_t)t * H, values[0], sizeof(float) * (size_t)H);
+        else op_attnres(x + (size_t)t * H, values, n_anchors + 1, q, H, m->cfg.rms_eps);
+    }
+}
+
+static void rmsnorm_rows(Model *m, float *x, const float *w, int T) {
+    const int H = m->cfg.hidden;
+    for (int t = 0; t < T; t++) op_rmsnorm(x + (size_t)t * H, x + (size_t)t * H, w, H, m->cfg.rms_eps);
+}
+
+static void add_rows(float *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+/* Attention half of layer l; returns the anchor count after it. */
+static int attention_block(Model *m, State *st, int l, int n_anchors, int T) {
+    const LayerWeights *L = &m->w.layers[l];
+    Scratch *s = &m->s;
+    const size_t HT = (size_t)m->cfg.hidden * T;
+    double t0 = model_now();
+    attn_res(m, n_anchors, L->attn_res_q, T, s->xn);
+    int boundary = l % m->cfg.attn_res_block == 0;
+    if (boundary) { /* snapshot the finished block's sum as a new anchor; P restarts */
+        for (int t = 0; t < T; t++)
+            memcpy(s->anchors + ((size_t)n_anchors * MODEL_MAX_CHUNK + t) * m->cfg.hidden, s->P + (size_t)t * m->cfg.hidden,
+                   sizeof(float) * (size_t)m->cfg.hidden);
+        n_anchors++;
+    }
+    rmsnorm_rows(m, s->xn, L->attn_norm, T);
+    if (L->kind == LAYER_MLA) mla_forward(m, L, &st->layers[l], st->len, s->xn, T, s->attn_out);
+    else kda_forward(m, L, &st->layers[l], s->xn, T, s->attn_out);
+    if (boundary) memcpy(s->P, s->attn_out, sizeof(float) * HT);
+    else add_rows(s->P, s->attn_out, HT);
+    m->stats.attention_s += model_now() - t0;
+    return n_anchors;
+}
+
+static int ffn_block(Model *m, int l, int n_anchors, int T) {
+    const LayerWeights *L = &m->w.layers[l];
+    Scratch *s = &m->s;
+    double t0 = model_now();
+    attn_res(m, n_anchors, L->ffn_res_q, T, s->x);
+    rmsnorm_rows(m, s->x, L->ffn_norm, T);
+    if (L->moe) {
+        if (moe_forward(m, L, l, s->x, T, s->ffn_out)) return -1;
+    } else
+        mlp_forward(m, &L->dense, m->cfg.dense_inter, s->x, T, s->ffn_out);
+    add_rows(s->P, s->ffn_out, (size_t)m->cfg.hidden * T);
+    m->stats.ffn_s += model_now() - t0;
+    return 0;
+}
+
+/* Logits for rows [first, T): final AttnRes, norm, lm_head. */
+static int tail(Model *m, int n_anchors, int T, int first, float *logits) {
+    Scratch *s = &m->s;
+    const int H = m->cfg.hidden, V = m->cfg.vocab;
+    double t0 = model_now();
+    attn_res(m, n_anchors, m->w.out_res_q, T, s->x);
+    rmsnorm_rows(m, s->x, m->w.final_norm, T);
+    mat_mul(m->pool, logits, &m->w.lm_head, s->x + (size_t)first * H, T - first);
+    m->stats.head_s += model_now() - t0;
+    for (size_t i = 0; i < (size_t)(T - first) * V; i++)
+        if (!isfinite(logits[i]))
+            return df_fail("non-finite logit at position %d, token %zu: the weights hold NaN/Inf values",
+                           first + (int)(i / V), i % V);
+    return 0;
+}
+
+static int check_tokens(const Model *m, const State *st, const int *tokens, int T) {
+    if (T < 1 || T > MODEL_MAX_CHUNK) return df_fail("forward: chunk of %d positions (1..%d allowed)", T, MODEL_MAX_CHUNK);
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= m->cfg.vocab)
+            return df_fail("token id %d is outside the vocabulary (0..%d)", tokens[t], m->cfg.vocab - 1);
+    return state_reserve((State *)st, st->len + T);
+}
+
+int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, int all_rows) {
+    if (check_tokens(m, st, tokens, T)) return -1;
+    embed(m, tokens, T);
+    int n_anchors = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        n_anchors = attention_block(m, st, l, n_anchors, T);
+        if (ffn_block(m, l, n_anchors, T)) return -1;
+    }
+    st->len += T;
+    m->stats.positions += (uint64_t)T;
+    m->stats.forwards++;
+    return logits ? tail(m, n_anchors, T, all_rows ? 0 : T - 1, logits) : 0;
+}
+
+int model_argmax(const Model *m, const float *logits) { return op_argmax(logits, m->cfg.vocab); }
+
+int model_a_log_mode_from_env(ALogMode *mode) {
+    const char *v = getenv("K3_A_LOG");
+    *mode = ALOG_PER_HEAD;
+    if (!v || !*v || !strcmp(v, "per-head")) return 0;
+    if (!strcmp(v, "per-channel")) return *mode = ALOG_PER_CHANNEL, 0;
+    return df_fail("K3_A_LOG: '%s' is not per-head or per-channel", v);
+}

@@ -1,0 +1,65 @@
+/* model.h - the K3 forward pass (k3-model.md section 3) for a chunk of T positions.
+ *
+ * A Model binds a validated catalog to weights (spine through Weights, routed experts through an
+ * ExpertSource) and owns the scratch buffers of one chunk. A State is one sequence's decode state
+ * (KDA conv windows and recurrent matrices, MLA key/value cache); several States can share a Model
+ * as long as only one forward runs at a time. Everything is fp32; results do not depend on the
+ * number of threads, and feeding a sequence in chunks of any size gives the same greedy tokens and
+ * logits equal up to fp32 reduction order (bit-identical where the kernels are, see kernels.h). */
+#ifndef DF_MODEL_H
+#define DF_MODEL_H
+
+#include <stdint.h>
+
+#include "format/catalog.h"
+#include "model/weights.h"
+#include "util/pool.h"
+
+/* Supplies routed experts. acquire makes the spans of experts ids[0..n) of `layer` readable and
+ * stores a pointer to each span (catalog layout) in spans[i]; the pointers stay valid until the
+ * next acquire. Returns 0, or -1 with a message (the forward then fails). */
+typedef struct ExpertSource {
+    int (*acquire)(struct ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans);
+} ExpertSource;
+
+/* Time and bytes per phase, accumulated over forwards (model_stats_reset clears). */
+typedef struct {
+    double attention_s, ffn_s, expert_wait_s, experts_s, head_s, other_s;
+    uint64_t expert_bytes, spine_bytes;
+    uint64_t positions, forwards;
+} ModelStats;
+
+#define MODEL_MAX_CHUNK 64
+
+typedef struct Model Model;
+typedef struct State State;
+
+/* Borrows cat, spine tensor bytes (through bytes/provider), experts and pool for its lifetime.
+ * max_context: positions a State may hold (clamped to the config's max_position_embeddings). */
+int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *provider, ExpertSource *experts,
+                 Pool *pool, ALogMode mode, int max_context);
+void model_destroy(Model *m);
+const K3Config *model_config(const Model *m);
+int model_max_context(const Model *m);
+ModelStats *model_stats(Model *m);
+
+State *state_create(const Model *m);
+void state_destroy(State *s);
+void state_reset(State *s);
+int state_length(const State *s);
+/* Copies src into dst (same model): for snapshots and rollback. */
+void state_copy(State *dst, const State *src);
+
+/* Runs tokens[0..T) (1 <= T <= MODEL_MAX_CHUNK) after the state's current positions and advances
+ * it. logits: NULL, or [T][vocab] when all_rows, else [vocab] for the last position only.
+ * Fails (state unchanged only on argument errors) on a bad token id, a full context, an expert
+ * that cannot be read, or non-finite logits. */
+int model_forward(Model *m, State *s, const int *tokens, int T, float *logits, int all_rows);
+
+/* Greedy choice over logits: the largest, lowest index on ties. */
+int model_argmax(const Model *m, const float *logits);
+
+/* K3_A_LOG: "per-head" (default) or "per-channel" (compatibility with the original engine). */
+int model_a_log_mode_from_env(ALogMode *mode);
+
+#endif

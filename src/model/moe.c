@@ -1,0 +1,128 @@
+/* moe.c - the feed-forward half of a layer: the dense SiTU MLP (layer 0, and the fused shared
+ * experts) and the latent MoE block (k3-model.md 3.5, 3.6).
+ *
+ * Routed experts for a chunk are grouped by expert: each selected expert's weights are read once
+ * and applied to all the chunk's rows that chose it. Each row then sums its experts' outputs in
+ * its own routing order, so a row's result does not depend on which other rows share the chunk. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/mat.h"
+#include "model/internal.h"
+#include "model/ops.h"
+
+static void situ_rows(const K3Config *c, float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) a[i] = op_situ(a[i], b[i], c->situ_beta, c->situ_linear_beta);
+}
+
+void mlp_forward(Model *m, const MlpWeights *w, int width, const float *u, int T, float *out) {
+    Scratch *s = &m->s;
+    mat_mul(m->pool, s->h1, &w->gate, u, T);
+    mat_mul(m->pool, s->h3, &w->up, u, T);
+    situ_rows(&m->cfg, s->h1, s->h3, (size_t)T * width);
+    mat_mul(m->pool, out, &w->down, s->h1, T);
+}
+
+void moe_route(const float *logits, const float *bias, int n_experts, int k, int *ids, float *weights) {
+    /* selection by score + bias, largest first, lowest index on ties; k is small, so insertion */
+    float best[1024];
+    int n = 0;
+    for (int e = 0; e < n_experts; e++) {
+        float choice = op_sigmoid(logits[e]) + bias[e];
+        if (n == k && !(choice > best[k - 1])) continue;
+        int at = n < k ? n++ : k - 1;
+        while (at > 0 && choice > best[at - 1]) {
+            best[at] = best[at - 1], ids[at] = ids[at - 1];
+            at--;
+        }
+        best[at] = choice, ids[at] = e;
+    }
+    double sum = 0;
+    for (int i = 0; i < k; i++) sum += (weights[i] = op_sigmoid(logits[ids[i]]));
+    float denom = (float)sum + 1e-20f;
+    for (int i = 0; i < k; i++) weights[i] /= denom;
+}
+
+static Mat expert_mat(const Catalog *cat, const uint8_t *span, int which) {
+    const K3Config *c = &cat->cfg;
+    const ExpertLayout *L = &cat->expert_layout;
+    uint64_t p = which == 1 ? L->w1p : which == 2 ? L->w2p : L->w3p;
+    uint64_t s = which == 1 ? L->w1s : which == 2 ? L->w2s : L->w3s;
+    int rows = which == 2 ? c->latent : c->moe_inter, cols = which == 2 ? c->moe_inter : c->latent;
+    return (Mat){WF_MXFP4, rows, cols, span + p, span + s};
+}
+
+/* Runs one expert on the rows (t, slot) that selected it, writing eo[t][slot][latent]. */
+static void run_expert(Model *m, const uint8_t *span, int expert, int T) {
+    const K3Config *c = &m->cfg;
+    Scratch *s = &m->s;
+    int rows[MODEL_MAX_CHUNK], slots[MODEL_MAX_CHUNK], n = 0;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < c->top_k; i++)
+            if (s->sel[t * c->top_k + i] == expert) rows[n] = t, slots[n++] = i;
+    for (int r = 0; r < n; r++) memcpy(s->ex_in + (size_t)r * c->latent, s->z + (size_t)rows[r] * c->latent, sizeof(float) * (size_t)c->latent);
+    Mat w1 = expert_mat(m->cat, span, 1), w2 = expert_mat(m->cat, span, 2), w3 = expert_mat(m->cat, span, 3);
+    mat_mul(m->pool, s->ex_h1, &w1, s->ex_in, n);
+    mat_mul(m->pool, s->ex_h3, &w3, s->ex_in, n);
+    situ_rows(c, s->ex_h1, s->ex_h3, (size_t)n * c->moe_inter);
+    mat_mul(m->pool, s->ex_out, &w2, s->ex_h1, n);
+    for (int r = 0; r < n; r++)
+        memcpy(s->eo + ((size_t)rows[r] * c->top_k + slots[r]) * c->latent, s->ex_out + (size_t)r * c->latent,
+               sizeof(float) * (size_t)c->latent);
+}
+
+/* Distinct experts the chunk selected, ascending. Returns how many. */
+static int distinct_experts(const Model *m, int T, int *ids) {
+    const K3Config *c = &m->cfg;
+    int n = 0;
+    for (int i = 0; i < T * c->top_k; i++) {
+        int e = m->s.sel[i], at = n;
+        while (at > 0 && ids[at - 1] > e) at--;
+        if (at > 0 && ids[at - 1] == e) continue;
+        memmove(ids + at + 1, ids + at, sizeof *ids * (size_t)(n - at));
+        ids[at] = e, n++;
+    }
+    return n;
+}
+
+static int routed_experts(Model *m, int layer, int T) {
+    int ids[MODEL_MAX_CHUNK * 64];
+    const uint8_t *spans[MODEL_MAX_CHUNK * 64];
+    int n = distinct_experts(m, T, ids);
+    double t0 = model_now();
+    if (m->experts->acquire(m->experts, layer, ids, n, spans)) return -1;
+    double t1 = model_now();
+    for (int i = 0; i < n; i++) run_expert(m, spans[i], ids[i], T);
+    m->stats.expert_wait_s += t1 - t0;
+    m->stats.experts_s += model_now() - t1;
+    m->stats.expert_bytes += (uint64_t)n * m->cat->expert_bytes;
+    return 0;
+}
+
+int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int T, float *out) {
+    const K3Config *c = &m->cfg;
+    const MoeWeights *w = &L->moe_w;
+    Scratch *s = &m->s;
+    const int K = c->top_k;
+    mat_mul(m->pool, s->router, &w->router, u, T);
+    for (int t = 0; t < T; t++)
+        moe_route(s->router + (size_t)t * c->n_experts, w->score_bias, c->n_experts, K, s->sel + t * K, s->sel_w + t * K);
+    mat_mul(m->pool, s->z, &w->latent_down, u, T);
+    if (routed_experts(m, layer, T)) return -1;
+    for (int t = 0; t < T; t++) {
+        float *y = s->y + (size_t)t * c->latent;
+        for (int d = 0; d < c->latent; d++) y[d] = 0;
+        for (int i = 0; i < K; i++) {
+            const float *eo = s->eo + ((size_t)t * K + i) * c->latent;
+            float wt = s->sel_w[t * K + i];
+            for (int d = 0; d < c->latent; d++) y[d] += wt * eo[d];
+        }
+        op_rmsnorm(y, y, w->latent_norm, c->latent, c->rms_eps);
+    }
+    mat_mul(m->pool, out, &w->latent_up, s->y, T);
+    if (c->n_shared > 0) {
+        mlp_forward(m, &w->shared, c->shared_inter, u, T, s->xn); /* xn is free during the FFN */
+        for (size_t i = 0; i < (size_t)T * c->hidden; i++) out[i] += s->xn[i];
+    }
+    return 0;
+}

@@ -1,0 +1,24 @@
+/* ops.h - the model's small vector operations (k3-model.md section 3.0), in fp32 with a fixed
+ * evaluation order. They act on one row (one position) at a time. */
+#ifndef DF_OPS_H
+#define DF_OPS_H
+
+/* out = w * (x / sqrt(mean(x^2) + eps)); w may be NULL (weightless). out may alias x. */
+void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
+/* x /= max(||x||_2, 1e-12), then *= scale */
+void op_l2norm_scaled(float *x, int n, float scale);
+static inline float op_sigmoid(float x);
+float op_silu(float x);
+/* SiTU(a, b) = [beta * tanh(a/beta) * sigmoid(a)] * [beta_lin * tanh(b/beta_lin)] */
+float op_situ(float a, float b, float beta, float beta_lin);
+/* Block Attention Residuals: out = sum_i softmax_i(w . rmsnorm(v_i)) v_i over n values. */
+void op_attnres(float *out, const float *const *values, int n, const float *w, int dim, float eps);
+/* In-place softmax over n entries. */
+void op_softmax(float *x, int n);
+/* Index of the largest value; the lowest index wins ties. */
+int op_argmax(const float *x, int n);
+
+#include <math.h>
+static inline float op_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+#endif

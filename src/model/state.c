@@ -1,0 +1,81 @@
+/* state.c - one sequence's decode state: per KDA layer the conv windows and recurrent matrices
+ * (fixed size), per MLA layer the expanded key/value cache (grows with the sequence). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/internal.h"
+#include "util/err.h"
+
+static size_t conv_floats(const K3Config *c) { return 3 * (size_t)config_kda_width(c) * (size_t)(c->conv_kernel - 1); }
+static size_t recurrent_floats(const K3Config *c) { return (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim; }
+static size_t key_floats(const K3Config *c) { return (size_t)c->mla_heads * config_mla_qk_dim(c); }
+static size_t value_floats(const K3Config *c) { return (size_t)c->mla_heads * c->v_head; }
+
+State *state_create(const Model *m) {
+    const K3Config *c = &m->cfg;
+    State *s = df_calloc(1, sizeof *s);
+    s->model = m;
+    s->layers = df_calloc((size_t)c->n_layers, sizeof *s->layers);
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->layer_kind[l] != LAYER_KDA) continue;
+        s->layers[l].conv = df_calloc(conv_floats(c), sizeof(float));
+        s->layers[l].S = df_calloc(recurrent_floats(c), sizeof(float));
+    }
+    return s;
+}
+
+void state_destroy(State *s) {
+    if (!s) return;
+    for (int l = 0; l < s->model->cfg.n_layers; l++) {
+        LayerState *L = &s->layers[l];
+        free(L->conv), free(L->S), free(L->keys), free(L->values);
+    }
+    free(s->layers);
+    free(s);
+}
+
+void state_reset(State *s) {
+    const K3Config *c = &s->model->cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerState *L = &s->layers[l];
+        if (L->conv) memset(L->conv, 0, conv_floats(c) * sizeof(float));
+        if (L->S) memset(L->S, 0, recurrent_floats(c) * sizeof(float));
+    }
+    s->len = 0;
+}
+
+int state_length(const State *s) { return s->len; }
+
+int state_reserve(State *s, int need) {
+    const K3Config *c = &s->model->cfg;
+    if (need <= s->cap) return 0;
+    if (need > s->model->max_context)
+        return df_fail("context is full: %d positions requested, the limit is %d (K3_CONTEXT)", need, s->model->max_context);
+    int cap = s->cap ? s->cap : 16;
+    while (cap < need) cap = cap + cap / 2 + 1;
+    if (cap > s->model->max_context) cap = s->model->max_context;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->layer_kind[l] != LAYER_MLA) continue;
+        LayerState *L = &s->layers[l];
+        L->keys = df_realloc(L->keys, sizeof(float) * key_floats(c) * (size_t)cap);
+        L->values = df_realloc(L->values, sizeof(float) * value_floats(c) * (size_t)cap);
+    }
+    s->cap = cap;
+    return 0;
+}
+
+void state_copy(State *dst, const State *src) {
+    const K3Config *c = &src->model->cfg;
+    if (state_reserve(dst, src->len)) df_die("%s", df_errmsg()); /* same model: cannot exceed its limit */
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerState *d = &dst->layers[l];
+        const LayerState *s = &src->layers[l];
+        if (s->conv) memcpy(d->conv, s->conv, conv_floats(c) * sizeof(float));
+        if (s->S) memcpy(d->S, s->S, recurrent_floats(c) * sizeof(float));
+        if (s->keys && src->len) {
+            memcpy(d->keys, s->keys, key_floats(c) * (size_t)src->len * sizeof(float));
+            memcpy(d->values, s->values, value_floats(c) * (size_t)src->len * sizeof(float));
+        }
+    }
+    dst->len = src->len;
+}

@@ -1,0 +1,72 @@
+/* fill.c - random tensor contents.
+ *
+ * Scales: a linear weight [rows, cols] is uniform with variance 1/cols, so W x keeps the scale of
+ * x. Norm weights are 1 +- 0.1. AttnRes projections give O(1) depth scores. Expert weights are
+ * random E2M1 codes with E8M0 scales chosen so the dequantised variance is about 1/cols. A_log
+ * entries beyond num_heads are padding: they are filled with large values so that an engine that
+ * wrongly reads them (per-channel indexing) produces visibly different logits. */
+#include "synth/fill.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "format/numfmt.h"
+#include "util/rng.h"
+
+typedef enum { F_LINEAR, F_NORM, F_EMBED, F_RESPROJ, F_CONV, F_ALOG, F_DTBIAS, F_BIAS, F_PACKED, F_SCALE } FillKind;
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+static FillKind kind_of(const SchemaEntry *e) {
+    if (e->role == ROLE_EXPERT) return ends_with(e->name, "weight_scale") ? F_SCALE : F_PACKED;
+    if (e->role == ROLE_EMBED) return F_EMBED;
+    if (e->role == ROLE_SPINE) return F_LINEAR;
+    if (ends_with(e->name, "res_proj.weight")) return F_RESPROJ;
+    if (ends_with(e->name, "conv1d.weight")) return F_CONV;
+    if (ends_with(e->name, "A_log")) return F_ALOG;
+    if (ends_with(e->name, "dt_bias")) return F_DTBIAS;
+    if (ends_with(e->name, "e_score_correction_bias")) return F_BIAS;
+    return F_NORM;
+}
+
+/* E8M0 exponent for codes of RMS ~2.93 (uniform E2M1) to give weights of RMS ~1/sqrt(cols). */
+static int expert_scale_center(int cols) { return 127 + (int)lround(-log2(2.93 * sqrt((double)cols))); }
+
+static float value_for(FillKind k, const SchemaEntry *e, uint64_t idx, Rng *r, int a_log_heads) {
+    double cols = (double)e->shape[e->ndim - 1];
+    switch (k) {
+    case F_LINEAR: return rng_sym(r) * (float)sqrt(3.0 / cols);
+    case F_EMBED: return rng_sym(r) * 1.7f;
+    case F_RESPROJ: return rng_sym(r) * (float)sqrt(3.0 / cols);
+    case F_NORM: return 1.0f + 0.1f * rng_sym(r);
+    case F_CONV: return 0.6f * rng_sym(r);
+    case F_ALOG: return idx < (uint64_t)a_log_heads ? logf(1.0f + 7.5f * (rng_sym(r) + 1.0f)) : 3.0f + rng_sym(r);
+    case F_DTBIAS: return 0.5f * rng_sym(r);
+    case F_BIAS: return 0.05f * rng_sym(r);
+    default: return 0;
+    }
+}
+
+void synth_fill(const K3Config *c, const SchemaEntry *e, uint64_t seed, uint64_t first, uint64_t count, void *out) {
+    Rng r;
+    rng_seed(&r, rng_hash(e->name, seed) ^ (first * 0x9e3779b97f4a7c15ull));
+    FillKind k = kind_of(e);
+    if (k == F_PACKED) {
+        for (uint64_t i = 0; i < count; i++) ((uint8_t *)out)[i] = (uint8_t)(rng_next(&r) >> 56);
+        return;
+    }
+    if (k == F_SCALE) {
+        /* scale bytes cover 32 columns each: cols of the logical matrix = 32 * shape[1] */
+        int center = expert_scale_center((int)e->shape[1] * 32);
+        for (uint64_t i = 0; i < count; i++) ((uint8_t *)out)[i] = (uint8_t)(center - 1 + (int)(rng_next(&r) % 3));
+        return;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        float v = value_for(k, e, first + i, &r, c->kda_heads);
+        if (e->dtype == DT_F32) memcpy((float *)out + i, &v, sizeof v);
+        else ((uint16_t *)out)[i] = f32_to_bf16(v);
+    }
+}

@@ -1,0 +1,77 @@
+#include "util/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char err_buf[1024];
+
+int df_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int df_failctx(const char *fmt, ...) {
+    char out[sizeof err_buf];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out, sizeof out, fmt, ap);
+    va_end(ap);
+    size_t at = n < 0 ? 0 : (size_t)n < sizeof out - 3 ? (size_t)n : sizeof out - 3;
+    memcpy(out + at, ": ", 2);
+    at += 2;
+    size_t rest = strnlen(err_buf, sizeof err_buf - 1);
+    if (rest > sizeof out - 1 - at) rest = sizeof out - 1 - at;
+    memcpy(out + at, err_buf, rest);
+    out[at + rest] = 0;
+    memcpy(err_buf, out, at + rest + 1);
+    return -1;
+}
+
+const char *df_errmsg(void) { return err_buf; }
+void df_errclear(void) { err_buf[0] = 0; }
+
+_Noreturn void df_die(const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fputs("deltafin: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+static void *oom(size_t n) {
+    df_die("out of memory allocating %zu bytes", n);
+}
+
+void *df_malloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    return p ? p : oom(n);
+}
+
+void *df_calloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    return p ? p : oom(n * size);
+}
+
+void *df_realloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    return q ? q : oom(n);
+}
+
+char *df_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    return memcpy(df_malloc(n), s, n);
+}
+
+void *df_aligned_alloc(size_t alignment, size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, alignment, n ? n : alignment) != 0) oom(n);
+    return p;
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs every test: unit tests (release and ASan+UBSan builds), command-line tests, the NumPy
+# reference comparisons and the Node.js peer tests. Prints one "N passed, N failed" line last.
+# A test group can be selected: tests/run.sh unit|cli|node
+set -u
+cd "$(dirname "$0")/.."
+export DF="$PWD/build/deltafin" DF_ASAN="$PWD/build-asan/deltafin"
+export PYTHON="${PYTHON:-/usr/bin/python3}"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export DF_TEST_TMP="${DF_TEST_TMP:-$(mktemp -d /tmp/deltafin-test.XXXXXX)}"
+only="${1:-all}"
+pass=0; fail=0; failed=()
+
+run_one() { # name, command...
+    local name="$1"; shift
+    local log="$DF_TEST_TMP/log.$(echo "$name" | tr '/ ' '__')"
+    local t0=$SECONDS
+    if "$@" >"$log" 2>&1; then
+        pass=$((pass + 1)); echo "ok   $name ($((SECONDS - t0))s)"
+    else
+        fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name ($((SECONDS - t0))s)"
+        tail -n 40 "$log" | sed 's/^/     | /'
+    fi
+}
+
+if [ "$only" = all ] || [ "$only" = unit ]; then
+    for b in build build-asan; do
+        for t in "$b"/tests/test_*; do
+            [ -x "$t" ] && run_one "$b/$(basename "$t")" "$t"
+        done
+    done
+fi
+if [ "$only" = all ] || [ "$only" = cli ]; then
+    for t in tests/cli/test_*.sh; do
+        [ -f "$t" ] && run_one "$t" bash "$t"
+    done
+fi
+if [ "$only" = all ] || [ "$only" = node ]; then
+    for t in tests/node/test_*.mjs; do
+        [ -f "$t" ] && run_one "$t" node "$t"
+    done
+fi
+
+rm -rf "$DF_TEST_TMP"
+[ ${#failed[@]} -gt 0 ] && printf 'failed: %s\n' "${failed[*]}"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
