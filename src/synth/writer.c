@@ -131,8 +131,9 @@ static int write_shard(const Plan *p, const SynthPreset *sp, int shard, uint64_t
     char name[64], *path, *tmp;
     catalog_shard_name(name, sizeof name, shard + 1, p->n_shards);
     path = path_join(dir, name);
-    tmp = df_malloc(strlen(path) + 8);
-    sprintf(tmp, "%s.tmp", path);
+    size_t tmp_len = strlen(path) + 8;
+    tmp = df_malloc(tmp_len);
+    snprintf(tmp, tmp_len, "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int rc = fd < 0 ? df_fail("%s: cannot create: %s", tmp, strerror(errno)) : file_write_full(fd, header, hlen, tmp);
     for (int i = 0; i < n && !rc; i++) rc = write_tensor(fd, &sp->cfg, &p->e[first + i], seed, buf, tmp, pr);

@@ -22,7 +22,7 @@ void df_errclear(void);
 _Noreturn void df_die(const char *fmt, ...) DF_PRINTF(1, 2);
 
 /* Allocation that cannot fail: out of memory is fatal (sizes must be validated before). */
-void *df_malloc(size_t n);
+__attribute__((returns_nonnull, malloc)) void *df_malloc(size_t n);
 void *df_calloc(size_t n, size_t size);
 void *df_realloc(void *p, size_t n);
 char *df_strdup(const char *s);
