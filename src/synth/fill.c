@@ -54,8 +54,14 @@ void synth_fill(const K3Config *c, const SchemaEntry *e, uint64_t seed, uint64_t
     Rng r;
     rng_seed(&r, rng_hash(e->name, seed) ^ (first * 0x9e3779b97f4a7c15ull));
     FillKind k = kind_of(e);
-    if (k == F_PACKED) {
-        for (uint64_t i = 0; i < count; i++) ((uint8_t *)out)[i] = (uint8_t)(rng_next(&r) >> 56);
+    if (k == F_PACKED) { /* uniform codes: eight bytes per draw */
+        uint8_t *o = out;
+        uint64_t i = 0;
+        for (; i + 8 <= count; i += 8) {
+            uint64_t x = rng_next(&r);
+            memcpy(o + i, &x, 8);
+        }
+        for (; i < count; i++) o[i] = (uint8_t)(rng_next(&r) >> 56);
         return;
     }
     if (k == F_SCALE) {

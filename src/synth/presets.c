@@ -70,8 +70,11 @@ static void preset_big(K3Config *c, double size_gb) {
     c->a_log_len = 16;
     set_vocab(c, 4096);
     c->shared_inter = c->n_shared * c->moe_inter;
-    double layer_bytes = (double)config_expert_bytes(c) * c->n_experts + 20e6;
-    int layers = (int)floor(size_gb * 1e9 / layer_bytes);
+    /* a MoE layer: its experts plus (for a KDA layer) the projections, router and shared MLP */
+    double spine = 2.0 * c->hidden * (5.0 * c->hidden + 2.0 * c->kda_head_dim + c->kda_heads + c->n_experts +
+                                      2.0 * c->latent + 3.0 * c->shared_inter);
+    double layer_bytes = (double)config_expert_bytes(c) * c->n_experts + spine;
+    int layers = (int)lround(size_gb * 1e9 / layer_bytes);
     c->n_layers = layers < 2 ? 2 : layers > K3_MAX_LAYERS ? K3_MAX_LAYERS : layers;
 }
 

@@ -20,6 +20,7 @@
 #include "synth/synth.h"
 #include "text/vocab_synth.h"
 #include "util/err.h"
+#include "util/bulkwrite.h"
 #include "util/fileio.h"
 
 typedef struct {
@@ -102,19 +103,25 @@ static void progress_tick(Progress *pr, uint64_t add, int final) {
             rate / 1e6, rate > 0 ? (double)(pr->total - pr->done) / rate : 0.0);
 }
 
-static int write_tensor(int fd, const K3Config *c, const SchemaEntry *e, uint64_t seed, void *buf, const char *path,
+/* Generates tensor e chunk by chunk straight into the writer's buffer; a chunk that does not
+ * fit in what is left of the buffer goes through `spill` (SYNTH_CHUNK_ELEMS * 4 bytes). */
+static int write_tensor(BulkWriter *w, const K3Config *c, const SchemaEntry *e, uint64_t seed, uint8_t *spill,
                         Progress *pr) {
-    uint64_t elems = schema_nbytes(e) / dtype_size(e->dtype);
-    for (uint64_t first = 0; first < elems; first += SYNTH_CHUNK_ELEMS) {
+    size_t esize = dtype_size(e->dtype);
+    uint64_t elems = schema_nbytes(e) / esize;
+    for (uint64_t first = 0; first < elems;) {
         uint64_t count = elems - first < SYNTH_CHUNK_ELEMS ? elems - first : SYNTH_CHUNK_ELEMS;
-        synth_fill(c, e, seed, first, count, buf);
-        if (file_write_full(fd, buf, (size_t)(count * dtype_size(e->dtype)), path)) return -1;
-        progress_tick(pr, count * dtype_size(e->dtype), 0);
+        size_t bytes = (size_t)(count * esize), avail;
+        uint8_t *dst = bulk_reserve(w, &avail);
+        synth_fill(c, e, seed, first, count, bytes <= avail ? dst : spill);
+        if (bytes <= avail ? bulk_commit(w, bytes) : bulk_write(w, spill, bytes)) return -1;
+        first += count;
+        progress_tick(pr, bytes, 0);
     }
     return 0;
 }
 
-static int write_shard(const Plan *p, const SynthPreset *sp, int shard, uint64_t seed, const char *dir, void *buf,
+static int write_shard(const Plan *p, const SynthPreset *sp, int shard, uint64_t seed, const char *dir, uint8_t *spill,
                        Progress *pr) {
     int first = 0, n = 0;
     while (p->shard[first] != shard) first++;
@@ -134,11 +141,15 @@ static int write_shard(const Plan *p, const SynthPreset *sp, int shard, uint64_t
     size_t tmp_len = strlen(path) + 8;
     tmp = df_malloc(tmp_len);
     snprintf(tmp, tmp_len, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int rc = fd < 0 ? df_fail("%s: cannot create: %s", tmp, strerror(errno)) : file_write_full(fd, header, hlen, tmp);
-    for (int i = 0; i < n && !rc; i++) rc = write_tensor(fd, &sp->cfg, &p->e[first + i], seed, buf, tmp, pr);
-    if (fd >= 0 && close(fd) != 0 && !rc) rc = df_fail("%s: close failed: %s", tmp, strerror(errno));
+    BulkWriter w;
+    int rc = bulk_open(&w, tmp);
+    if (!rc) {
+        rc = bulk_write(&w, header, hlen);
+        for (int i = 0; i < n && !rc; i++) rc = write_tensor(&w, &sp->cfg, &p->e[first + i], seed, spill, pr);
+        if (bulk_close(&w) && !rc) rc = -1;
+    }
     if (!rc && rename(tmp, path) != 0) rc = df_fail("%s: rename failed: %s", path, strerror(errno));
+    if (rc) unlink(tmp);
     free(header), free(path), free(tmp);
     return rc;
 }
@@ -182,11 +193,11 @@ int synth_write(const SynthPreset *sp, uint64_t seed, const char *dir, int progr
     Plan p = {0};
     plan_build(&p, sp);
     Progress pr = {0, p.total, now_s(), now_s(), progress};
-    void *buf = df_malloc(SYNTH_CHUNK_ELEMS * 4);
+    uint8_t *spill = df_malloc(SYNTH_CHUNK_ELEMS * 4);
     int rc = write_metadata(sp, seed, dir);
-    for (int s = 0; s < p.n_shards && !rc; s++) rc = write_shard(&p, sp, s, seed, dir, buf, &pr);
+    for (int s = 0; s < p.n_shards && !rc; s++) rc = write_shard(&p, sp, s, seed, dir, spill, &pr);
     if (!rc) rc = write_index(&p, dir);
     if (!rc) progress_tick(&pr, 0, 1);
-    free(buf), free(p.e), free(p.shard);
+    free(spill), free(p.e), free(p.shard);
     return rc;
 }
