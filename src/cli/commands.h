@@ -9,7 +9,9 @@
     X(inspect, "summarise and validate a checkpoint")                                   \
     X(logits, "write fp32 logits [T, vocab] of a token sequence")                        \
     X(run, "generate greedily from a prompt")                                            \
-    X(nll, "average negative log-likelihood of a token sequence")
+    X(nll, "average negative log-likelihood of a token sequence")                         \
+    X(tokenize, "print the token ids of text on stdin or of a rendered chat")            \
+    X(detokenize, "print the text of token ids read on stdin")
 
 #define DF_DECLARE(name, summary) int cmd_##name(int argc, char **argv);
 DF_COMMANDS(DF_DECLARE)

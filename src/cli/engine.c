@@ -56,6 +56,32 @@ void engine_print_settings(const Engine *e, FILE *f) {
             e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)");
 }
 
+Tokenizer *engine_tokenizer(const Engine *e) {
+    Tokenizer *tok = tok_load(e->cat.dir);
+    if (tok && tok_vocab_size(tok) != e->cat.cfg.vocab) {
+        df_fail("%s: the tokenizer has %d ids but config.json says vocab_size %d", e->cat.dir, tok_vocab_size(tok),
+                e->cat.cfg.vocab);
+        tok_free(tok);
+        return NULL;
+    }
+    return tok;
+}
+
+int engine_encode_text(const Engine *e, const Tokenizer *tok, const char *text, size_t len, int **ids) {
+    TokIds out = {0};
+    if (tok_encode(tok, text, len, 0, &out)) return tokids_free(&out), -1;
+    if (out.n == 0) return tokids_free(&out), df_fail("the text encodes to no tokens");
+    if (out.n > (size_t)e->max_context) {
+        tokids_free(&out);
+        return df_fail("the text is %zu tokens, more than the context limit %d (K3_CONTEXT)", out.n, e->max_context);
+    }
+    *ids = df_malloc(sizeof **ids * out.n);
+    for (size_t i = 0; i < out.n; i++) (*ids)[i] = out.v[i];
+    int n = (int)out.n;
+    tokids_free(&out);
+    return n;
+}
+
 int parse_token_list(const char *text, int *ids, int max, int vocab) {
     int n = 0;
     const char *p = text;

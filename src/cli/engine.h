@@ -8,6 +8,7 @@
 #include "format/catalog.h"
 #include "model/model.h"
 #include "store/mapped.h"
+#include "text/tokenizer.h"
 
 typedef struct {
     Catalog cat;
@@ -24,6 +25,11 @@ int engine_open(Engine *e, const char *dir);
 void engine_close(Engine *e);
 /* The one start-up line with every resolved setting. */
 void engine_print_settings(const Engine *e, FILE *f);
+
+/* Loads the checkpoint's tokenizer and checks it covers the model's vocabulary. */
+Tokenizer *engine_tokenizer(const Engine *e);
+/* Encodes untrusted text (special spellings are ordinary text). Returns the count or -1. */
+int engine_encode_text(const Engine *e, const Tokenizer *tok, const char *text, size_t len, int **ids);
 
 /* Parses whitespace-separated token ids (at most max). Returns the count, or -1 with a message. */
 int parse_token_list(const char *text, int *ids, int max, int vocab);

@@ -12,24 +12,32 @@
 #include "util/fileio.h"
 
 int cmd_logits(int argc, char **argv) {
-    const char *model = NULL, *tokens = NULL, *out = NULL;
+    const char *model = NULL, *tokens = NULL, *text = NULL, *out = NULL;
     int64_t chunk = MODEL_MAX_CHUNK;
     ArgSpec specs[] = {
         {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
         {"tokens", ARG_STR, &tokens, "token ids, space-separated"},
+        {"text", ARG_STR, &text, "text to encode with the checkpoint's tokenizer (instead of --tokens)"},
         {"out", ARG_STR, &out, "output file: little-endian fp32 [T][vocab]"},
         {"chunk", ARG_INT, &chunk, "positions per forward pass (1..64, default 64)"},
     };
     const char *pos[1];
     int n_pos;
-    if (args_parse(argc, argv, specs, 4, pos, 0, &n_pos, "deltafin logits --model DIR --tokens \"1 2 3\" --out FILE"))
+    if (args_parse(argc, argv, specs, 5, pos, 0, &n_pos, "deltafin logits --model DIR --tokens \"1 2 3\" --out FILE"))
         df_die("%s", df_errmsg());
-    if (!tokens || !out) df_die("logits: --tokens and --out are required");
+    if (!tokens == !text || !out) df_die("logits: give --out and exactly one of --tokens and --text");
     Engine e;
     if (engine_open(&e, model)) df_die("%s", df_errmsg());
     const int V = e.cat.cfg.vocab;
-    int *ids = df_malloc(sizeof *ids * (size_t)(strlen(tokens) / 2 + 1));
-    int n = parse_token_list(tokens, ids, (int)(strlen(tokens) / 2 + 1), V);
+    int *ids = NULL, n;
+    if (tokens) {
+        ids = df_malloc(sizeof *ids * (size_t)(strlen(tokens) / 2 + 1));
+        n = parse_token_list(tokens, ids, (int)(strlen(tokens) / 2 + 1), V);
+    } else {
+        Tokenizer *tok = engine_tokenizer(&e);
+        n = tok ? engine_encode_text(&e, tok, text, strlen(text), &ids) : -1;
+        tok_free(tok);
+    }
     if (n < 0) df_die("%s", df_errmsg());
     if (n > e.max_context) df_die("logits: %d tokens exceed the context limit %d (K3_CONTEXT)", n, e.max_context);
     float *rows = df_malloc(sizeof *rows * (size_t)n * V);

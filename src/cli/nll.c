@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/engine.h"
 #include "util/err.h"
+#include "util/fileio.h"
 
 /* -log softmax(logits)[target], in double. */
 static double token_nll(const float *logits, int V, int target) {
@@ -17,21 +18,34 @@ static double token_nll(const float *logits, int V, int target) {
     return log(sum) - ((double)logits[target] - mx);
 }
 
+static int read_text_tokens(const Engine *e, const char *path, int **ids) {
+    char *text;
+    size_t len;
+    Tokenizer *tok = engine_tokenizer(e);
+    if (!tok || file_read_all(path, 256u << 20, &text, &len)) return tok_free(tok), -1;
+    int n = engine_encode_text(e, tok, text, len, ids);
+    free(text);
+    tok_free(tok);
+    return n < 0 ? df_failctx("%s", path) : n;
+}
+
 int cmd_nll(int argc, char **argv) {
-    const char *model = NULL, *file = NULL;
+    const char *model = NULL, *file = NULL, *text = NULL;
     ArgSpec specs[] = {
         {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
         {"tokens-file", ARG_STR, &file, "file of whitespace-separated token ids"},
+        {"text", ARG_STR, &text, "file of UTF-8 text, encoded with the checkpoint's tokenizer"},
     };
     const char *pos[1];
     int n_pos;
-    if (args_parse(argc, argv, specs, 2, pos, 0, &n_pos, "deltafin nll --model DIR --tokens-file F")) df_die("%s", df_errmsg());
-    if (!file) df_die("nll: --tokens-file is required");
+    if (args_parse(argc, argv, specs, 3, pos, 0, &n_pos, "deltafin nll --model DIR (--tokens-file F | --text F)"))
+        df_die("%s", df_errmsg());
+    if (!file == !text) df_die("nll: give exactly one of --tokens-file and --text");
     Engine e;
     if (engine_open(&e, model)) df_die("%s", df_errmsg());
     const int V = e.cat.cfg.vocab;
     int *ids;
-    int n = read_token_file(file, &ids, V);
+    int n = file ? read_token_file(file, &ids, V) : read_text_tokens(&e, text, &ids);
     if (n < 0) df_die("%s", df_errmsg());
     if (n < 2) df_die("nll: %s needs at least 2 tokens", file);
     if (n > e.max_context) df_die("nll: %d tokens exceed the context limit %d (K3_CONTEXT)", n, e.max_context);
