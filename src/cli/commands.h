@@ -11,7 +11,13 @@
     X(run, "generate greedily from a prompt")                                            \
     X(nll, "average negative log-likelihood of a token sequence")                         \
     X(tokenize, "print the token ids of text on stdin or of a rendered chat")            \
-    X(detokenize, "print the text of token ids read on stdin")
+    X(detokenize, "print the text of token ids read on stdin")                          \
+    X(setup, "install K3 from Hugging Face or a mirror (full or streaming)")             \
+    X(fetch, "complete a streaming install (all missing experts or some layers)")        \
+    X(warm, "fetch the missing experts router traces use most")                         \
+    X(doctor, "read-only health check of an install")                            \
+    X(chat, "interactive multi-turn chat in the terminal")                                \
+    X(serve, "OpenAI-compatible HTTP server")
 
 #define DF_DECLARE(name, summary) int cmd_##name(int argc, char **argv);
 DF_COMMANDS(DF_DECLARE)

@@ -2,6 +2,7 @@
  * their text. Text is decoded as it streams, through the same incremental decoder `run` uses,
  * so the output equals tok_decode of all the ids (invalid UTF-8 -> U+FFFD). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli/args.h"
 #include "text/tokenizer.h"
@@ -25,12 +26,15 @@ static int read_id(FILE *f, long long *id, long long index) {
 
 int cmd_detokenize(int argc, char **argv) {
     const char *model = NULL;
-    ArgSpec specs[] = {{"model", ARG_STR, &model, "model directory (tiktoken.model, tokenizer_config.json)"}};
+    ArgSpec specs[] = {
+        {"model", ARG_STR, &model, "model directory with tiktoken.model (default $DELTAFIN_ROOT or .)"},
+    };
     const char *pos[1];
     int n_pos;
-    if (args_parse(argc, argv, specs, 1, pos, 0, &n_pos, "deltafin detokenize --model DIR < ids"))
+    if (args_parse(argc, argv, specs, 1, pos, 0, &n_pos, "deltafin detokenize [--model DIR] < ids"))
         df_die("%s", df_errmsg());
-    if (!model) df_die("detokenize: --model DIR is required");
+    if (!model || !*model) model = getenv("DELTAFIN_ROOT");
+    if (!model || !*model) model = ".";
     Tokenizer *tok = tok_load(model);
     if (!tok) df_die("%s", df_errmsg());
     Utf8Stream st = UTF8STREAM_INIT;

@@ -3,12 +3,19 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/kernels.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
 #define DEFAULT_CONTEXT 8192
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static int context_from_env(int *out) {
     const char *v = getenv("K3_CONTEXT");
@@ -22,27 +29,56 @@ static int context_from_env(int *out) {
     return 0;
 }
 
+/* The weight store (K3_STORE) and, with K3_TRACE, the router trace around its experts. */
+static int open_store(Engine *e) {
+    if (stream_wanted(&e->cat, &e->streaming)) return -1;
+    if (e->streaming) {
+        if (stream_open(&e->stream, &e->cat, e->max_context)) return -1;
+        e->experts = &e->stream.experts.src;
+    } else {
+        if (mapped_open(&e->store, &e->cat)) return -1;
+        e->experts = &e->store.src;
+    }
+    const char *trace = trace_path_from_env();
+    if (trace) {
+        if (trace_open(&e->trace, e->experts, &e->cat.cfg, trace)) return -1;
+        e->experts = &e->trace.src;
+    }
+    return 0;
+}
+
 int engine_open(Engine *e, const char *dir) {
     memset(e, 0, sizeof *e);
     if (!dir) dir = getenv("DELTAFIN_ROOT");
     if (!dir || !*dir) dir = ".";
     if (model_a_log_mode_from_env(&e->a_log) || context_from_env(&e->max_context)) return -1;
     if (catalog_open(&e->cat, dir)) return -1;
-    if (mapped_open(&e->store, &e->cat)) return catalog_free(&e->cat), -1;
+    if (open_store(e)) return engine_close(e), -1;
     e->pool = pool_create(pool_threads_from_env());
     e->threads = pool_threads(e->pool);
-    if (model_create(&e->model, &e->cat, mapped_tensor_bytes, &e->store, &e->store.src, e->pool, e->a_log, e->max_context)) {
+    TensorBytesFn bytes = e->streaming ? e->stream.spine.src.bytes : mapped_tensor_bytes;
+    void *provider = e->streaming ? (void *)&e->stream.spine : (void *)&e->store;
+    if (model_create(&e->model, &e->cat, bytes, provider, e->experts, e->pool, e->a_log, e->max_context)) {
         engine_close(e);
         return -1;
     }
+    if (e->streaming) {
+        model_set_spine(e->model, &e->stream.spine.src);
+        stream_end_load(&e->stream);
+    }
     e->max_context = model_max_context(e->model);
+    const char *prof = getenv("K3_PROFILE");
+    e->profile = prof && *prof && strcmp(prof, "0") != 0;
+    e->prof_t = now_s();
     return 0;
 }
 
 void engine_close(Engine *e) {
     model_destroy(e->model);
     if (e->pool) pool_destroy(e->pool);
+    if (trace_close(&e->trace)) fprintf(stderr, "deltafin: %s\n", df_errmsg());
     if (e->store.base) mapped_close(&e->store);
+    if (e->streaming) stream_close(&e->stream);
     if (e->cat.dir) catalog_free(&e->cat);
     memset(e, 0, sizeof *e);
 }
@@ -50,10 +86,46 @@ void engine_close(Engine *e) {
 void engine_print_settings(const Engine *e, FILE *f) {
     const K3Config *c = &e->cat.cfg;
     fprintf(f, "deltafin: model %s (%d layers, %d experts, top-%d) | device cpu (%s kernels) | threads %d | "
-               "spine bf16 (exact) | experts local %d/%d (mapped) | context %d | A_log %s | fp32 greedy\n",
+               "spine bf16 (exact) | experts local %d/%d (%s) | context %d | A_log %s | fp32 greedy\n",
             e->cat.dir, c->n_layers, c->n_experts, c->top_k, kern_isa(), e->threads,
-            (c->n_layers - c->first_dense) * c->n_experts, (c->n_layers - c->first_dense) * c->n_experts, e->max_context,
+            (c->n_layers - c->first_dense) * c->n_experts, (c->n_layers - c->first_dense) * c->n_experts,
+            e->streaming ? "streamed" : "mapped", e->max_context,
             e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)");
+    if (e->streaming) stream_print_plan(&e->stream, f);
+}
+
+static StreamCounters io_counters(const Engine *e) {
+    StreamCounters z = {0};
+    return e->streaming ? stream_counters((StreamStore *)&e->stream) : z; /* counters are read under the stores' locks */
+}
+
+void engine_profile_step(Engine *e, FILE *f) {
+    if (!e->profile) return;
+    const ModelStats *s = model_stats(e->model), *p = &e->prof_stats;
+    StreamCounters io = io_counters(e), *q = &e->prof_io;
+    double now = now_s(), dt = now - e->prof_t;
+    double spine_w = s->spine_wait_s - p->spine_wait_s, exp_w = s->expert_wait_s - p->expert_wait_s;
+    uint64_t sb = io.spine_bytes - q->spine_bytes, eb = io.expert_bytes - q->expert_bytes;
+    uint64_t hits = io.experts.hits - q->experts.hits, miss = io.experts.misses - q->experts.misses;
+    uint64_t pf = io.experts.prefetch_hits - q->experts.prefetch_hits;
+    fprintf(f, "profile: pos %llu +%llu: %.3f s | read spine %.1f MB, experts %.1f MB, %.2f GB/s | cache hits %llu/%llu "
+               "(%.0f%%, %llu prefetched) | wait spine %.3f s, experts %.3f s | compute %.3f s\n",
+            (unsigned long long)p->positions, (unsigned long long)(s->positions - p->positions), dt, sb / 1e6, eb / 1e6,
+            dt > 0 ? (sb + eb) / dt / 1e9 : 0, (unsigned long long)hits, (unsigned long long)(hits + miss),
+            hits + miss ? 100.0 * hits / (hits + miss) : 0, (unsigned long long)pf, spine_w, exp_w, dt - spine_w - exp_w);
+    e->prof_stats = *s, e->prof_io = io, e->prof_t = now;
+}
+
+void engine_print_store_stats(const Engine *e, FILE *f) {
+    if (!e->streaming) return;
+    StreamCounters io = io_counters(e);
+    const ModelStats *s = model_stats(((Engine *)e)->model);
+    uint64_t need = io.experts.hits + io.experts.misses, pos = s->positions ? s->positions : 1;
+    fprintf(f, "stats: read spine %.3f GB, experts %.3f GB (%.1f MB per position) | expert cache hits %llu/%llu (%.1f%%), "
+               "prefetch %llu started, %llu used | spine wait %.3f s\n",
+            io.spine_bytes / 1e9, io.expert_bytes / 1e9, (io.spine_bytes + io.expert_bytes) / 1e6 / (double)pos,
+            (unsigned long long)io.experts.hits, (unsigned long long)need, need ? 100.0 * io.experts.hits / need : 0,
+            (unsigned long long)io.experts.prefetches, (unsigned long long)io.experts.prefetch_hits, s->spine_wait_s);
 }
 
 Tokenizer *engine_tokenizer(const Engine *e) {

@@ -8,11 +8,21 @@
 #include "format/catalog.h"
 #include "model/model.h"
 #include "store/mapped.h"
+#include "store/stream.h"
+#include "store/trace.h"
 #include "text/tokenizer.h"
 
 typedef struct {
     Catalog cat;
+    int streaming;           /* K3_STORE: 1 = stream (budgeted), 0 = mapped */
     MappedStore store;
+    StreamStore stream;
+    TraceSource trace;       /* K3_TRACE: wraps the expert source */
+    ExpertSource *experts;
+    int profile;             /* K3_PROFILE=1: one line per forward */
+    ModelStats prof_stats;   /* totals at the previous profile line */
+    StreamCounters prof_io;
+    double prof_t;
     Pool *pool;
     Model *model;
     int threads;
@@ -23,8 +33,12 @@ typedef struct {
 /* dir NULL: $DELTAFIN_ROOT, else the current directory. Fails with a message. */
 int engine_open(Engine *e, const char *dir);
 void engine_close(Engine *e);
-/* The one start-up line with every resolved setting. */
+/* The one start-up line with every resolved setting (and the streaming plan when streaming). */
 void engine_print_settings(const Engine *e, FILE *f);
+/* K3_PROFILE: after each forward, what it read and where its time went. No-op when off. */
+void engine_profile_step(Engine *e, FILE *f);
+/* --stats: the store's totals (bytes read, cache hits, GB/s). */
+void engine_print_store_stats(const Engine *e, FILE *f);
 
 /* Loads the checkpoint's tokenizer and checks it covers the model's vocabulary. */
 Tokenizer *engine_tokenizer(const Engine *e);

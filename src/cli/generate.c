@@ -34,6 +34,7 @@ int generate(Engine *e, State *st, const int *prompt, int n_prompt, const GenOpt
     double t0 = model_now();
     int rc = engine_prefill(e, st, prompt, n_prompt, opt->chunk, NULL, logits);
     res->prefill_s = model_now() - t0;
+    if (!rc) engine_profile_step(e, stderr);
     t0 = model_now();
     while (!rc && res->generated < opt->max_new) {
         if (generate_interrupted()) {
@@ -53,6 +54,7 @@ int generate(Engine *e, State *st, const int *prompt, int n_prompt, const GenOpt
             break;
         }
         rc = model_forward(e->model, st, &tok, 1, logits, 0);
+        if (!rc) engine_profile_step(e, stderr);
     }
     res->decode_s = model_now() - t0;
     free(logits);
@@ -69,4 +71,5 @@ void generate_print_stats(const Engine *e, const GenResult *r, FILE *f) {
                "head %.3f s; expert bytes %.3f GB\n",
             (unsigned long long)s->positions, s->attention_s, s->ffn_s, s->expert_wait_s, s->experts_s, s->head_s,
             s->expert_bytes / 1e9);
+    engine_print_store_stats(e, f);
 }

@@ -1,57 +1,132 @@
-/* deltafin run - generate greedily from a prompt, printing as tokens are produced. */
+/* deltafin run - generate greedily from a prompt, printing as tokens are produced.
+ *
+ * The prompt is token ids (--tokens), raw text (--prompt) or, with --chat, a user message
+ * rendered in K3's chat format. Output is ids, text (characters split across tokens are held
+ * until complete), or in chat mode the answer on stdout and the thinking on stderr. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
 #include "cli/generate.h"
+#include "text/utf8stream.h"
+#include "text/xtml.h"
 #include "util/err.h"
 
-static int print_id(void *ctx, int tok) {
-    int *first = ctx;
-    printf(*first ? "%d" : " %d", tok);
-    *first = 0;
-    fflush(stdout);
+typedef struct {
+    Tokenizer *tok;       /* NULL: print ids */
+    XtmlParser *chat;     /* chat mode: split thinking from answer */
+    Utf8Stream text;
+    int first;
+} Printer;
+
+static void put(FILE *f, const char *s, size_t n) {
+    if (n) fwrite(s, 1, n, f), fflush(f);
+}
+
+static int print_token(void *ctx, int tok) {
+    Printer *p = ctx;
+    if (!p->tok) {
+        printf(p->first ? "%d" : " %d", tok);
+        p->first = 0;
+        fflush(stdout);
+        return 0;
+    }
+    if (p->chat) {
+        XtmlDelta d;
+        if (xtml_parser_feed(p->chat, tok, &d)) return -1;
+        put(stderr, d.reasoning, d.reasoning_len);
+        put(stdout, d.content, d.content_len);
+        return d.done;
+    }
+    size_t n, len;
+    const uint8_t *bytes = tok_token_bytes(p->tok, tok, &n);
+    const char *s = utf8stream_push(&p->text, bytes, n, &len);
+    put(stdout, s, len);
     return 0;
 }
 
+static void finish_output(Printer *p) {
+    size_t len;
+    if (p->chat) {
+        XtmlDelta d;
+        xtml_parser_finish(p->chat, &d);
+        put(stderr, d.reasoning, d.reasoning_len);
+        put(stdout, d.content, d.content_len);
+    } else if (p->tok) {
+        const char *rest = utf8stream_finish(&p->text, &len);
+        put(stdout, rest, len);
+    }
+    printf("\n");
+}
+
+/* The prompt's ids, from whichever of --tokens / --prompt / --chat was given. */
+static int prompt_ids(Engine *e, Printer *p, const char *tokens, const char *text, int chat, int **ids) {
+    if (tokens) {
+        int max = (int)strlen(tokens) / 2 + 1;
+        *ids = df_malloc(sizeof **ids * (size_t)max);
+        return parse_token_list(tokens, *ids, max, e->cat.cfg.vocab);
+    }
+    if (!chat) return engine_encode_text(e, p->tok, text, strlen(text), ids);
+    json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", text);
+    XtmlOptions opt = XTML_OPTIONS_DEFAULT;
+    TokIds out = {0};
+    int rc = msgs ? xtml_render(p->tok, msgs, &opt, &out) : df_fail("the prompt is not valid UTF-8");
+    json_decref(msgs);
+    if (rc) return tokids_free(&out), -1;
+    *ids = df_malloc(sizeof **ids * (out.n ? out.n : 1));
+    for (size_t i = 0; i < out.n; i++) (*ids)[i] = out.v[i];
+    rc = (int)out.n;
+    tokids_free(&out);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv) {
-    const char *model = NULL, *tokens = NULL;
-    int64_t max_new = 32, chunk = MODEL_MAX_CHUNK;
-    int stats = 0;
+    const char *model = NULL, *tokens = NULL, *text = NULL;
+    int64_t max_new = -1, chunk = MODEL_MAX_CHUNK;
+    int stats = 0, chat = 0;
     ArgSpec specs[] = {
         {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
-        {"tokens", ARG_STR, &tokens, "prompt as token ids, space-separated"},
-        {"max-new", ARG_INT, &max_new, "tokens to generate (default 32)"},
+        {"tokens", ARG_STR, &tokens, "prompt as token ids, space-separated (output: ids)"},
+        {"prompt", ARG_STR, &text, "prompt text (output: text)"},
+        {"chat", ARG_FLAG, &chat, "render --prompt as a user message in K3's chat format; stop at <|end_of_msg|>"},
+        {"max-new", ARG_INT, &max_new, "tokens to generate (default 256 raw, the context limit with --chat)"},
         {"chunk", ARG_INT, &chunk, "prefill positions per pass (1..64, default 64)"},
         {"stats", ARG_FLAG, &stats, "print speed and a per-phase breakdown"},
     };
     const char *pos[1];
     int n_pos;
-    if (args_parse(argc, argv, specs, 5, pos, 0, &n_pos, "deltafin run --model DIR --tokens \"1 2 3\" [--max-new N]"))
+    if (args_parse(argc, argv, specs, 7, pos, 0, &n_pos, "deltafin run --model DIR (--prompt TEXT [--chat] | --tokens IDS)"))
         df_die("%s", df_errmsg());
-    if (!tokens) df_die("run: give the prompt with --tokens");
-    if (max_new < 0 || max_new > (1 << 24)) df_die("run: --max-new must be 0..16777216");
+    if (!tokens == !text) df_die("run: give the prompt with exactly one of --prompt and --tokens");
+    if (chat && !text) df_die("run: --chat needs --prompt");
+    if (max_new < -1 || max_new > (1 << 24)) df_die("run: --max-new must be 0..16777216");
     Engine e;
     if (engine_open(&e, model)) df_die("%s", df_errmsg());
     engine_print_settings(&e, stderr);
-    int max = (int)strlen(tokens) / 2 + 1;
-    int *ids = df_malloc(sizeof *ids * (size_t)max);
-    int n = parse_token_list(tokens, ids, max, e.cat.cfg.vocab);
+    Printer pr = {NULL, NULL, UTF8STREAM_INIT, 1};
+    if (text && !(pr.tok = engine_tokenizer(&e))) df_die("%s", df_errmsg());
+    if (chat) pr.chat = xtml_parser_new(pr.tok, 1);
+    int *ids = NULL;
+    int n = prompt_ids(&e, &pr, tokens, text, chat, &ids);
     if (n < 0) df_die("%s", df_errmsg());
     if (n > e.max_context) df_die("run: the prompt's %d tokens exceed the context limit %d (K3_CONTEXT)", n, e.max_context);
+    if (max_new < 0) max_new = chat ? e.max_context : 256;
     generate_install_sigint();
     State *st = state_create(e.model);
-    GenOptions opt = {(int)max_new, -1, (int)chunk};
+    GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, (int)chunk};
     GenResult res;
-    int first = 1;
-    int rc = generate(&e, st, ids, n, &opt, print_id, &first, &res);
-    printf("\n");
+    int rc = generate(&e, st, ids, n, &opt, print_token, &pr, &res);
+    finish_output(&pr);
     if (res.interrupted) fprintf(stderr, "deltafin: interrupted after %d tokens\n", res.generated);
     if (rc) df_die("%s", df_errmsg());
     if (stats) generate_print_stats(&e, &res, stderr);
     state_destroy(st);
     free(ids);
+    xtml_parser_free(pr.chat);
+    utf8stream_free(&pr.text);
+    tok_free(pr.tok);
     engine_close(&e);
     return res.interrupted ? 130 : 0;
 }

@@ -58,10 +58,13 @@ static int render_chat(const Tokenizer *tok, const char *path, const ChatFlags *
     const char *req_effort = json_string_value(json_object_get(root, "reasoning_effort"));
     XtmlOptions opt = XTML_OPTIONS_DEFAULT;
     opt.tools = json_object_get(root, "tools");
-    opt.effort = f->effort ? f->effort : req_effort ? req_effort : getenv("K3_REASONING_EFFORT");
+    const char *env_effort = getenv("K3_REASONING_EFFORT");
+    opt.effort = f->effort ? f->effort : req_effort ? req_effort : env_effort && *env_effort ? env_effort : NULL;
     opt.thinking = !f->no_thinking;
     opt.gen_prompt = !f->no_gen;
-    int rc = f->as_text ? ((*text = xtml_render_text(msgs, &opt, text_len)) ? 0 : -1) : xtml_render(tok, msgs, &opt, ids);
+    int rc;
+    if (f->as_text) rc = (*text = xtml_render_text(msgs, &opt, text_len)) ? 0 : -1;
+    else rc = xtml_render(tok, msgs, &opt, ids);
     json_decref(root);
     return rc ? df_failctx("%s", path) : 0;
 }
@@ -99,7 +102,7 @@ int cmd_tokenize(int argc, char **argv) {
     int special = 0, jsonl = 0;
     ChatFlags f = {0};
     ArgSpec specs[] = {
-        {"model", ARG_STR, &model, "model directory (tiktoken.model, tokenizer_config.json)"},
+        {"model", ARG_STR, &model, "model directory with tiktoken.model (default $DELTAFIN_ROOT or .)"},
         {"chat", ARG_STR, &chat, "render this chat JSON (messages array, or request with messages/tools)"},
         {"special", ARG_FLAG, &special, "stdin text is trusted: special-token spellings become special ids"},
         {"jsonl", ARG_FLAG, &jsonl, "stdin holds one JSON string per line; print one line of ids for each"},
@@ -110,9 +113,10 @@ int cmd_tokenize(int argc, char **argv) {
     };
     const char *pos[1];
     int n_pos;
-    if (args_parse(argc, argv, specs, 8, pos, 0, &n_pos, "deltafin tokenize --model DIR [--chat FILE.json] < text"))
+    if (args_parse(argc, argv, specs, 8, pos, 0, &n_pos, "deltafin tokenize [--model DIR] [--chat FILE.json] < text"))
         df_die("%s", df_errmsg());
-    if (!model) df_die("tokenize: --model DIR is required");
+    if (!model || !*model) model = getenv("DELTAFIN_ROOT");
+    if (!model || !*model) model = ".";
     Tokenizer *tok = tok_load(model);
     if (!tok) df_die("%s", df_errmsg());
     TokIds ids = {0};

@@ -34,6 +34,7 @@ struct Model {
     const Catalog *cat;
     Weights w;
     ExpertSource *experts;
+    SpineSource *spine;     /* NULL: the spine stays where model_create bound it */
     Pool *pool;
     Scratch s;
     int max_context;

@@ -81,6 +81,8 @@ void model_destroy(Model *m) {
     free(m);
 }
 
+void model_set_spine(Model *m, SpineSource *src) { m->spine = src; }
+
 const K3Config *model_config(const Model *m) { return &m->cfg; }
 int model_max_context(const Model *m) { return m->max_context; }
 ModelStats *model_stats(Model *m) { return &m->stats; }
@@ -176,13 +178,25 @@ static int check_tokens(const Model *m, const State *st, const int *tokens, int 
     return state_reserve((State *)st, st->len + T);
 }
 
+/* With a streamed spine, layer l's bytes may sit in a different buffer on every pass. */
+static int acquire_spine_layer(Model *m, int l) {
+    if (!m->spine) return 0;
+    double t0 = model_now();
+    if (m->spine->acquire_layer(m->spine, l)) return -1;
+    m->stats.spine_wait_s += model_now() - t0;
+    return weights_bind_layer_mats(&m->w, m->cat, l, m->spine->bytes, m->spine);
+}
+
 int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, int all_rows) {
     if (check_tokens(m, st, tokens, T)) return -1;
     embed(m, tokens, T);
     int n_anchors = 0;
     for (int l = 0; l < m->cfg.n_layers; l++) {
+        if (acquire_spine_layer(m, l)) return -1;
         n_anchors = attention_block(m, st, l, n_anchors, T);
-        if (ffn_block(m, l, n_anchors, T)) return -1;
+        int rc = ffn_block(m, l, n_anchors, T);
+        if (m->spine) m->spine->release_layer(m->spine, l);
+        if (rc) return -1;
     }
     st->len += T;
     m->stats.positions += (uint64_t)T;

@@ -17,14 +17,29 @@
 
 /* Supplies routed experts. acquire makes the spans of experts ids[0..n) of `layer` readable and
  * stores a pointer to each span (catalog layout) in spans[i]; the pointers stay valid until the
- * next acquire. Returns 0, or -1 with a message (the forward then fails). */
+ * next acquire. Returns 0, or -1 with a message (the forward then fails). max_batch > 0 caps n
+ * (the model then acquires a layer's experts in several batches); 0 means no cap. route, when
+ * not NULL, is told each layer's selections before its experts are acquired: sel[t][k] for the
+ * chunk's T rows (router traces). */
 typedef struct ExpertSource {
     int (*acquire)(struct ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans);
+    int max_batch;
+    void (*route)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
 } ExpertSource;
+
+/* Supplies the spine one layer at a time when it is not all resident. acquire_layer makes layer
+ * l's tensors readable through bytes (provider = the source) until release_layer(l); the model
+ * rebinds the layer's matrices after every acquire, so a source may move a layer between buffers.
+ * The model holds at most one layer at a time and releases it before acquiring the next. */
+typedef struct SpineSource {
+    int (*acquire_layer)(struct SpineSource *src, int layer);
+    void (*release_layer)(struct SpineSource *src, int layer);
+    TensorBytesFn bytes;
+} SpineSource;
 
 /* Time and bytes per phase, accumulated over forwards (model_stats_reset clears). */
 typedef struct {
-    double attention_s, ffn_s, expert_wait_s, experts_s, head_s, other_s;
+    double attention_s, ffn_s, spine_wait_s, expert_wait_s, experts_s, head_s, other_s;
     uint64_t expert_bytes, spine_bytes;
     uint64_t positions, forwards;
 } ModelStats;
@@ -38,6 +53,9 @@ typedef struct State State;
  * max_context: positions a State may hold (clamped to the config's max_position_embeddings). */
 int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *provider, ExpertSource *experts,
                  Pool *pool, ALogMode mode, int max_context);
+/* Streams the spine through src (borrowed): every forward acquires each layer before using it.
+ * Without it, the matrices bound at model_create stay in place. */
+void model_set_spine(Model *m, SpineSource *src);
 void model_destroy(Model *m);
 const K3Config *model_config(const Model *m);
 int model_max_context(const Model *m);

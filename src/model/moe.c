@@ -88,13 +88,18 @@ static int distinct_experts(const Model *m, int T, int *ids) {
 static int routed_experts(Model *m, int layer, int T) {
     int ids[MODEL_MAX_CHUNK * 64];
     const uint8_t *spans[MODEL_MAX_CHUNK * 64];
+    ExpertSource *src = m->experts;
     int n = distinct_experts(m, T, ids);
-    double t0 = model_now();
-    if (m->experts->acquire(m->experts, layer, ids, n, spans)) return -1;
-    double t1 = model_now();
-    for (int i = 0; i < n; i++) run_expert(m, spans[i], ids[i], T);
-    m->stats.expert_wait_s += t1 - t0;
-    m->stats.experts_s += model_now() - t1;
+    int batch = src->max_batch > 0 ? src->max_batch : n;
+    for (int at = 0; at < n; at += batch) {
+        int count = n - at < batch ? n - at : batch;
+        double t0 = model_now();
+        if (src->acquire(src, layer, ids + at, count, spans)) return -1;
+        double t1 = model_now();
+        for (int i = 0; i < count; i++) run_expert(m, spans[i], ids[at + i], T);
+        m->stats.expert_wait_s += t1 - t0;
+        m->stats.experts_s += model_now() - t1;
+    }
     m->stats.expert_bytes += (uint64_t)n * m->cat->expert_bytes;
     return 0;
 }
@@ -107,7 +112,11 @@ int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int 
     mat_mul(m->pool, s->router, &w->router, u, T);
     for (int t = 0; t < T; t++)
         moe_route(s->router + (size_t)t * c->n_experts, w->score_bias, c->n_experts, K, s->sel + t * K, s->sel_w + t * K);
+    /* announce the selections first: a streaming store reads the experts while the latent
+     * projection and the shared experts compute */
+    if (m->experts->route) m->experts->route(m->experts, layer, s->sel, T, K);
     mat_mul(m->pool, s->z, &w->latent_down, u, T);
+    if (c->n_shared > 0) mlp_forward(m, &w->shared, c->shared_inter, u, T, s->xn); /* xn is free during the FFN */
     if (routed_experts(m, layer, T)) return -1;
     for (int t = 0; t < T; t++) {
         float *y = s->y + (size_t)t * c->latent;
@@ -120,9 +129,7 @@ int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int 
         op_rmsnorm(y, y, w->latent_norm, c->latent, c->rms_eps);
     }
     mat_mul(m->pool, out, &w->latent_up, s->y, T);
-    if (c->n_shared > 0) {
-        mlp_forward(m, &w->shared, c->shared_inter, u, T, s->xn); /* xn is free during the FFN */
+    if (c->n_shared > 0)
         for (size_t i = 0; i < (size_t)T * c->hidden; i++) out[i] += s->xn[i];
-    }
     return 0;
 }

@@ -59,7 +59,8 @@ static float *bind_res_query(Binder *b, const char *norm, const char *proj, int 
     return q;
 }
 
-static void bind_kda(Binder *b, KdaWeights *k, const K3Config *c, ALogMode mode) {
+/* Matrices and vectors are bound separately: a streamed spine rebinds only the matrices. */
+static void bind_kda_mats(Binder *b, KdaWeights *k) {
     k->q = bind_mat(b, "self_attn.q_proj.weight");
     k->k = bind_mat(b, "self_attn.k_proj.weight");
     k->v = bind_mat(b, "self_attn.v_proj.weight");
@@ -68,6 +69,9 @@ static void bind_kda(Binder *b, KdaWeights *k, const K3Config *c, ALogMode mode)
     k->f_b = bind_mat(b, "self_attn.f_b_proj.weight");
     k->b = bind_mat(b, "self_attn.b_proj.weight");
     k->o = bind_mat(b, "self_attn.o_proj.weight");
+}
+
+static void bind_kda_vecs(Binder *b, KdaWeights *k, const K3Config *c, ALogMode mode) {
     k->conv_q = bind_vec(b, "self_attn.q_conv1d.weight");
     k->conv_k = bind_vec(b, "self_attn.k_conv1d.weight");
     k->conv_v = bind_vec(b, "self_attn.v_conv1d.weight");
@@ -85,13 +89,16 @@ static void bind_kda(Binder *b, KdaWeights *k, const K3Config *c, ALogMode mode)
     free(a_log);
 }
 
-static void bind_mla(Binder *b, MlaWeights *m) {
+static void bind_mla_mats(Binder *b, MlaWeights *m) {
     m->q_a = bind_mat(b, "self_attn.q_a_proj.weight");
     m->q_b = bind_mat(b, "self_attn.q_b_proj.weight");
     m->kv_a = bind_mat(b, "self_attn.kv_a_proj_with_mqa.weight");
     m->kv_b = bind_mat(b, "self_attn.kv_b_proj.weight");
     m->g = bind_mat(b, "self_attn.g_proj.weight");
     m->o = bind_mat(b, "self_attn.o_proj.weight");
+}
+
+static void bind_mla_vecs(Binder *b, MlaWeights *m) {
     m->q_a_norm = bind_vec(b, "self_attn.q_a_layernorm.weight");
     m->kv_a_norm = bind_vec(b, "self_attn.kv_a_layernorm.weight");
 }
@@ -106,13 +113,23 @@ static void bind_mlp(Binder *b, MlpWeights *m, const char *prefix) {
     m->down = bind_mat(b, name);
 }
 
-static void bind_moe(Binder *b, MoeWeights *m, const K3Config *c) {
+static void bind_moe_mats(Binder *b, MoeWeights *m, const K3Config *c) {
     m->router = bind_mat(b, "block_sparse_moe.gate.weight");
-    m->score_bias = bind_vec(b, "block_sparse_moe.gate.e_score_correction_bias");
     m->latent_down = bind_mat(b, "block_sparse_moe.routed_expert_down_proj.weight");
     m->latent_up = bind_mat(b, "block_sparse_moe.routed_expert_up_proj.weight");
-    m->latent_norm = bind_vec(b, "block_sparse_moe.routed_expert_norm.weight");
     if (c->n_shared > 0) bind_mlp(b, &m->shared, "block_sparse_moe.shared_experts");
+}
+
+static void bind_moe_vecs(Binder *b, MoeWeights *m) {
+    m->score_bias = bind_vec(b, "block_sparse_moe.gate.e_score_correction_bias");
+    m->latent_norm = bind_vec(b, "block_sparse_moe.routed_expert_norm.weight");
+}
+
+static void bind_layer_mats(Binder *b, LayerWeights *L, const K3Config *c) {
+    if (L->kind == LAYER_MLA) bind_mla_mats(b, &L->mla);
+    else bind_kda_mats(b, &L->kda);
+    if (L->moe) bind_moe_mats(b, &L->moe_w, c);
+    else bind_mlp(b, &L->dense, "mlp");
 }
 
 static void bind_layer(Binder *b, LayerWeights *L, const K3Config *c, ALogMode mode) {
@@ -122,10 +139,16 @@ static void bind_layer(Binder *b, LayerWeights *L, const K3Config *c, ALogMode m
     L->ffn_norm = bind_vec(b, "post_attention_layernorm.weight");
     L->attn_res_q = bind_res_query(b, "self_attention_res_norm.weight", "self_attention_res_proj.weight", c->hidden);
     L->ffn_res_q = bind_res_query(b, "mlp_res_norm.weight", "mlp_res_proj.weight", c->hidden);
-    if (L->kind == LAYER_MLA) bind_mla(b, &L->mla);
-    else bind_kda(b, &L->kda, c, mode);
-    if (L->moe) bind_moe(b, &L->moe_w, c);
-    else bind_mlp(b, &L->dense, "mlp");
+    if (L->kind == LAYER_MLA) bind_mla_vecs(b, &L->mla);
+    else bind_kda_vecs(b, &L->kda, c, mode);
+    if (L->moe) bind_moe_vecs(b, &L->moe_w);
+    bind_layer_mats(b, L, c);
+}
+
+int weights_bind_layer_mats(Weights *w, const Catalog *cat, int layer, TensorBytesFn bytes, void *provider) {
+    Binder b = {cat, bytes, provider, layer, 0};
+    bind_layer_mats(&b, &w->layers[layer], &cat->cfg);
+    return b.failed ? -1 : 0;
 }
 
 int weights_bind(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *provider, ALogMode mode) {

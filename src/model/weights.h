@@ -54,11 +54,15 @@ typedef struct {
 } Weights;
 
 /* Where tensor bytes come from: returns a pointer to the tensor's bytes, valid for the lifetime
- * of the provider. */
+ * of the provider (a streaming provider: see SpineSource in model.h; it may return NULL for the
+ * matrices of a layer it does not hold yet, which the model binds before use). */
 typedef const void *(*TensorBytesFn)(void *provider, const TensorInfo *t);
 
 /* Binds every non-expert tensor of the catalog. Small vectors are copied to fp32. */
 int weights_bind(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *provider, ALogMode mode);
+/* Rebinds layer `layer`'s matrices (not its vectors) to bytes from a new provider: the spine
+ * store may hold a streamed layer in a different buffer on every pass. */
+int weights_bind_layer_mats(Weights *w, const Catalog *cat, int layer, TensorBytesFn bytes, void *provider);
 void weights_free(Weights *w, const K3Config *c);
 
 #endif

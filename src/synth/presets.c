@@ -45,7 +45,7 @@ static void preset_tiny(K3Config *c) {
                     .kv_lora = 32, .qk_nope = 16, .qk_rope = 8, .v_head = 16, .kda_heads = 4,
                     .kda_head_dim = 16, .attn_res_block = 2};
     k3_common(c);
-    c->a_log_len = 8; /* padded beyond num_heads, as K3 stores 128 entries for 96 heads */
+    c->a_log_len = 16; /* padded beyond num_heads to head_dim, as K3 stores 128 entries for 96 heads */
     set_vocab(c, 512);
 }
 
@@ -74,7 +74,7 @@ static void preset_big(K3Config *c, double size_gb) {
     double spine = 2.0 * c->hidden * (5.0 * c->hidden + 2.0 * c->kda_head_dim + c->kda_heads + c->n_experts +
                                       2.0 * c->latent + 3.0 * c->shared_inter);
     double layer_bytes = (double)config_expert_bytes(c) * c->n_experts + spine;
-    int layers = (int)lround(size_gb * 1e9 / layer_bytes);
+    int layers = c->first_dense + (int)lround(size_gb * 1e9 / layer_bytes); /* + the dense layer(s) */
     c->n_layers = layers < 2 ? 2 : layers > K3_MAX_LAYERS ? K3_MAX_LAYERS : layers;
 }
 

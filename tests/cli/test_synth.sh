@@ -14,14 +14,14 @@ done
 out=$("$DF_ASAN" inspect "$t/a")
 echo "$out"
 grep -q "one-based MLA: 4 5)" <<<"$out"
-grep -q "A_log stored 8 (padded" <<<"$out"
+grep -q "A_log stored 16 (padded" <<<"$out"
 "$DF" synth --preset small --seed 1 --out "$t/s" --quiet >/dev/null
 out=$("$DF" inspect "$t/s")
 echo "$out"
 grep -q "10: 7 KDA, 3 MLA (one-based MLA: 4 8 10)" <<<"$out"
 grep -q "32 experts, top-4" <<<"$out"
 grep -q "3 anchors at the tail" <<<"$out"
-"$DF" synth --preset big --size-gb 0.3 --out "$t/big" --quiet >/dev/null
+"$DF" synth --preset big --size-gb 0.8 --out "$t/big" --quiet >/dev/null
 out=$("$DF" inspect "$t/big")
 echo "$out"
 grep -q "896 experts, top-16" <<<"$out"

@@ -1,0 +1,86 @@
+/* bench_expert_fetch - per-expert on-demand fetch latency through installer_fetch_expert, the
+ * call the streaming store makes for a missing expert.
+ *
+ * usage: bench_expert_fetch ROOT N THREADS [--dup]
+ * ROOT is an install (setup --stream) whose source is reachable (K3_HF_HOST...). Fetches N missing
+ * experts, spread over layers, from THREADS threads at once (a layer's experts are wanted together),
+ * then checks each is recorded. --dup asks for every expert twice, from different threads, to show
+ * that concurrent requests for one expert share one transfer. Prints p50/p99/mean latency. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fetch/installer.h"
+#include "fetch/progress.h"
+#include "util/err.h"
+
+typedef struct {
+    Installer *in;
+    int *layer, *expert, n;
+    double *lat;
+    _Atomic int next, failed;
+} Bench;
+
+static void *worker(void *arg) {
+    Bench *b = arg;
+    for (int k; (k = atomic_fetch_add(&b->next, 1)) < b->n;) {
+        double t0 = now_seconds();
+        if (installer_fetch_expert(b->in, b->layer[k], b->expert[k])) {
+            fprintf(stderr, "bench_expert_fetch: %s\n", df_errmsg());
+            atomic_store(&b->failed, 1);
+        }
+        b->lat[k] = now_seconds() - t0;
+    }
+    return NULL;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: bench_expert_fetch ROOT N THREADS [--dup]\n");
+        return 2;
+    }
+    int want = atoi(argv[2]), threads = atoi(argv[3]), dup = argc > 4 && !strcmp(argv[4], "--dup");
+    if (want < 1 || threads < 1 || threads > 256) return fprintf(stderr, "bad N or THREADS\n"), 2;
+    Installer *in;
+    if (installer_open(&in, argv[1], INST_ONLINE, 0)) return fprintf(stderr, "%s\n", df_errmsg()), 1;
+    const Catalog *cat = installer_catalog(in);
+    const K3Config *c = &cat->cfg;
+    Bench b = {.in = in};
+    b.layer = malloc(sizeof(int) * (size_t)want * 2), b.expert = malloc(sizeof(int) * (size_t)want * 2);
+    /* every 7th expert id, walking the layers, so requests are not physically adjacent */
+    for (int k = 0, tries = 0; b.n < want * (1 + dup) && tries < c->n_layers * c->n_experts; tries++, k++) {
+        int l = c->first_dense + k % (c->n_layers - c->first_dense), x = (k / (c->n_layers - c->first_dense) * 7) % c->n_experts;
+        if (installer_has_expert(in, l, x)) continue;
+        int seen = 0;
+        for (int i = 0; i < b.n && !seen; i++) seen = b.layer[i] == l && b.expert[i] == x;
+        if (seen) continue;
+        for (int d = 0; d <= dup; d++) b.layer[b.n] = l, b.expert[b.n++] = x;
+    }
+    b.lat = calloc((size_t)b.n, sizeof *b.lat);
+    pthread_t th[256];
+    double t0 = now_seconds();
+    for (int i = 0; i < threads; i++) pthread_create(&th[i], NULL, worker, &b);
+    for (int i = 0; i < threads; i++) pthread_join(th[i], NULL);
+    double el = now_seconds() - t0;
+    int missing = 0;
+    for (int i = 0; i < b.n; i++) missing += !installer_has_expert(in, b.layer[i], b.expert[i]);
+    qsort(b.lat, (size_t)b.n, sizeof *b.lat, cmp_d);
+    double sum = 0;
+    for (int i = 0; i < b.n; i++) sum += b.lat[i];
+    int distinct = b.n / (1 + dup);
+    printf("experts=%d requests=%d threads=%d expert_bytes=%llu p50_ms=%.2f p99_ms=%.2f mean_ms=%.2f total_s=%.3f "
+           "MB_per_s=%.1f not_recorded=%d\n",
+           distinct, b.n, threads, (unsigned long long)cat->expert_bytes, 1e3 * b.lat[b.n / 2],
+           1e3 * b.lat[(b.n * 99) / 100 < b.n ? (b.n * 99) / 100 : b.n - 1], 1e3 * sum / b.n, el,
+           distinct * (double)cat->expert_bytes / el / 1e6, missing);
+    installer_close(in);
+    free(b.layer), free(b.expert), free(b.lat);
+    return b.failed || missing ? 1 : 0;
+}

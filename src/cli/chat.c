@@ -1,0 +1,276 @@
+/* deltafin chat - interactive multi-turn chat in the terminal.
+ *
+ * The model State lives across turns: after a reply, the next turn feeds only what is new (the
+ * reply's last token and end marker, the user's message, the generation prompt), never the
+ * history again. The new tokens come from rendering the whole conversation and checking that
+ * the rendering without the new message is a token prefix of it; if it ever is not, the
+ * conversation is re-rendered and prefilled from the start. Ctrl-C stops the current answer
+ * (the text so far stays in the conversation); at the prompt it discards the line. Ctrl-D or
+ * /exit ends the session; /reset starts a new conversation. */
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/engine.h"
+#include "serve/reply.h"
+#include "serve/session.h"
+#include "text/strbuf.h"
+#include "text/tokenizer.h"
+#include "text/xtml.h"
+#include "util/err.h"
+
+#define MAX_LINE (1 << 20)
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+static int cancelled(void *ctx) {
+    (void)ctx;
+    return interrupted;
+}
+
+typedef struct {
+    Engine e;
+    Tokenizer *tok;
+    Session s;
+    json_t *msgs;       /* the conversation as OpenAI messages */
+    const char *system; /* --system, or NULL */
+    XtmlOptions xo;
+    int show_thinking, stats, tty, turn;
+    int64_t max_new;
+    TokIds tail;        /* tokens that close the last reply, fed at the start of the next turn */
+} Chat;
+
+/* Reads one line (without the newline) into line. 1: got a line; 0: end of input; -1: Ctrl-C. */
+static int read_line(StrBuf *line) {
+    line->n = 0;
+    sb_add(line, "", 0);
+    for (;;) {
+        int c = getchar();
+        if (c == EOF) {
+            if (ferror(stdin) && errno == EINTR) {
+                clearerr(stdin);
+                return -1;
+            }
+            return line->n ? 1 : 0;
+        }
+        if (c == '\n') return 1;
+        if (line->n < MAX_LINE) {
+            char ch = (char)c;
+            sb_add(line, &ch, 1);
+        }
+    }
+}
+
+/* The tokens of the conversation plus the user's new message, as a continuation of what the
+ * State holds (held + pending + tail + new), or the whole rendering when that is impossible. */
+static int next_prompt(Chat *c, const json_t *with_user, TokIds *prompt, int *continued) {
+    TokIds prev = {0}, full = {0};
+    XtmlOptions no_gen = c->xo;
+    no_gen.gen_prompt = 0;
+    int rc = xtml_render(c->tok, with_user, &c->xo, &full);
+    if (!rc && json_array_size(c->msgs)) rc = xtml_render(c->tok, c->msgs, &no_gen, &prev);
+    *continued = 0;
+    if (!rc) {
+        int prefix = prev.n <= full.n && !memcmp(prev.v, full.v, prev.n * sizeof *prev.v);
+        if (c->s.held.n && prefix) {
+            *continued = 1;
+            tokids_reserve(prompt, c->s.held.n + 1 + c->tail.n + full.n - prev.n);
+            for (size_t i = 0; i < c->s.held.n; i++) tokids_push(prompt, c->s.held.v[i]);
+            if (session_pending(&c->s) >= 0) tokids_push(prompt, session_pending(&c->s));
+            for (size_t i = 0; i < c->tail.n; i++) tokids_push(prompt, c->tail.v[i]);
+            for (size_t i = prev.n; i < full.n; i++) tokids_push(prompt, full.v[i]);
+        } else
+            for (size_t i = 0; i < full.n; i++) tokids_push(prompt, full.v[i]);
+    }
+    tokids_free(&prev);
+    tokids_free(&full);
+    return rc;
+}
+
+static void show(Chat *c, const ReplyDelta *d, int *state) {
+    /* state: 0 nothing shown, 1 thinking shown/indicated, 2 answer started */
+    if (d->reasoning_len && *state < 2) {
+        if (c->show_thinking) {
+            if (*state == 0 && c->tty) fputs("\033[2m", stdout);
+            fwrite(d->reasoning, 1, d->reasoning_len, stdout);
+        } else if (*state == 0)
+            fputs(c->tty ? "\033[2m(thinking...)\033[0m" : "(thinking...)", stdout);
+        *state = 1;
+    }
+    if (d->content_len) {
+        if (*state == 1) fputs(c->show_thinking ? (c->tty ? "\033[0m\n\n" : "\n\n") : (c->tty ? "\r\033[K" : "\n"), stdout);
+        *state = 2;
+        fwrite(d->content, 1, d->content_len, stdout);
+    }
+    fflush(stdout);
+}
+
+/* Closing markers for a reply cut short, so the State holds a well-formed conversation. */
+static int closing_tail(Chat *c, int answered) {
+    const char *text = answered ? "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>"
+                                : "<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|>"
+                                  "<|close|>message<|sep|><|end_of_msg|>";
+    c->tail.n = 0;
+    return tok_encode(c->tok, text, strlen(text), 1, &c->tail);
+}
+
+static int turn(Chat *c, const char *text) {
+    json_t *with_user = json_deep_copy(c->msgs);
+    json_array_append_new(with_user, json_pack("{s:s, s:s}", "role", "user", "content", text));
+    TokIds prompt = {0};
+    int continued, rc = next_prompt(c, with_user, &prompt, &continued);
+    Reply reply;
+    if (!rc) rc = reply_init(&reply, c->tok, 1);
+    if (rc) {
+        json_decref(with_user);
+        tokids_free(&prompt);
+        return -1;
+    }
+    interrupted = 0;
+    size_t reused = 0;
+    double p0 = c->s.prefill_s, d0 = c->s.decode_s;
+    rc = session_prefill(&c->s, prompt.v, prompt.n, cancelled, NULL, &reused);
+    int generated = 0, state = 0, done = 0, full = 0;
+    while (!rc && (c->max_new < 0 || generated < c->max_new)) {
+        int tok;
+        int r = session_next(&c->s, &tok, cancelled, NULL);
+        if (r) {
+            if (r < 0) rc = -1;
+            full = r == 1;
+            break;
+        }
+        ReplyDelta d;
+        if (reply_feed(&reply, tok, &d)) {
+            rc = -1;
+            break;
+        }
+        show(c, &d, &state);
+        if (d.done) {
+            done = 1;
+            break;
+        }
+        generated++;
+    }
+    if (!done && rc >= 0) {
+        ReplyDelta d;
+        reply_finish(&reply, &d);
+        show(c, &d, &state);
+    }
+    if (state == 1 && c->show_thinking && c->tty) fputs("\033[0m", stdout);
+    fputs(rc == 1 || interrupted ? " [stopped]\n" : full ? " [context full]\n" : "\n", stdout);
+    fflush(stdout);
+    if (rc == 0) {
+        json_array_append_new(with_user, json_pack("{s:s, s:s%, s:s%}", "role", "assistant", "content", reply.content.p ? reply.content.p : "",
+                                                   reply.content.n, "reasoning_content",
+                                                   reply.reasoning.p ? reply.reasoning.p : "", reply.reasoning.n));
+        json_decref(c->msgs);
+        c->msgs = with_user;
+        with_user = NULL;
+        if (done) c->tail.n = 0;
+        else rc = closing_tail(c, state == 2);
+    }
+    if (c->stats) {
+        double dec = c->s.decode_s - d0;
+        fprintf(stderr, "stats: turn %d: prompt %zu tokens, fed %zu (reused %zu from earlier turns%s) in %.3f s | "
+                        "generated %d tokens%s, %.3f s/token\n",
+                c->turn + 1, prompt.n, prompt.n - reused, reused, continued || !c->turn ? "" : "; history prefilled again",
+                c->s.prefill_s - p0, generated, done ? " and the end marker" : "", generated ? dec / generated : 0.0);
+    }
+    c->turn++;
+    json_decref(with_user);
+    tokids_free(&prompt);
+    reply_free(&reply);
+    if (rc == 1) rc = 0; /* stopped during the prefill: the turn is dropped */
+    return rc;
+}
+
+/* A new conversation: only the system message (if any) remains. */
+static void restart(Chat *c) {
+    json_array_clear(c->msgs);
+    if (c->system) json_array_append_new(c->msgs, json_pack("{s:s, s:s}", "role", "system", "content", c->system));
+    session_reset(&c->s);
+    c->tail.n = 0;
+    c->turn = 0;
+}
+
+static void chat_loop(Chat *c) {
+    StrBuf line = {0};
+    for (;;) {
+        fputs(c->tty ? "\033[1m>\033[0m " : "> ", stdout);
+        fflush(stdout);
+        int r = read_line(&line);
+        if (r == 0) break;
+        if (r < 0) {
+            fputs("\n", stdout);
+            continue;
+        }
+        if (!strcmp(line.p, "/exit") || !strcmp(line.p, "/quit")) break;
+        if (!strcmp(line.p, "/reset")) {
+            restart(c);
+            continue;
+        }
+        if (!line.n) continue;
+        if (turn(c, line.p)) {
+            fprintf(stderr, "deltafin: %s (the conversation starts over)\n", df_errmsg());
+            restart(c);
+        }
+    }
+    sb_free(&line);
+    fputs("\n", stdout);
+}
+
+int cmd_chat(int argc, char **argv) {
+    const char *model = NULL, *system = NULL, *effort = getenv("K3_REASONING_EFFORT");
+    Chat c;
+    memset(&c, 0, sizeof c);
+    int64_t max_new = -1;
+    ArgSpec specs[] = {
+        {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
+        {"system", ARG_STR, &system, "a system message that opens the conversation"},
+        {"show-thinking", ARG_FLAG, &c.show_thinking, "show the model's thinking (hidden by default)"},
+        {"effort", ARG_STR, &effort, "thinking effort: low | high | max (default $K3_REASONING_EFFORT or max)"},
+        {"max-new", ARG_INT, &max_new, "most tokens per answer (default: until the answer ends)"},
+        {"stats", ARG_FLAG, &c.stats, "print token counts and speed after each answer"},
+    };
+    const char *pos[1];
+    int n_pos;
+    if (args_parse(argc, argv, specs, 6, pos, 0, &n_pos, "deltafin chat [--model DIR] [--show-thinking] [--stats]"))
+        df_die("%s", df_errmsg());
+    if (max_new < -1 || max_new > (1 << 24)) df_die("chat: --max-new must be 1..16777216");
+    if (effort && strcmp(effort, "low") && strcmp(effort, "high") && strcmp(effort, "max"))
+        df_die("chat: --effort must be low, high or max, not '%s'", effort);
+    c.max_new = max_new;
+    if (engine_open(&c.e, model)) df_die("%s", df_errmsg());
+    engine_print_settings(&c.e, stderr);
+    if (!(c.tok = tok_load(c.e.cat.dir))) df_die("%s", df_errmsg());
+    session_init(&c.s, &c.e);
+    c.xo = (XtmlOptions)XTML_OPTIONS_DEFAULT;
+    c.xo.effort = effort;
+    c.tty = isatty(STDOUT_FILENO);
+    c.msgs = json_array();
+    c.system = system;
+    restart(&c);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C interrupts a read at the prompt */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    fprintf(stderr, "deltafin chat: Ctrl-C stops an answer, /reset starts over, Ctrl-D or /exit quits\n");
+    chat_loop(&c);
+    json_decref(c.msgs);
+    tokids_free(&c.tail);
+    session_free(&c.s);
+    tok_free(c.tok);
+    engine_close(&c.e);
+    return 0;
+}

@@ -1,0 +1,51 @@
+/* deltafin fetch - complete a streaming install (everything missing, or the experts of some
+ * layers). Resumable and runnable any time; what is present is never fetched again. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/args.h"
+#include "cli/install_common.h"
+#include "fetch/installer.h"
+#include "fetch/progress.h"
+#include "util/err.h"
+
+int cmd_fetch(int argc, char **argv) {
+    int dry = 0;
+    const char *root = NULL, *layers = NULL;
+    ArgSpec specs[] = {
+        {"layers", ARG_STR, &layers, "only the experts of these layers, e.g. 1-40,45"},
+        {"dry-run", ARG_FLAG, &dry, "print what would be fetched and write nothing"},
+        {"root", ARG_STR, &root, "install directory (default $DELTAFIN_ROOT or .)"},
+    };
+    const char *pos[1];
+    int n_pos;
+    if (args_parse(argc, argv, specs, 3, pos, 0, &n_pos, "deltafin fetch [--layers 1-40,45] [--dry-run] [--root DIR]"))
+        df_die("%s", df_errmsg());
+    Installer *in;
+    if (installer_open(&in, root, dry ? INST_OFFLINE : INST_ONLINE, 0)) df_die("fetch: %s", df_errmsg());
+    const K3Config *cfg = &installer_catalog(in)->cfg;
+    FetchPlan plan = {0};
+    int rc = 0;
+    if (layers) {
+        uint8_t *want = calloc((size_t)cfg->n_layers, 1);
+        rc = parse_layer_spec(layers, cfg, want);
+        if (!rc) plan_layers(in, want, &plan);
+        free(want);
+    } else {
+        plan_everything(in, &plan);
+    }
+    uint64_t free_b = 0;
+    if (!rc) rc = installer_disk_free(in, &free_b);
+    char a[32], b[32];
+    if (!rc) printf("plan: %s to fetch in %d requests into %s, %s free\n", fmt_bytes(a, sizeof a, plan.bytes), plan.n,
+                    installer_root(in), fmt_bytes(b, sizeof b, free_b));
+    if (!rc && !install_fits(plan.bytes, free_b))
+        rc = df_fail("fetch: %s to fetch but only %s free", fmt_bytes(a, sizeof a, plan.bytes), fmt_bytes(b, sizeof b, free_b));
+    if (!rc && !dry) rc = installer_run(in, &plan, "fetch");
+    if (!rc && !dry) rc = install_verify_report(in);
+    if (!rc) install_report(in, stdout);
+    plan_free(&plan);
+    installer_close(in);
+    if (rc) df_die("%s", df_errmsg());
+    return 0;
+}

@@ -1,0 +1,58 @@
+/* deltafin setup - install K3 from Hugging Face or a mirror: metadata, shard headers, the spine
+ * and, in full mode, every expert. Resumable; --dry-run prints the plan and writes nothing. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/install_common.h"
+#include "fetch/installer.h"
+#include "fetch/progress.h"
+#include "util/err.h"
+
+int cmd_setup(int argc, char **argv) {
+    int full = 0, stream = 0, dry = 0;
+    const char *root = NULL;
+    ArgSpec specs[] = {
+        {"full", ARG_FLAG, &full, "install every expert (default when the disk allows)"},
+        {"stream", ARG_FLAG, &stream, "install metadata, headers and the spine; experts on demand"},
+        {"dry-run", ARG_FLAG, &dry, "print the plan (bytes, files, disk) and write nothing"},
+        {"root", ARG_STR, &root, "install directory (default $DELTAFIN_ROOT or .)"},
+    };
+    const char *pos[1];
+    int n_pos;
+    if (args_parse(argc, argv, specs, 4, pos, 0, &n_pos, "deltafin setup [--full | --stream] [--dry-run] [--root DIR]"))
+        df_die("%s", df_errmsg());
+    if (full && stream) df_die("setup: give at most one of --full and --stream");
+    Installer *in;
+    if (installer_open(&in, root, INST_REFRESH, dry)) df_die("setup: %s", df_errmsg());
+    FetchPlan spine = {0}, all = {0};
+    plan_headers_and_spine(in, &spine);
+    plan_everything(in, &all);
+    uint64_t free_b, full_b, present_b;
+    if (installer_disk_free(in, &free_b)) df_die("%s", df_errmsg());
+    installer_totals(in, &full_b, &present_b);
+    char a[32], b[32], c[32], d[32];
+    if (!full && !stream) {
+        full = install_fits(all.bytes, free_b);
+        if (!full)
+            printf("a full install needs %s more (%s in all) but %s is free: installing in streaming mode\n",
+                   fmt_bytes(a, sizeof a, all.bytes), fmt_bytes(b, sizeof b, full_b), fmt_bytes(c, sizeof c, free_b));
+    }
+    FetchPlan *plan = full ? &all : &spine;
+    const Catalog *cat = installer_catalog(in);
+    printf("plan: %s install of %s from %s\n  %d shards (%s; %s present), %s to fetch in %d requests, %s free\n",
+           full ? "full" : "streaming", installer_root(in), install_source_display(), cat->n_shards,
+           fmt_bytes(a, sizeof a, full_b), fmt_bytes(b, sizeof b, present_b), fmt_bytes(c, sizeof c, plan->bytes), plan->n,
+           fmt_bytes(d, sizeof d, free_b));
+    int rc = 0;
+    if (!install_fits(plan->bytes, free_b))
+        rc = df_fail("setup: %s to fetch but only %s free on %s", fmt_bytes(a, sizeof a, plan->bytes),
+                     fmt_bytes(b, sizeof b, free_b), installer_root(in));
+    if (!rc && !dry) rc = installer_run(in, plan, full ? "setup (full)" : "setup (spine)");
+    if (!rc && !dry) rc = install_verify_report(in);
+    if (!rc && !dry) install_report(in, stdout);
+    plan_free(&spine), plan_free(&all);
+    installer_close(in);
+    if (rc) df_die("%s", df_errmsg());
+    return 0;
+}

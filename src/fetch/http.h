@@ -1,0 +1,51 @@
+/* http.h - the two requests an install makes, over one reusable (keep-alive) libcurl handle.
+ *
+ * http_range fetches bytes [off, off+len) of a file and writes them at the same offset of a file
+ * descriptor (or into memory). It accepts only "206 Partial Content" whose Content-Range is exactly
+ * "bytes off-(off+len-1)/total" with the expected total and whose body is exactly len bytes; a 200
+ * (the whole file), a different range or total, or a short or long body is refused before or
+ * while writing, so nothing but the requested bytes is ever written where they belong (bytes of a
+ * failed transfer may sit in the file, but are never recorded as present).
+ * http_whole fetches a small file into memory and checks Content-Length.
+ *
+ * Failures set a message and classify themselves: transient ones (connection errors, stalls,
+ * 5xx, 408/429, a server ignoring Range) are worth retrying; http_*_retry retry them with
+ * exponential backoff (Source's policy). A Conn is used by one thread at a time. */
+#ifndef DF_HTTP_H
+#define DF_HTTP_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fetch/source.h"
+
+typedef struct Conn Conn;
+
+/* Facts a response chain published about the file. */
+typedef struct {
+    uint64_t total;      /* from Content-Range (range requests) or Content-Length (whole) */
+    char sha256[65];     /* X-Linked-ETag when it is a SHA-256 (Hugging Face LFS files), else "" */
+} RemoteInfo;
+
+Conn *conn_new(const Source *src);
+void conn_free(Conn *c);
+/* Bytes received by all transfers since start (for progress); may be NULL. */
+void conn_set_counter(Conn *c, _Atomic uint64_t *counter);
+
+/* expect_total: the file size the caller knows (0: unknown, learned into info->total).
+ * Exactly one of fd >= 0 and mem != NULL. *transient tells whether a retry may help. */
+int http_range(Conn *c, const char *file, uint64_t off, uint64_t len, uint64_t expect_total, int fd, uint8_t *mem,
+               RemoteInfo *info, int *transient);
+int http_range_retry(Conn *c, const char *file, uint64_t off, uint64_t len, uint64_t expect_total, int fd,
+                     uint8_t *mem, RemoteInfo *info);
+
+/* Whole file into a new buffer (NUL-terminated; caller frees). *missing is set on a 404. */
+int http_whole(Conn *c, const char *file, size_t max, char **buf, size_t *len, RemoteInfo *info, int *missing,
+               int *transient);
+int http_whole_retry(Conn *c, const char *file, size_t max, char **buf, size_t *len, RemoteInfo *info, int *missing);
+
+/* Sleeps ms milliseconds unless *stop becomes set (checked every 50 ms). */
+void sleep_ms(int ms);
+
+#endif

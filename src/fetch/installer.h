@@ -1,0 +1,83 @@
+/* installer.h - an install of K3 (or any K3-layout checkpoint) in a root directory, and the
+ * operations that complete it from a source (fetch/source.h).
+ *
+ * The install is the Hugging Face file set: metadata files whole, shards as sparse files of their
+ * full size holding the ranges the manifest (fetch/manifest.h) records. An Installer binds the
+ * root, its manifest, the validated catalog and, when opened with network access, the source.
+ *
+ * Opening:
+ *   INST_OFFLINE  reads the catalog from the root; no network, writes nothing (doctor, queries).
+ *   INST_ONLINE   as OFFLINE, plus writable shards and the source for fetching (fetch, warm, the
+ *                 run-time store's on-demand fetch).
+ *   INST_REFRESH  fetches metadata files and every shard header from the source (8 bytes, then the
+ *                 header, by range requests) and builds the catalog from them; a shard whose size
+ *                 or header changed upstream starts over (setup). With dry_run nothing is written.
+ *
+ * Plans list missing byte ranges; installer_run fetches them in parallel (K3_FETCH_PARALLEL
+ * keep-alive connections), records them durably as they complete and reports progress.
+ *
+ * On-demand (for the streaming store): installer_fetch_expert fetches one routed expert's span
+ * into its shard and records it before returning; it is thread-safe, several may be in flight,
+ * and concurrent calls for the same expert wait for one transfer. installer_has_expert is a cheap
+ * manifest query. The Installer owns everything it opened; installer_close releases it. */
+#ifndef DF_INSTALLER_H
+#define DF_INSTALLER_H
+
+#include <stdint.h>
+
+#include "fetch/manifest.h"
+#include "format/catalog.h"
+
+typedef enum { INST_OFFLINE, INST_ONLINE, INST_REFRESH } InstallAccess;
+
+typedef struct Installer Installer;
+
+typedef struct {
+    int file;            /* manifest entry */
+    uint64_t begin, end; /* [begin, end) */
+} FetchJob;
+
+typedef struct {
+    FetchJob *job;
+    int n, cap;
+    uint64_t bytes;
+} FetchPlan;
+
+/* root NULL: $DELTAFIN_ROOT, else ".". dry_run (REFRESH only): keep everything in memory. */
+int installer_open(Installer **out, const char *root, InstallAccess access, int dry_run);
+void installer_close(Installer *in);
+
+const Catalog *installer_catalog(const Installer *in);
+Manifest *installer_manifest(Installer *in);
+const char *installer_root(const Installer *in);
+/* Manifest entry of shard s. */
+int installer_shard_entry(const Installer *in, int shard);
+
+/* Plans (appended to *p; free with plan_free). Ranges are split/coalesced to at most the
+ * source's chunk size (K3_FETCH_CHUNK_KB); adjacent missing experts coalesce into one request. */
+void plan_headers_and_spine(Installer *in, FetchPlan *p);
+void plan_everything(Installer *in, FetchPlan *p);
+/* Missing expert spans of the MoE layers with want[layer] != 0. */
+void plan_layers(Installer *in, const uint8_t *want, FetchPlan *p);
+/* Missing spans of the listed (layer, expert) pairs, in the given order. */
+void plan_experts(Installer *in, const int *layer, const int *expert, int n, FetchPlan *p);
+void plan_free(FetchPlan *p);
+
+/* Bytes every shard would hold in a full install, and the bytes of it present now. */
+void installer_totals(Installer *in, uint64_t *full, uint64_t *present);
+/* Free bytes on the root's file system (K3_DISK_FREE_BYTES overrides, for tests). */
+int installer_disk_free(Installer *in, uint64_t *free_bytes);
+
+/* Fetches every job (parallel, resumable, progress on stderr labelled `what`). */
+int installer_run(Installer *in, FetchPlan *p, const char *what);
+/* Hashes complete shards whose source published a SHA-256 and that are not yet verified; a
+ * mismatch drops the shard's ranges and fails. *checked / *unpublished count shards. */
+int installer_verify(Installer *in, int *checked, int *unpublished);
+
+/* On demand, thread-safe. */
+int installer_has_expert(Installer *in, int layer, int expert);
+int installer_fetch_expert(Installer *in, int layer, int expert);
+/* Experts (over all MoE layers) whose span is present, and the total. */
+void installer_expert_counts(Installer *in, uint64_t *present, uint64_t *total);
+
+#endif

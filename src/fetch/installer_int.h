@@ -1,0 +1,35 @@
+/* installer_int.h - the Installer's fields, shared by the fetch/ files that implement it. */
+#ifndef DF_INSTALLER_INT_H
+#define DF_INSTALLER_INT_H
+
+#include <pthread.h>
+
+#include "fetch/http.h"
+#include "fetch/installer.h"
+#include "fetch/source.h"
+
+struct Installer {
+    char *root;
+    InstallAccess access;
+    int dry_run;
+    int has_source;
+    Source src;
+    Manifest man;
+    Catalog cat;
+    int have_cat;
+    int *shard_entry;        /* [n_shards] manifest entry of each shard */
+    /* idle connections for on-demand fetches */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    Conn **idle;
+    int n_idle;
+    int64_t *inflight;       /* layer * n_experts + expert being fetched on demand */
+    int n_inflight, cap_inflight;
+};
+
+/* Opens (creating, sized) shard s for writing and stores the fd in its manifest entry. */
+int installer_open_shard(Installer *in, int s);
+/* Appends [begin, end) of entry `file` to the plan, split at the chunk size. */
+void plan_add(Installer *in, FetchPlan *p, int file, uint64_t begin, uint64_t end);
+
+#endif

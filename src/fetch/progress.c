@@ -1,0 +1,46 @@
+#include "fetch/progress.h"
+
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+const char *fmt_bytes(char *buf, size_t len, uint64_t n) {
+    static const char *unit[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1000 && u < 5) v /= 1000, u++;
+    snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", v, unit[u]);
+    return buf;
+}
+
+void progress_start(Progress *p, const char *what, uint64_t total) {
+    p->what = what, p->total = total;
+    p->t0 = p->last = now_seconds();
+    p->tty = isatty(2);
+}
+
+void progress_show(Progress *p, uint64_t done, int final) {
+    double now = now_seconds(), el = now - p->t0;
+    if (!final && now - p->last < (p->tty ? 0.25 : 5.0)) return;
+    p->last = now;
+    if (done > p->total) done = p->total;
+    char a[32], b[32], r[32], eta[32] = "-";
+    double rate = el > 0 ? done / el : 0;
+    if (rate > 0 && !final) {
+        long s = (long)((p->total - done) / rate);
+        snprintf(eta, sizeof eta, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    }
+    fprintf(stderr, "%s%s: %s / %s (%.1f%%), %s/s, %s %s%s", p->tty ? "\r" : "", p->what, fmt_bytes(a, sizeof a, done),
+            fmt_bytes(b, sizeof b, p->total), p->total ? 100.0 * done / p->total : 100.0,
+            fmt_bytes(r, sizeof r, (uint64_t)rate), final ? "took" : "ETA", final ? "" : eta,
+            p->tty && !final ? "   " : "");
+    if (final) fprintf(stderr, "%.1f s\n", el);
+    else if (!p->tty) fputc('\n', stderr);
+    fflush(stderr);
+}

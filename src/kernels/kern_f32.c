@@ -1,0 +1,46 @@
+/* kern_f32.c - fp32 weights (small resident tensors, tests) and kern_dot_f32, the one dot product
+ * that other code uses when it must agree bit-for-bit with the matrix kernels. */
+#include "kernels/kernels_impl.h"
+
+static void f32_expand(const KernJob *j, int r, int c, int n, float *w) {
+    memcpy(w, (const float *)j->W + (size_t)r * (size_t)j->cols + (size_t)c, sizeof(float) * (size_t)n);
+}
+
+#if KERN_HAVE_AVX2
+#include "kernels/kern_avx2.h"
+
+KERN_AVX2_INLINE void f32_tile(const KernJob *j, int r, int nr, int t0, int nt) {
+    const size_t cols = (size_t)j->cols;
+    const float *W = (const float *)j->W + (size_t)r * cols, *X = j->X + (size_t)t0 * cols;
+    Acc acc[KERN_TILE_MAX];
+    acc_zero(acc, nr * nt);
+    for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES)
+        KERN_UNROLL
+        for (int i = 0; i < nr; i++) {
+            const float *w = W + i * cols + c;
+            acc_fma(acc + i * nt, nt, _mm256_loadu_ps(w), _mm256_loadu_ps(w + 8), X, cols, c);
+        }
+    acc_done(j, acc, r, nr, t0, nt);
+}
+
+KERN_AVX2_ROWS(f32_rows_avx2, f32_tile)
+#endif
+
+void kern_matmul_f32_isa(KernIsa isa, Pool *pool, float *Y, const float *W, const float *X, int T, int rows,
+                         int cols) {
+    KernJob j = {.rows_fn = KERN_ROWS(isa, f32_rows_avx2), .expand = f32_expand, .Y = Y, .W = W, .X = X,
+                 .T = T, .rows = rows, .cols = cols, .row_bytes = sizeof(float) * (size_t)cols};
+    kern_run(pool, &j);
+}
+
+void kern_matmul_f32(Pool *pool, float *Y, const float *W, const float *X, int T, int rows, int cols) {
+    kern_matmul_f32_isa(kern_selected(), pool, Y, W, X, T, rows, cols);
+}
+
+float kern_dot_f32_isa(KernIsa isa, const float *a, const float *b, int n) {
+    float y = 0;
+    kern_matmul_f32_isa(isa, NULL, &y, a, b, 1, 1, n);
+    return y;
+}
+
+float kern_dot_f32(const float *a, const float *b, int n) { return kern_dot_f32_isa(kern_selected(), a, b, n); }

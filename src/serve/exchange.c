@@ -1,0 +1,116 @@
+#include "serve/exchange.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "text/xtml.h"
+#include "util/err.h"
+
+#define COMPLETION_DEFAULT_MAX 256
+
+static void make_id(Exchange *x) {
+    static unsigned counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+    snprintf(x->id, sizeof x->id, "%s-%08lx%06lx%04x", x->kind == API_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long)ts.tv_sec, (unsigned long)(ts.tv_nsec / 1000) & 0xffffff, n & 0xffff);
+    x->head = (WireHead){x->kind, x->id, (int64_t)ts.tv_sec};
+}
+
+static int render(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err) {
+    if (r->kind == API_CHAT) {
+        XtmlOptions opt = XTML_OPTIONS_DEFAULT;
+        opt.effort = r->effort ? r->effort : getenv("K3_REASONING_EFFORT");
+        if (xtml_render(env->tok, r->messages, &opt, &x->prompt))
+            return api_invalid(err, "invalid_value", "messages", "Invalid 'messages': %s", df_errmsg());
+        return 0;
+    }
+    if (r->prompt) {
+        if (tok_encode(env->tok, r->prompt, r->prompt_len, 0, &x->prompt))
+            return api_error(err, 500, "server_error", NULL, "prompt", "%s", df_errmsg());
+        return 0;
+    }
+    int vocab = tok_vocab_size(env->tok);
+    for (size_t i = 0; i < json_array_size(r->prompt_ids); i++) {
+        json_int_t id = json_integer_value(json_array_get(r->prompt_ids, i));
+        if (id >= vocab)
+            return api_invalid(err, "invalid_value", "prompt", "Invalid 'prompt': token id %lld at %zu is outside 0..%d.",
+                               (long long)id, i, vocab - 1);
+        tokids_push(&x->prompt, (int32_t)id);
+    }
+    return 0;
+}
+
+int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err) {
+    memset(x, 0, sizeof *x);
+    x->kind = r->kind;
+    make_id(x);
+    if (render(x, env, r, err)) return -1;
+    if (x->prompt.n == 0) return api_invalid(err, "invalid_value", "prompt", "Invalid 'prompt': it encodes to no tokens.");
+    if (x->prompt.n > (size_t)env->context)
+        return api_invalid(err, "context_length_exceeded", r->kind == API_CHAT ? "messages" : "prompt",
+                           "This model's context limit is %d tokens; the prompt has %zu.", env->context, x->prompt.n);
+    int64_t max = r->max_tokens >= 0 ? r->max_tokens : r->kind == API_COMPLETION ? COMPLETION_DEFAULT_MAX : -1;
+    if (env->max_tokens_cap >= 0 && (max < 0 || max > env->max_tokens_cap)) max = env->max_tokens_cap;
+    x->max_new = (int)max;
+    if (reply_init(&x->reply, env->tok, r->kind == API_CHAT)) return api_error(err, 500, "server_error", NULL, NULL, "%s", df_errmsg());
+    /* memo key: endpoint, budget, prompt ids */
+    tokids_push(&x->key, (int32_t)r->kind);
+    tokids_push(&x->key, (int32_t)x->max_new);
+    tokids_reserve(&x->key, x->prompt.n);
+    memcpy(x->key.v + x->key.n, x->prompt.v, x->prompt.n * sizeof *x->prompt.v);
+    x->key.n += x->prompt.n;
+    x->from_memo = memo_get(env->memo, x->key.v, x->key.n, &x->replay, &x->replay_stop);
+    return 0;
+}
+
+void exchange_free(Exchange *x) {
+    tokids_free(&x->prompt);
+    tokids_free(&x->key);
+    tokids_free(&x->out);
+    tokids_free(&x->replay);
+    reply_free(&x->reply);
+}
+
+/* d: where the reply's held tail goes, or NULL when the reply ended itself (<|end_of_msg|>). */
+static int finish(Exchange *x, const ExchangeEnv *env, const char *why, ReplyDelta *d) {
+    if (d) reply_finish(&x->reply, d);
+    x->finished = 1;
+    x->finish = why;
+    if (!x->from_memo) memo_put(env->memo, x->key.v, x->key.n, x->out.v, x->out.n, !strcmp(why, "stop"));
+    return 1;
+}
+
+/* The next token: replayed, or generated. 0, 1 (context full / replay over), 2, -1. */
+static int next_token(Exchange *x, Session *s, CancelFn cancel, void *ctx, int *tok) {
+    if (x->from_memo) {
+        if (x->replay_at == x->replay.n) return 1;
+        *tok = x->replay.v[x->replay_at++];
+        return 0;
+    }
+    if (!x->started) {
+        double t0 = s->prefill_s;
+        int rc = session_prefill(s, x->prompt.v, x->prompt.n, cancel, ctx, &x->reused);
+        x->prefill_s = s->prefill_s - t0;
+        if (rc) return rc > 0 ? 2 : -1;
+    }
+    return session_next(s, tok, cancel, ctx);
+}
+
+int exchange_step(Exchange *x, const ExchangeEnv *env, Session *s, CancelFn cancel, void *ctx, ReplyDelta *d) {
+    memset(d, 0, sizeof *d);
+    if (x->finished) return 1;
+    if (x->max_new >= 0 && x->completion >= x->max_new) return finish(x, env, "length", d);
+    int tok, rc = next_token(x, s, cancel, ctx, &tok);
+    x->started = 1;
+    if (rc == 1) return finish(x, env, x->from_memo && x->replay_stop ? "stop" : "length", d);
+    if (rc) return rc;
+    tokids_push(&x->out, tok);
+    if (reply_feed(&x->reply, tok, d)) return -1;
+    if (d->done) return finish(x, env, "stop", NULL);
+    x->completion++;
+    return 0;
+}

@@ -1,0 +1,51 @@
+/* exchange.h - one generation request from prompt to finish, independent of HTTP: renders the
+ * prompt, then yields the reply one token at a time (from the model through the shared
+ * Session, or replayed from the memo), and records the result in the memo when it completes.
+ * Streamed and whole responses are both built from exchange_step. The Exchange owns its token
+ * lists and reply parser; it borrows the Session (only while the caller holds the gate), the
+ * tokenizer and the memo. */
+#ifndef DF_EXCHANGE_H
+#define DF_EXCHANGE_H
+
+#include <stdint.h>
+
+#include "serve/memo.h"
+#include "serve/reply.h"
+#include "serve/request.h"
+#include "serve/session.h"
+#include "serve/wire.h"
+
+typedef struct {
+    ApiKind kind;
+    char id[48];
+    WireHead head;
+    TokIds prompt, key, out; /* rendered prompt; memo key; tokens generated (fed to the reply) */
+    int max_new;             /* completion-token budget; -1 for none */
+    TokIds replay;           /* from the memo */
+    size_t replay_at;
+    int replay_stop, from_memo;
+    Reply reply;
+    size_t reused;           /* prompt tokens the Session already held */
+    int started, finished, completion;
+    const char *finish;      /* "stop" | "length" once finished */
+    double prefill_s;
+} Exchange;
+
+typedef struct {
+    const Tokenizer *tok;
+    Memo *memo;
+    int64_t max_tokens_cap;  /* K3_SERVER_MAX_TOKENS, -1 for none */
+    int context;             /* positions */
+} ExchangeEnv;
+
+/* Renders the request's prompt and looks it up in the memo. Returns 0, or -1 with *err filled
+ * (a 400 for a prompt that does not render or does not fit the context). */
+int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err);
+void exchange_free(Exchange *x);
+
+/* Produces the next piece of the reply. Returns 0 with *d set (possibly empty text), 1 when
+ * finished (x->finish set; *d holds any released tail text), 2 when cancelled, or -1 with a
+ * message. s is used unless the reply comes from the memo (it may then be NULL). */
+int exchange_step(Exchange *x, const ExchangeEnv *env, Session *s, CancelFn cancel, void *ctx, ReplyDelta *d);
+
+#endif

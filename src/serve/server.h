@@ -1,0 +1,34 @@
+/* server.h - `deltafin serve`: the OpenAI-compatible HTTP server (product.md "Serving").
+ *
+ * GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions, whole
+ * or streamed as server-sent events. One generation runs at a time on the one model; other
+ * requests wait in a bounded queue or get 429. Each connection has its own thread, so a slow
+ * client delays nobody but itself (and is cut off after the idle timeout). One log line per
+ * request goes to the log stream. */
+#ifndef DF_SERVER_H
+#define DF_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cli/engine.h"
+#include "text/tokenizer.h"
+
+typedef struct {
+    const char *host;     /* an IP address; "localhost" means 127.0.0.1 */
+    int port;             /* 0: any free port (printed at start) */
+    const char *api_key;  /* NULL: no authentication */
+    int queue;            /* requests that may wait for the model; 0: answer 429 at once */
+    int64_t max_tokens;   /* K3_SERVER_MAX_TOKENS, -1 for none */
+    int memo_entries;     /* K3_RESPONSE_MEMO_ENTRIES */
+    int timeout_s;        /* idle connection timeout (slow headers, slow bodies, keep-alive) */
+    size_t max_body;      /* bytes; larger bodies get 413 before they are read */
+    int max_connections;
+} ServeConfig;
+
+/* Serves until SIGINT or SIGTERM, then prints a summary. Borrows e and tok. Returns 0, or -1
+ * with a message when the server cannot start. */
+int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log);
+
+#endif

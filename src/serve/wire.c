@@ -1,0 +1,94 @@
+#include "serve/wire.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+
+static char *dump(json_t *v) {
+    char *s = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    if (!s) s = df_strdup("{}"); /* only on allocation failure inside jansson */
+    return s;
+}
+
+static json_t *error_object(const ApiError *e) {
+    return json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", e->message, "type", e->type ? e->type : "server_error",
+                     "param", e->param[0] ? json_string(e->param) : json_null(), "code",
+                     e->code ? json_string(e->code) : json_null());
+}
+
+char *wire_error(const ApiError *e) { return dump(error_object(e)); }
+
+char *wire_models(int64_t created) {
+    return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id", SERVE_MODEL_ID, "object",
+                          "model", "created", (json_int_t)created, "owned_by", "deltafin"));
+}
+
+static json_t *usage_object(const WireUsage *u) {
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt, "completion_tokens", u->completion,
+                     "total_tokens", u->prompt + u->completion, "prompt_tokens_details", "cached_tokens", u->cached);
+}
+
+static json_t *head_object(const WireHead *h, int chunk) {
+    const char *object = h->kind == API_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+    return json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", h->id, "object", object, "created", (json_int_t)h->created, "model",
+                     SERVE_MODEL_ID, "system_fingerprint", "deltafin-fp32-greedy");
+}
+
+static json_t *str(const char *s, size_t n) { return json_stringn(s ? s : "", n); }
+
+char *wire_response(const WireHead *h, const char *reasoning, size_t reasoning_len, const char *content,
+                    size_t content_len, const char *finish, const WireUsage *u) {
+    json_t *o = head_object(h, 0), *choice;
+    if (h->kind == API_CHAT)
+        choice = json_pack("{s:i, s:{s:s, s:o, s:o}, s:n, s:s}", "index", 0, "message", "role", "assistant", "content",
+                           str(content, content_len), "reasoning_content", str(reasoning, reasoning_len), "logprobs",
+                           "finish_reason", finish);
+    else
+        choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "text", str(content, content_len), "logprobs",
+                           "finish_reason", finish);
+    json_object_set_new(o, "choices", json_pack("[o]", choice));
+    json_object_set_new(o, "usage", usage_object(u));
+    return dump(o);
+}
+
+static char *event(json_t *v) {
+    char *body = dump(v);
+    size_t n = strlen(body);
+    char *ev = df_malloc(n + 9);
+    memcpy(ev, "data: ", 6);
+    memcpy(ev + 6, body, n);
+    memcpy(ev + 6 + n, "\n\n", 3);
+    free(body);
+    return ev;
+}
+
+char *wire_chunk(const WireHead *h, int role, const char *reasoning, size_t reasoning_len, const char *content,
+                 size_t content_len, const char *finish, int with_usage) {
+    json_t *o = head_object(h, 1), *choice;
+    json_t *fr = finish ? json_string(finish) : json_null();
+    if (h->kind == API_CHAT) {
+        json_t *delta = json_object();
+        if (role) json_object_set_new(delta, "role", json_string("assistant"));
+        if (role || content_len) json_object_set_new(delta, "content", str(content, content_len));
+        if (reasoning_len) json_object_set_new(delta, "reasoning_content", str(reasoning, reasoning_len));
+        choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "delta", delta, "logprobs", "finish_reason", fr);
+    } else
+        choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "text", str(content, content_len), "logprobs",
+                           "finish_reason", fr);
+    json_object_set_new(o, "choices", json_pack("[o]", choice));
+    if (with_usage) json_object_set_new(o, "usage", json_null());
+    return event(o);
+}
+
+char *wire_usage_chunk(const WireHead *h, const WireUsage *u) {
+    json_t *o = head_object(h, 1);
+    json_object_set_new(o, "choices", json_array());
+    json_object_set_new(o, "usage", usage_object(u));
+    return event(o);
+}
+
+char *wire_error_event(const ApiError *e) { return event(error_object(e)); }

@@ -1,0 +1,39 @@
+/* wire.h - the JSON shapes OpenAI clients expect: errors, whole responses, stream chunks and
+ * the server-sent-event framing. Every function returns a new string the caller frees. */
+#ifndef DF_WIRE_H
+#define DF_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "serve/request.h"
+
+typedef struct {
+    ApiKind kind;
+    const char *id;   /* "chatcmpl-..." / "cmpl-..." */
+    int64_t created;  /* unix seconds */
+} WireHead;
+
+typedef struct {
+    int prompt, completion, cached;
+} WireUsage;
+
+/* {"error": {"message", "type", "param", "code"}} */
+char *wire_error(const ApiError *e);
+/* GET /v1/models */
+char *wire_models(int64_t created);
+/* A whole (non-streamed) response. finish: "stop" or "length". */
+char *wire_response(const WireHead *h, const char *reasoning, size_t reasoning_len, const char *content,
+                    size_t content_len, const char *finish, const WireUsage *u);
+/* One "data: {...}\n\n" event. role: first chat chunk; finish: last chunk (NULL otherwise);
+ * with_usage: include "usage": null (include_usage streams carry it on every chunk). */
+char *wire_chunk(const WireHead *h, int role, const char *reasoning, size_t reasoning_len, const char *content,
+                 size_t content_len, const char *finish, int with_usage);
+/* The include_usage event: empty choices and the usage. */
+char *wire_usage_chunk(const WireHead *h, const WireUsage *u);
+/* An error inside a stream (after the 200 was sent). */
+char *wire_error_event(const ApiError *e);
+
+#define WIRE_DONE "data: [DONE]\n\n"
+
+#endif

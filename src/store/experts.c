@@ -1,0 +1,239 @@
+#include "store/experts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+
+enum { SLOT_EMPTY, SLOT_LOADING, SLOT_READY, SLOT_FAILED };
+/* Why a slot was filled, for the hit/miss counts: a read for a routed expert already counted
+ * as a miss, a guess (prefetch), or an expert used since it arrived. */
+enum { FOR_DEMAND, FOR_GUESS, FOR_DONE };
+
+struct ExpertSlot {
+    IoJob job;               /* first member: the I/O pool runs it */
+    ExpertStore *es;
+    uint8_t *buf;
+    int layer, expert;
+    int state, pinned, origin;
+    char err[384];
+};
+
+uint64_t experts_slot_bytes(const Catalog *cat) { return cat->expert_bytes + 2 * SHARD_ALIGN; }
+
+static const uint8_t *slot_span(const ExpertSlot *s) {
+    const ExpertSpan *sp = catalog_expert(s->es->cat, s->layer, s->expert);
+    return s->buf + sp->offset % SHARD_ALIGN;
+}
+
+static void set_locked(ExpertStore *es, int i) {
+    es->ci.locked[i] = es->slots[i].pinned || es->slots[i].state == SLOT_LOADING;
+}
+
+/* I/O thread: fill one slot. */
+static void read_slot(IoJob *job) {
+    ExpertSlot *s = (ExpertSlot *)job;
+    ExpertStore *es = s->es;
+    const ExpertSpan *sp = catalog_expert(es->cat, s->layer, s->expert);
+    char what[64];
+    snprintf(what, sizeof what, "layer %d expert %d", s->layer, s->expert);
+    int rc = shard_read(es->shards, sp->shard, sp->offset, es->cat->expert_bytes, s->buf, what);
+    if (rc) snprintf(s->err, sizeof s->err, "%s", df_errmsg());
+    pthread_mutex_lock(&es->mu);
+    s->state = rc ? SLOT_FAILED : SLOT_READY;
+    if (!rc) es->c.bytes_read += shard_read_cap(sp->offset, es->cat->expert_bytes);
+    set_locked(es, (int)(s - es->slots));
+    pthread_cond_broadcast(&es->done);
+    pthread_mutex_unlock(&es->mu);
+}
+
+static void start_read(ExpertStore *es, int i, int layer, int expert, int urgent) {
+    ExpertSlot *s = &es->slots[i];
+    cidx_assign(&es->ci, i, layer * es->cat->cfg.n_experts + expert);
+    s->layer = layer, s->expert = expert;
+    s->state = SLOT_LOADING;
+    s->origin = urgent ? FOR_DEMAND : FOR_GUESS;
+    if (urgent) es->c.misses++;
+    else es->c.prefetches++;
+    es->ci.last_use[i] = es->ci.tick; /* a fresh guess counts as recent, not as a use */
+    set_locked(es, i);
+    iopool_submit(es->io, &s->job, urgent);
+}
+
+static void pin(ExpertStore *es, int i) {
+    es->slots[i].pinned = 1;
+    es->pinned[es->n_pinned++] = i;
+    set_locked(es, i);
+}
+
+static void unpin_all(ExpertStore *es) {
+    for (int j = 0; j < es->n_pinned; j++) {
+        es->slots[es->pinned[j]].pinned = 0;
+        set_locked(es, es->pinned[j]);
+    }
+    es->n_pinned = 0;
+}
+
+/* A needed expert that is cached or on its way; -1 if it is not. */
+static int claim_cached(ExpertStore *es, int layer, int expert) {
+    int key = layer * es->cat->cfg.n_experts + expert, i = cidx_lookup(&es->ci, key);
+    if (i < 0) return -1;
+    ExpertSlot *s = &es->slots[i];
+    if (s->state == SLOT_FAILED) return -1; /* retried as a demand read */
+    if (s->origin != FOR_DEMAND) es->c.hits++;
+    if (s->origin == FOR_GUESS) es->c.prefetch_hits++;
+    s->origin = FOR_DONE;
+    if (s->state == SLOT_LOADING) iopool_promote(es->io, &s->job);
+    cidx_use(&es->ci, key, i);
+    pin(es, i);
+    return i;
+}
+
+/* A needed expert that is not cached: take a slot (waiting for an in-flight read to free one if
+ * every other slot is busy) and read it now. */
+static void claim_missing(ExpertStore *es, int layer, int expert) {
+    int key = layer * es->cat->cfg.n_experts + expert, i = cidx_lookup(&es->ci, key);
+    if (i < 0) {
+        while ((i = cidx_victim(&es->ci)) < 0) pthread_cond_wait(&es->done, &es->mu);
+    }
+    start_read(es, i, layer, expert, 1);
+    es->slots[i].origin = FOR_DONE;
+    cidx_use(&es->ci, key, i);
+    pin(es, i);
+}
+
+static int wait_pinned(ExpertStore *es, const uint8_t **spans) {
+    for (int j = 0; j < es->n_pinned; j++) {
+        ExpertSlot *s = &es->slots[es->pinned[j]];
+        while (s->state == SLOT_LOADING) pthread_cond_wait(&es->done, &es->mu);
+        if (s->state == SLOT_FAILED) {
+            df_fail("%s", s->err);
+            s->state = SLOT_EMPTY;
+            cidx_assign(&es->ci, es->pinned[j], -1);
+            return -1;
+        }
+        spans[j] = slot_span(s);
+    }
+    return 0;
+}
+
+static int next_moe_layer(const K3Config *c, int layer) { return layer + 1 < c->n_layers ? layer + 1 : c->first_dense; }
+
+/* Background reads of what the next layer chose last time, into slots nobody is using (the
+ * current layer's experts are held by the caller). */
+static void prefetch_next(ExpertStore *es, int layer) {
+    const K3Config *c = &es->cat->cfg;
+    int next = next_moe_layer(c, layer);
+    const int *want = es->predict + (size_t)next * c->top_k;
+    for (int j = 0; j < c->top_k && want[j] >= 0; j++) {
+        if (cidx_lookup(&es->ci, next * c->n_experts + want[j]) >= 0) continue;
+        int i = cidx_victim(&es->ci);
+        if (i < 0) return;
+        start_read(es, i, next, want[j], 0);
+    }
+}
+
+/* The model announces a layer's selections before acquiring them: start reading every one that
+ * is missing now (urgent), so the model can compute each expert as it arrives while the others
+ * are still on their way; then guess at the next layer. Up to half the cache is used this way. */
+static void experts_route(ExpertSource *src, int layer, const int *sel, int T, int k) {
+    ExpertStore *es = (ExpertStore *)src;
+    const K3Config *c = &es->cat->cfg;
+    int ids[MODEL_MAX_CHUNK * 64], n = 0;
+    for (int i = 0; i < T * k; i++) { /* distinct, ascending: the order the model acquires them */
+        int e = sel[i], at = n;
+        while (at > 0 && ids[at - 1] > e) at--;
+        if (at > 0 && ids[at - 1] == e) continue;
+        memmove(ids + at + 1, ids + at, sizeof *ids * (size_t)(n - at));
+        ids[at] = e, n++;
+    }
+    pthread_mutex_lock(&es->mu);
+    int *p = es->predict + (size_t)layer * c->top_k;
+    for (int j = 0; j < c->top_k; j++) p[j] = j < n ? ids[j] : -1;
+    /* hold what is cached while the missing ones (and the guesses) look for slots */
+    int held[MODEL_MAX_CHUNK * 64], n_held = 0, reads = es->ci.n_slots / 2;
+    for (int j = 0; j < n; j++) {
+        int i = cidx_lookup(&es->ci, layer * c->n_experts + ids[j]);
+        if (i < 0 || es->slots[i].state == SLOT_FAILED) continue;
+        if (es->slots[i].state == SLOT_LOADING) iopool_promote(es->io, &es->slots[i].job);
+        if (!es->ci.locked[i]) es->ci.locked[i] = 1, held[n_held++] = i;
+    }
+    for (int j = 0; j < n && reads > 0; j++) {
+        int i = cidx_lookup(&es->ci, layer * c->n_experts + ids[j]);
+        if (i >= 0 && es->slots[i].state != SLOT_FAILED) continue;
+        if (i < 0 && (i = cidx_victim(&es->ci)) < 0) break;
+        start_read(es, i, layer, ids[j], 1);
+        reads--;
+    }
+    if (es->prefetch) prefetch_next(es, layer);
+    for (int j = 0; j < n_held; j++) set_locked(es, held[j]);
+    pthread_mutex_unlock(&es->mu);
+}
+
+static int experts_acquire(ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans) {
+    ExpertStore *es = (ExpertStore *)src;
+    if (layer < es->cat->cfg.first_dense || layer >= es->cat->cfg.n_layers) return df_fail("layer %d has no routed experts", layer);
+    if (n > es->ci.n_slots) return df_fail("expert store: %d experts asked at once, the cache holds %d", n, es->ci.n_slots);
+    pthread_mutex_lock(&es->mu);
+    unpin_all(es);
+    int order[MODEL_MAX_CHUNK * 64], n_miss = 0;
+    /* hits first, so that reading a miss never evicts an expert this same call needs */
+    for (int j = 0; j < n; j++)
+        if (claim_cached(es, layer, ids[j]) < 0) order[n_miss++] = j;
+    for (int j = 0; j < n_miss; j++) claim_missing(es, layer, ids[order[j]]);
+    /* pinned[] is in claim order; map back to the caller's order */
+    const uint8_t *got[MODEL_MAX_CHUNK * 64];
+    int rc = wait_pinned(es, got);
+    if (!rc) {
+        int h = 0, m = n - n_miss;
+        for (int j = 0, o = 0; j < n; j++) {
+            if (o < n_miss && order[o] == j) spans[j] = got[m + o++];
+            else spans[j] = got[h++];
+        }
+    }
+    pthread_mutex_unlock(&es->mu);
+    return rc;
+}
+
+int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPool *io, int n_slots,
+                 CachePolicy policy, int prefetch) {
+    const K3Config *c = &cat->cfg;
+    memset(es, 0, sizeof *es);
+    if (n_slots < 1) return df_fail("expert store: no room for a single expert");
+    es->src.acquire = experts_acquire;
+    es->src.max_batch = 1; /* one expert per acquire: compute each as soon as it has arrived */
+    es->src.route = experts_route;
+    es->cat = cat, es->shards = shards, es->io = io, es->prefetch = prefetch;
+    pthread_mutex_init(&es->mu, NULL);
+    pthread_cond_init(&es->done, NULL);
+    cidx_init(&es->ci, policy, n_slots, c->n_layers * c->n_experts);
+    es->slot_bytes = experts_slot_bytes(cat);
+    es->slots = df_calloc((size_t)n_slots, sizeof *es->slots);
+    for (int i = 0; i < n_slots; i++) {
+        es->slots[i].es = es;
+        es->slots[i].job.run = read_slot;
+        es->slots[i].buf = df_aligned_alloc(SHARD_ALIGN, es->slot_bytes);
+    }
+    es->pinned = df_malloc(sizeof *es->pinned * (size_t)n_slots);
+    es->predict = df_malloc(sizeof *es->predict * (size_t)c->n_layers * (size_t)c->top_k);
+    memset(es->predict, 0xff, sizeof *es->predict * (size_t)c->n_layers * (size_t)c->top_k);
+    return 0;
+}
+
+void experts_close(ExpertStore *es) {
+    if (!es->slots) return;
+    for (int i = 0; i < es->ci.n_slots; i++) free(es->slots[i].buf);
+    free(es->slots), free(es->pinned), free(es->predict);
+    cidx_free(&es->ci);
+    pthread_mutex_destroy(&es->mu);
+    pthread_cond_destroy(&es->done);
+    memset(es, 0, sizeof *es);
+}
+
+ExpertCounters experts_counters(ExpertStore *es) {
+    pthread_mutex_lock(&es->mu);
+    ExpertCounters c = es->c;
+    pthread_mutex_unlock(&es->mu);
+    return c;
+}

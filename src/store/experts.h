@@ -1,0 +1,58 @@
+/* experts.h - routed experts read from the shards on demand into a bounded in-RAM cache.
+ *
+ * Each expert is one contiguous span, read with one positional read into a slot (shardio.h: no
+ * page cache). A layer's missing experts are read in parallel on the I/O pool; experts already
+ * cached are hits. After serving layer l, the store starts reading in the background what layer
+ * l+1 selected for the previous token (consecutive tokens share many choices), so those reads
+ * overlap the computation of layer l. Slots are allocated once at open; eviction follows the
+ * CacheIndex policy. A failed read is reported by the acquire that needs the expert, naming the
+ * shard and byte range; a failed prefetch that is never needed is dropped.
+ *
+ * Implements ExpertSource (the model's view). Spans returned by acquire stay valid until the next
+ * acquire. One thread calls acquire; the I/O threads only fill slots. */
+#ifndef DF_EXPERTS_H
+#define DF_EXPERTS_H
+
+#include <pthread.h>
+
+#include "model/model.h"
+#include "store/cache_index.h"
+#include "store/iopool.h"
+#include "store/shardio.h"
+
+typedef struct {
+    uint64_t hits;           /* needed and already in the cache */
+    uint64_t prefetch_hits;  /* of those, brought in by prefetch */
+    uint64_t misses;         /* needed and not cached: read on demand */
+    uint64_t prefetches;     /* background reads started */
+    uint64_t bytes_read;     /* bytes read from the shards (whole aligned spans) */
+} ExpertCounters;
+
+typedef struct ExpertSlot ExpertSlot;
+
+typedef struct {
+    ExpertSource src;        /* first member: the model calls it through ExpertSource */
+    const Catalog *cat;
+    const Shards *shards;
+    IoPool *io;
+    pthread_mutex_t mu;
+    pthread_cond_t done;
+    CacheIndex ci;
+    ExpertSlot *slots;
+    uint64_t slot_bytes;
+    int *pinned, n_pinned;   /* slots handed out by the last acquire */
+    int *predict;            /* [n_layers][top_k]: each layer's last selection, -1 = none */
+    int prefetch;
+    ExpertCounters c;        /* under mu */
+} ExpertStore;
+
+/* n_slots >= 1. prefetch: 0 disables background reads (K3_PREFETCH=0). */
+int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPool *io, int n_slots,
+                 CachePolicy policy, int prefetch);
+/* The I/O pool must be stopped first (no read may still target a slot). */
+void experts_close(ExpertStore *es);
+/* Buffer bytes of one slot. */
+uint64_t experts_slot_bytes(const Catalog *cat);
+ExpertCounters experts_counters(ExpertStore *es);
+
+#endif

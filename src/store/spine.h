@@ -1,0 +1,65 @@
+/* spine.h - the non-expert weights ("spine"), resident where the budget allows and streamed
+ * layer by layer where it does not.
+ *
+ * Tensors are grouped per layer; each group is read as a few large aligned runs (shardio.h, no
+ * page cache). Pinned layers and the global matrices (lm_head) are read once at open into buffers
+ * of their own. Every other layer is streamed through two buffers allocated once: while layer l
+ * computes from one, the next streamed layer is read into the other (on the I/O pool), so a
+ * forward waits only when the disk is slower than the compute. The small vectors (norms, biases,
+ * conv taps) are read at open for weights_bind to copy, and freed by spine_end_load. The token
+ * embedding is memory-mapped: only the rows of the tokens seen are ever touched.
+ *
+ * Implements SpineSource. bytes() returns NULL for a streamed layer's matrix while the layer is not
+ * acquired; the model rebinds the layer's matrices after each acquire. */
+#ifndef DF_SPINE_H
+#define DF_SPINE_H
+
+#include <pthread.h>
+
+#include "model/model.h"
+#include "store/iopool.h"
+#include "store/shardio.h"
+
+typedef struct SpineRun SpineRun;
+typedef struct SpineBuf SpineBuf;
+
+typedef struct {
+    SpineSource src;          /* first member: the model calls it through SpineSource */
+    const Catalog *cat;
+    const Shards *shards;
+    IoPool *io;
+    int n_groups;             /* n_layers, + globals, + small vectors */
+    SpineRun *runs;
+    int *run_first, *run_count;     /* [n_groups] */
+    uint64_t *group_bytes;          /* [n_groups] buffer bytes of a group */
+    int *tensor_group;              /* [n_tensors]: group, or -1 (not spine) */
+    uint64_t *tensor_off;           /* [n_tensors]: offset in the group's buffer */
+    uint8_t **resident;             /* [n_groups]: buffer of a pinned layer / globals / smalls */
+    int n_pinned;
+    SpineBuf *bufs;                 /* [2] stream buffers (NULL when every layer is pinned) */
+    SpineBuf *cur;                  /* the acquired streamed layer's buffer */
+    const uint8_t *embed;           /* mapping of the embedding's pages */
+    size_t embed_map_len;
+    uint64_t embed_map_off;
+    pthread_mutex_t mu;
+    pthread_cond_t done;
+    uint64_t bytes_read, layers_streamed;   /* under mu */
+} SpineStore;
+
+/* Computes the layout only (no I/O): group sizes for the memory plan. */
+int spine_layout(SpineStore *ss, const Catalog *cat);
+/* Bytes of layer l's matrices as held in a buffer. */
+static inline uint64_t spine_layer_bytes(const SpineStore *ss, int l) { return ss->group_bytes[l]; }
+uint64_t spine_globals_bytes(const SpineStore *ss);
+uint64_t spine_small_bytes(const SpineStore *ss);
+/* Pins layers [0, n_pinned), reads them, the globals and the small vectors; sets up streaming
+ * for the rest. */
+int spine_start(SpineStore *ss, const Shards *shards, IoPool *io, int n_pinned);
+/* Frees the small vectors once the model has copied them. */
+void spine_end_load(SpineStore *ss);
+/* The I/O pool must be stopped first. */
+void spine_close(SpineStore *ss);
+/* Largest streamed layer (0 if none) for pinning n layers. */
+uint64_t spine_stream_buf_bytes(const SpineStore *ss, int n_pinned);
+
+#endif

@@ -1,0 +1,156 @@
+#include "store/stream.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/budget.h"
+#include "util/err.h"
+
+#define IO_THREADS 8
+#define CONTEXT_PLANNED_MAX 4096 /* decode state is planned for at most this many positions */
+
+static int env_int(const char *name, int lo, int hi, int fallback, int *out) {
+    const char *v = getenv(name);
+    *out = fallback;
+    if (!v || !*v) return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < lo || n > hi) return df_fail("%s: '%s' is not a number in %d..%d", name, v, lo, hi);
+    *out = (int)n;
+    return 0;
+}
+
+int stream_wanted(const Catalog *cat, int *stream) {
+    const char *v = getenv("K3_STORE");
+    if (v && !strcmp(v, "mapped")) return *stream = 0, 0;
+    if (v && !strcmp(v, "stream")) return *stream = 1, 0;
+    if (v && *v && strcmp(v, "auto")) return df_fail("K3_STORE: '%s' is not auto, mapped or stream", v);
+    uint64_t total = 0, budget;
+    char how[160];
+    for (int i = 0; i < cat->n_shards; i++) total += cat->shards[i].size;
+    if (budget_detect(&budget, how, sizeof how)) return -1;
+    *stream = total > budget;
+    return 0;
+}
+
+/* What the process needs besides weights: model scratch, decode state for the planned context,
+ * the catalog, fp32 copies of the small vectors (and their raw bytes while loading), runtime. */
+static uint64_t fixed_bytes(const Catalog *cat, const SpineStore *sp, int context) {
+    const K3Config *c = &cat->cfg;
+    uint64_t H = (uint64_t)c->hidden, W = (uint64_t)c->kda_heads * c->kda_head_dim, R = MODEL_MAX_CHUNK;
+    uint64_t anchors = (uint64_t)(c->n_layers + c->attn_res_block - 1) / c->attn_res_block;
+    uint64_t ffn = (uint64_t)(c->dense_inter > c->shared_inter ? c->dense_inter : c->shared_inter);
+    uint64_t mla_row = (uint64_t)c->mla_heads * (c->qk_nope + c->qk_rope + c->v_head);
+    uint64_t scratch = 4 * R * (H * (6 + anchors) + 7 * W + 2 * ffn + (uint64_t)c->n_experts +
+                                (uint64_t)c->latent * (c->top_k + 5) + 3 * mla_row + 2 * (uint64_t)c->moe_inter) +
+                       4 * (uint64_t)c->mla_heads * (uint64_t)context;
+    int ctx = context < CONTEXT_PLANNED_MAX ? context : CONTEXT_PLANNED_MAX;
+    uint64_t state = (uint64_t)c->n_kda_layers * 4 * (3 * W * (uint64_t)(c->conv_kernel - 1) + W * (uint64_t)c->kda_head_dim) +
+                     (uint64_t)c->n_mla_layers * 4 * mla_row * (uint64_t)ctx * 3 / 2;
+    uint64_t logits = 4 * 4 * (uint64_t)c->vocab;
+    return scratch + state + logits + (uint64_t)cat->n_tensors * 160 + 3 * spine_small_bytes(sp) + (96ull << 20);
+}
+
+static uint64_t pinned_sum(const SpineStore *sp, int n) {
+    uint64_t s = 0;
+    for (int l = 0; l < n; l++) s += spine_layer_bytes(sp, l);
+    return s;
+}
+
+/* Spine cost of pinning n layers: the pinned layers plus two stream buffers if any remain. */
+static uint64_t spine_cost(const SpineStore *sp, int n) {
+    return pinned_sum(sp, n) + 2 * spine_stream_buf_bytes(sp, n);
+}
+
+static int make_plan(StreamPlan *p, const Catalog *cat, const SpineStore *sp, int context) {
+    const K3Config *c = &cat->cfg;
+    memset(p, 0, sizeof *p);
+    if (budget_detect(&p->budget, p->how, sizeof p->how)) return -1;
+    p->n_layers = c->n_layers;
+    p->fixed = fixed_bytes(cat, sp, context);
+    p->globals = spine_globals_bytes(sp);
+    p->spine_bytes = pinned_sum(sp, c->n_layers);
+    p->slot_bytes = experts_slot_bytes(cat);
+    int moe_layers = c->n_layers - c->first_dense;
+    int min_slots = moe_layers > 0 ? 2 * c->top_k : 0;
+    uint64_t base = p->fixed + p->globals + (uint64_t)min_slots * p->slot_bytes;
+    int pin_env;
+    if (env_int("K3_PIN_LAYERS", 0, c->n_layers, -1, &pin_env)) return -1;
+    if (pin_env >= 0) p->pinned = pin_env;
+    else
+        for (p->pinned = c->n_layers; p->pinned > 0 && base + spine_cost(sp, p->pinned) > p->budget; p->pinned--) {}
+    uint64_t need = base + spine_cost(sp, p->pinned);
+    if (need > p->budget)
+        return df_fail("memory budget %.1f MB (%s) is below what this model needs with %d pinned layers: %.1f MB "
+                       "(fixed %.1f, globals %.1f, spine %.1f, %d expert slots %.1f); raise K3_RAM_GB",
+                       p->budget / 1e6, p->how, p->pinned, need / 1e6, p->fixed / 1e6, p->globals / 1e6,
+                       spine_cost(sp, p->pinned) / 1e6, min_slots, min_slots * (double)p->slot_bytes / 1e6);
+    p->pinned_bytes = pinned_sum(sp, p->pinned);
+    p->stream_buf = spine_stream_buf_bytes(sp, p->pinned);
+    uint64_t room = (p->budget - need) / p->slot_bytes + (uint64_t)min_slots;
+    uint64_t all = (uint64_t)moe_layers * (uint64_t)c->n_experts;
+    p->slots = (int)(room < all ? room : all);
+    return 0;
+}
+
+static int settings(StreamStore *s, int *direct) {
+    const char *pol = getenv("K3_CACHE_POLICY");
+    s->policy = POLICY_LRU;
+    if (pol && *pol && cache_policy_parse(pol, &s->policy)) return -1;
+    return env_int("K3_PREFETCH", 0, 1, 1, &s->prefetch) || env_int("K3_DIRECT", 0, 1, 1, direct) ? -1 : 0;
+}
+
+int stream_open(StreamStore *s, const Catalog *cat, int context) {
+    memset(s, 0, sizeof *s);
+    int direct;
+    if (settings(s, &direct) || spine_layout(&s->spine, cat)) return -1;
+    if (make_plan(&s->plan, cat, &s->spine, context) || shards_open(&s->shards, cat, direct)) {
+        spine_close(&s->spine);
+        return -1;
+    }
+    s->io = iopool_create(IO_THREADS);
+    if (spine_start(&s->spine, &s->shards, s->io, s->plan.pinned) ||
+        (s->plan.slots > 0 && experts_open(&s->experts, cat, &s->shards, s->io, s->plan.slots, s->policy, s->prefetch))) {
+        stream_close(s);
+        return -1;
+    }
+    return 0;
+}
+
+void stream_end_load(StreamStore *s) { spine_end_load(&s->spine); }
+
+void stream_close(StreamStore *s) {
+    iopool_destroy(s->io); /* first: no read may still target a buffer */
+    s->io = NULL;
+    experts_close(&s->experts);
+    spine_close(&s->spine);
+    if (s->shards.fd) shards_close(&s->shards);
+    memset(s, 0, sizeof *s);
+}
+
+void stream_print_plan(const StreamStore *s, FILE *f) {
+    const StreamPlan *p = &s->plan;
+    fprintf(f, "deltafin: streaming: budget %.2f GB (%s) | fixed %.1f MB | spine %.2f GB: %d/%d layers pinned (%.2f GB)",
+            p->budget / 1e9, p->how, p->fixed / 1e6, (p->spine_bytes + p->globals) / 1e9, p->pinned, p->n_layers,
+            (p->pinned_bytes + p->globals) / 1e9);
+    if (p->pinned < p->n_layers) fprintf(f, ", %d streamed through 2 x %.1f MB", p->n_layers - p->pinned, p->stream_buf / 1e6);
+    fprintf(f, " | expert cache %.2f GB = %d x %.2f MB (%s%s) | reads %s, %d I/O threads\n",
+            (double)p->slots * p->slot_bytes / 1e9, p->slots, p->slot_bytes / 1e6, cache_policy_name(s->policy),
+            s->prefetch ? ", prefetch" : ", no prefetch",
+            s->shards.direct    ? "O_DIRECT"
+            : s->shards.refused ? "buffered + DONTNEED (the file system refuses O_DIRECT)"
+                                : "buffered + DONTNEED (K3_DIRECT=0)",
+            iopool_threads(s->io));
+}
+
+StreamCounters stream_counters(StreamStore *s) {
+    StreamCounters c = {0};
+    pthread_mutex_lock(&s->spine.mu);
+    c.spine_bytes = s->spine.bytes_read;
+    pthread_mutex_unlock(&s->spine.mu);
+    if (s->experts.slots) c.experts = experts_counters(&s->experts);
+    c.expert_bytes = c.experts.bytes_read;
+    return c;
+}

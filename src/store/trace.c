@@ -1,0 +1,70 @@
+#include "store/trace.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+
+static int trace_acquire(ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans) {
+    TraceSource *t = (TraceSource *)src;
+    return t->inner->acquire(t->inner, layer, ids, n, spans);
+}
+
+/* One line per position of the forward just finished. */
+static void flush(TraceSource *t) {
+    for (int r = 0; r < t->rows; r++, t->pos++) {
+        fprintf(t->f, "{\"pos\":%lld,\"layers\":{", t->pos);
+        int first = 1;
+        for (int l = 0; l < t->n_layers; l++) {
+            if (!t->seen[l]) continue;
+            fprintf(t->f, "%s\"%d\":[", first ? "" : ",", l);
+            const int *s = t->sel + ((size_t)l * MODEL_MAX_CHUNK + r) * t->top_k;
+            for (int k = 0; k < t->top_k; k++) fprintf(t->f, k ? ",%d" : "%d", s[k]);
+            fputc(']', t->f);
+            first = 0;
+        }
+        fputs("}}\n", t->f);
+    }
+    memset(t->seen, 0, (size_t)t->n_layers);
+    t->rows = 0;
+}
+
+static void trace_route(ExpertSource *src, int layer, const int *sel, int T, int k) {
+    TraceSource *t = (TraceSource *)src;
+    if (t->inner->route) t->inner->route(t->inner, layer, sel, T, k);
+    if (layer <= t->last_layer && t->rows) flush(t); /* a new forward began */
+    t->last_layer = layer;
+    t->rows = T;
+    t->seen[layer] = 1;
+    memcpy(t->sel + (size_t)layer * MODEL_MAX_CHUNK * k, sel, sizeof *sel * (size_t)T * (size_t)k);
+}
+
+const char *trace_path_from_env(void) {
+    const char *v = getenv("K3_TRACE");
+    if (!v || !*v || !strcmp(v, "0")) return NULL;
+    return strcmp(v, "1") ? v : "router_trace.jsonl";
+}
+
+int trace_open(TraceSource *t, ExpertSource *inner, const K3Config *c, const char *path) {
+    memset(t, 0, sizeof *t);
+    t->f = fopen(path, "a");
+    if (!t->f) return df_fail("K3_TRACE: cannot open %s: %s", path, strerror(errno));
+    t->src.acquire = trace_acquire;
+    t->src.max_batch = inner->max_batch;
+    t->src.route = trace_route;
+    t->inner = inner;
+    t->n_layers = c->n_layers, t->top_k = c->top_k, t->last_layer = -1;
+    t->sel = df_malloc(sizeof *t->sel * (size_t)c->n_layers * MODEL_MAX_CHUNK * (size_t)c->top_k);
+    t->seen = df_calloc((size_t)c->n_layers, 1);
+    return 0;
+}
+
+int trace_close(TraceSource *t) {
+    if (!t->f) return 0;
+    if (t->rows) flush(t);
+    int rc = fclose(t->f) ? df_fail("K3_TRACE: cannot write the trace: %s", strerror(errno)) : 0;
+    free(t->sel), free(t->seen);
+    memset(t, 0, sizeof *t);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* trace.h - router traces: which experts every token chose in every layer (K3_TRACE).
+ *
+ * A TraceSource wraps another ExpertSource: acquires pass through, and the selections the model
+ * reports through `route` are written to a JSON-lines file, one line per position:
+ *   {"pos":12,"layers":{"1":[5,17,...],"2":[...],...}}
+ * where pos counts positions since the file was opened by this process and each layer lists the
+ * position's top-k in routing order. Lines are appended, so traces of several runs accumulate.
+ * These files drive the cache-policy replay (bench/bench_stream_policy.c). */
+#ifndef DF_TRACE_H
+#define DF_TRACE_H
+
+#include <stdio.h>
+
+#include "model/model.h"
+
+typedef struct {
+    ExpertSource src;        /* first member */
+    ExpertSource *inner;
+    FILE *f;
+    int n_layers, top_k, rows, last_layer;
+    int *sel;                /* [n_layers][MODEL_MAX_CHUNK][top_k] of the forward in progress */
+    unsigned char *seen;     /* [n_layers] */
+    long long pos;
+} TraceSource;
+
+/* K3_TRACE unset or "0": *path = NULL. "1": router_trace.jsonl in the current directory;
+ * anything else is taken as the file name. */
+const char *trace_path_from_env(void);
+int trace_open(TraceSource *t, ExpertSource *inner, const K3Config *c, const char *path);
+/* Writes the last forward's lines and closes the file. */
+int trace_close(TraceSource *t);
+
+#endif

@@ -1,0 +1,369 @@
+"""Raw HTTP checks of `deltafin serve` (no SDK in the way): malformed and mistyped bodies,
+limits, authentication, slow and vanished clients, concurrency, the memo, token caps and memory
+over many requests. Usage: serve_http.py DF MODEL_DIR SCRATCH GROUP   (GROUP: http | soak | asan)."""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+DF, MODEL, SCRATCH, GROUP = sys.argv[1:5]
+MODEL_ID = "deltafin-kimi-k3"
+
+
+class Server:
+    def __init__(self, *args, env=None, binary=None):
+        self.log_path = os.path.join(SCRATCH, "serve-%d.log" % time.monotonic_ns())
+        self.logf = open(self.log_path, "w")
+        e = dict(os.environ, **(env or {}))
+        self.proc = subprocess.Popen([binary or DF, "serve", "--model", MODEL, "--port", "0", *args],
+                                     stdout=subprocess.DEVNULL, stderr=self.logf, env=e)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.log())
+            if m:
+                self.port = int(m.group(1))
+                return
+            assert self.proc.poll() is None, self.log()
+            time.sleep(0.05)
+        raise AssertionError("server did not start: " + self.log())
+
+    def log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def lines(self, path=None):
+        return [l for l in self.log().splitlines() if l.startswith("serve: ") and (path is None or path in l)]
+
+    def wait_lines(self, n, path=None):
+        """The request log lines once there are at least n (a line is written just after the answer)."""
+        deadline = time.time() + 10
+        while len(self.lines(path)) < n:
+            assert time.time() < deadline, self.log()
+            time.sleep(0.02)
+        return self.lines(path)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(60)
+        self.logf.close()
+        return code
+
+    def request(self, method, path, body=None, headers=None, raw=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        h = {"Content-Type": "application/json", **(headers or {})}
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        payload = r.read()
+        c.close()
+        try:
+            j = json.loads(payload)
+        except ValueError:
+            j = None
+        return r.status, dict(r.getheaders()), j, payload
+
+    def chat(self, **kw):
+        body = {"model": MODEL_ID, "messages": [{"role": "user", "content": "hello"}], **kw}
+        return self.request("POST", "/v1/chat/completions", body)
+
+    def complete(self, **kw):
+        return self.request("POST", "/v1/completions", {"model": MODEL_ID, "prompt": "hello", **kw})
+
+
+def expect_error(resp, status, param=None, code=None):
+    st, _, j, raw = resp
+    assert st == status, (st, raw)
+    err = j["error"]
+    assert set(err) == {"message", "type", "param", "code"}, err
+    assert err["message"], err
+    if param is not None:
+        assert err["param"] == param, err
+    if code is not None:
+        assert err["code"] == code, err
+
+
+def raw_socket(port):
+    return socket.create_connection(("127.0.0.1", port), timeout=30)
+
+
+def post_bytes(body, path="/v1/completions"):
+    return (b"POST %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+            % (path.encode(), len(body)) + body)
+
+
+def read_events(s, n):
+    """Reads from a socket until n SSE data events have arrived."""
+    data = b""
+    while data.count(b"data: ") < n:
+        chunk = s.recv(65536)
+        assert chunk, data
+        data += chunk
+    return data
+
+
+def check_validation(srv):
+    expect_error(srv.request("POST", "/v1/chat/completions", raw=b'{"model": "deltafin-kimi-k3", "messages": ['), 400,
+                 code="invalid_json")
+    expect_error(srv.request("POST", "/v1/chat/completions", raw=b"[1, 2]"), 400, code="invalid_type")
+    expect_error(srv.request("POST", "/v1/chat/completions", raw=b""), 400)
+    for field, value in [("temperature", "hot"), ("temperature", 2.5), ("top_p", -0.1), ("max_tokens", 0),
+                         ("max_tokens", 1.5), ("stream", "yes"), ("n", 3), ("logprobs", True), ("seed", "1"),
+                         ("presence_penalty", 1.0), ("stop", ["x"]), ("tools", [{"type": "function"}]),
+                         ("reasoning_effort", "medium"), ("stream_options", {"include_usage": True}),
+                         ("response_format", {"type": "json_object"}), ("user", 5)]:
+        expect_error(srv.chat(**{field: value}), 400, param=field)
+    expect_error(srv.chat(messages=[]), 400, param="messages")
+    expect_error(srv.chat(messages=[{"content": "no role"}]), 400, param="messages[0].role")
+    expect_error(srv.chat(messages=[{"role": "user", "content": 7}]), 400, param="messages[0].content")
+    expect_error(srv.chat(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
+                 400, param="messages[0].content[0].type")
+    expect_error(srv.chat(model="gpt-4"), 404, param="model", code="model_not_found")
+    expect_error(srv.request("POST", "/v1/chat/completions", {"messages": []}), 400, param="model")
+    for field, value in [("prompt", 5), ("prompt", ""), ("prompt", ["a", "b"]), ("echo", True), ("best_of", 2),
+                         ("suffix", "x"), ("max_tokens", -1), ("logprobs", 1)]:
+        expect_error(srv.complete(**{field: value}), 400, param=field)
+    expect_error(srv.complete(prompt=[1, 10 ** 6]), 400, param="prompt")
+    # unknown and harmless fields are ignored; null means "not set"
+    st, _, j, _ = srv.chat(max_tokens=2, some_future_field={"x": 1}, temperature=None, top_p=0.5, seed=4, user="u")
+    assert st == 200 and j["usage"]["completion_tokens"] <= 2, j
+    # routing
+    expect_error(srv.request("GET", "/v1/nothing"), 404)
+    st, h, j, _ = srv.request("DELETE", "/v1/models")
+    assert st == 405 and h.get("Allow") == "GET", (st, h)
+    st, h, _, _ = srv.request("GET", "/v1/chat/completions")
+    assert st == 405 and h.get("Allow") == "POST", (st, h)
+
+
+def check_body_limit(srv):
+    # a declared oversized body is refused before it is read: the answer comes at once
+    s = raw_socket(srv.port)
+    t0 = time.time()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 50000000\r\n\r\n{\"model\":")
+    head = s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 413"), head
+    assert time.time() - t0 < 2
+    s.close()
+    # a chunked body that grows past the limit is refused too (and not kept in memory)
+    s = raw_socket(srv.port)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+    piece = b"x" * 65536
+    try:
+        for _ in range(40):
+            s.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+        s.sendall(b"0\r\n\r\n")
+    except OSError:
+        pass
+    assert s.recv(4096).startswith(b"HTTP/1.1 413")
+    s.close()
+
+
+def check_api_key():
+    srv = Server(env={"DELTAFIN_API_KEY": "sekrit"})
+    try:
+        expect_error(srv.request("GET", "/v1/models"), 401, code="invalid_api_key")
+        expect_error(srv.request("GET", "/v1/models", headers={"Authorization": "Bearer wrong"}), 401)
+        expect_error(srv.request("GET", "/v1/models", headers={"Authorization": "Bearer sekri"}), 401)
+        expect_error(srv.chat(), 401)
+        st, _, j, _ = srv.request("GET", "/v1/models", headers={"Authorization": "Bearer sekrit"})
+        assert st == 200 and j["data"][0]["id"] == MODEL_ID
+        assert "API key required" in srv.log()
+    finally:
+        assert srv.stop() == 0
+    srv = Server("--api-key", "k2")  # the flag works as well
+    try:
+        expect_error(srv.request("GET", "/v1/models", headers={"Authorization": "Bearer sekrit"}), 401)
+        assert srv.request("GET", "/v1/models", headers={"Authorization": "Bearer k2"})[0] == 200
+    finally:
+        assert srv.stop() == 0
+
+
+def check_slow_client():
+    srv = Server("--timeout", "2")
+    try:
+        slow = raw_socket(srv.port)
+        t0 = time.time()
+        slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHo")  # ... and nothing more
+        # others are served meanwhile, at full speed
+        for _ in range(5):
+            t = time.time()
+            assert srv.chat(max_tokens=2)[0] == 200
+            assert time.time() - t < 1.5
+        slow.settimeout(10)
+        assert slow.recv(100) == b""  # closed by the server
+        waited = time.time() - t0
+        assert 1.5 < waited < 5, waited
+        # a generation that lasts longer than the idle timeout is not cut
+        st, _, j, _ = srv.complete(max_tokens=0)
+        assert st == 200
+    finally:
+        assert srv.stop() == 0
+
+
+def check_busy_and_disconnect(srv):
+    s = raw_socket(srv.port)
+    s.sendall(post_bytes(json.dumps({"model": MODEL_ID, "prompt": "a long one", "max_tokens": 5000,
+                                     "stream": True}).encode()))
+    read_events(s, 2)
+    st, h, j, _ = srv.chat(max_tokens=2, messages=[{"role": "user", "content": "am I turned away?"}])
+    assert st == 429 and j["error"]["type"] == "rate_limit_error" and int(h["Retry-After"]) >= 1, (st, h, j)
+    s.close()  # hang up mid-stream
+    # the generation stops: the model is free at once and the log says why it stopped
+    deadline = time.time() + 5
+    while True:
+        lines = srv.lines("client-disconnected")
+        if lines:
+            break
+        assert time.time() < deadline, srv.log()
+        time.sleep(0.05)
+    m = re.search(r"completion=(\d+) finish=aborted", lines[-1])
+    assert m and int(m.group(1)) < 5000, lines
+    assert srv.chat(max_tokens=2)[0] == 200
+    # a client that hangs up during a whole (non-streamed) answer stops it too
+    s = raw_socket(srv.port)
+    s.sendall(post_bytes(json.dumps({"model": MODEL_ID, "prompt": "whole", "max_tokens": 5000}).encode()))
+    time.sleep(0.3)
+    s.close()
+    deadline = time.time() + 5
+    while len(srv.lines("client-disconnected")) < 2:
+        assert time.time() < deadline, srv.log()
+        time.sleep(0.05)
+    assert srv.chat(max_tokens=2)[0] == 200
+
+
+def check_queue():
+    srv = Server("--queue", "2")
+    try:
+        results = {}
+
+        def go(name, n):
+            results[name] = srv.complete(prompt="queue " + name, max_tokens=n)
+
+        first = threading.Thread(target=go, args=("a", 300))
+        first.start()
+        time.sleep(0.2)
+        rest = [threading.Thread(target=go, args=(n, 5)) for n in ("b", "c")]
+        for i, t in enumerate(rest):
+            t.start()
+            time.sleep(0.1)
+        time.sleep(0.1)
+        overflow = srv.complete(prompt="overflow", max_tokens=2)  # a, b, c hold the model and the queue
+        for t in [first, *rest]:
+            t.join()
+        assert all(results[k][0] == 200 for k in "abc"), results
+        srv.wait_lines(4, "/v1/completions")
+        order = [l for l in srv.lines("/v1/completions") if " 200 " in l]
+        assert [re.search(r"completion=(\d+)", l).group(1) for l in order[:3]] == ["300", "5", "5"], order
+        assert overflow[0] in (429, 200), overflow
+        if overflow[0] == 429:
+            assert "queue is full" in overflow[2]["error"]["message"]
+    finally:
+        assert srv.stop() == 0
+
+
+def check_memo_and_caps():
+    srv = Server(env={"K3_SERVER_MAX_TOKENS": "7", "K3_RESPONSE_MEMO_ENTRIES": "2"})
+    try:
+        a = srv.complete(prompt="memo me", max_tokens=50)
+        b = srv.complete(prompt="memo me", max_tokens=50)
+        assert a[0] == b[0] == 200
+        assert a[2]["usage"]["completion_tokens"] == 7 and a[2]["choices"][0]["finish_reason"] == "length"
+        assert a[2]["choices"] == b[2]["choices"] and a[2]["usage"] == b[2]["usage"]
+        assert a[2]["id"] != b[2]["id"]
+        lines = srv.wait_lines(2, "/v1/completions")
+        assert "memo" not in lines[0] and lines[1].endswith(" memo"), lines
+        # a streamed replay carries the same text
+        st, _, _, raw = srv.request("POST", "/v1/completions", {"model": MODEL_ID, "prompt": "memo me",
+                                                                "max_tokens": 50, "stream": True})
+        text = "".join(json.loads(e[6:])["choices"][0]["text"] for e in raw.decode().split("\n\n")
+                       if e.startswith("data: {"))
+        assert text == a[2]["choices"][0]["text"]
+        # chats are capped too; the memo holds 2 entries, least recently used goes first
+        c = srv.chat()
+        assert c[2]["usage"]["completion_tokens"] <= 7
+        srv.complete(prompt="other", max_tokens=3)
+        srv.complete(prompt="memo me", max_tokens=50)
+        assert not srv.wait_lines(6, "/v1/")[-1].endswith(" memo")
+    finally:
+        assert srv.stop() == 0
+    srv = Server(env={"K3_RESPONSE_MEMO_ENTRIES": "0"})
+    try:
+        srv.complete(max_tokens=3)
+        srv.complete(max_tokens=3)
+        assert not any(l.endswith(" memo") for l in srv.wait_lines(2, "/v1/"))
+    finally:
+        assert srv.stop() == 0
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+
+def soak(srv, n):
+    """n sequential requests of every kind; returns the RSS after each tenth."""
+    rss = []
+    for i in range(n):
+        k = i % 5
+        if k == 0:
+            assert srv.chat(max_tokens=4, messages=[{"role": "user", "content": "turn %d" % i}])[0] == 200
+        elif k == 1:
+            st, _, _, raw = srv.request("POST", "/v1/chat/completions", {
+                "model": MODEL_ID, "messages": [{"role": "user", "content": "s %d" % i}], "max_tokens": 4,
+                "stream": True, "stream_options": {"include_usage": True}})
+            assert st == 200 and raw.endswith(b"data: [DONE]\n\n")
+        elif k == 2:
+            assert srv.complete(prompt="p %d" % i, max_tokens=4)[0] == 200
+        elif k == 3:
+            assert srv.chat(temperature="bad")[0] == 400
+        else:
+            s = raw_socket(srv.port)
+            s.sendall(post_bytes(json.dumps({"model": MODEL_ID, "prompt": "d %d" % i, "max_tokens": 500,
+                                             "stream": True}).encode()))
+            read_events(s, 1)
+            s.close()
+            assert srv.request("GET", "/v1/models")[0] == 200
+        if i % 10 == 9:
+            rss.append(rss_kb(srv.proc.pid))
+    return rss
+
+
+if GROUP == "http":
+    srv = Server("--max-body", "1000000")
+    try:
+        check_validation(srv)
+        check_body_limit(srv)
+        check_busy_and_disconnect(srv)
+    finally:
+        assert srv.stop() == 0
+    assert "stopped by a client disconnect" in srv.log()
+    check_api_key()
+    check_slow_client()
+    check_queue()
+    check_memo_and_caps()
+elif GROUP == "soak":
+    srv = Server()
+    try:
+        rss = soak(srv, 200)
+    finally:
+        assert srv.stop() == 0
+    print("RSS (kB) every 10 requests:", rss)
+    growth = rss[-1] - rss[2]
+    assert growth < 1024, ("RSS grew by %d kB over 170 requests" % growth, rss)
+    m = re.search(r"stopped after (\d+) requests: (\d+) generations .* (\d+) stopped by a client disconnect", srv.log())
+    assert m and int(m.group(1)) >= 200, srv.log()[-500:]
+elif GROUP == "asan":
+    srv = Server("--max-body", "1000000", binary=os.environ["DF_ASAN"])
+    try:
+        soak(srv, 25)
+        check_validation(srv)
+        check_body_limit(srv)
+    finally:
+        code = srv.stop()
+    assert code == 0 and "Sanitizer" not in srv.log(), srv.log()[-3000:]
+print("PASS", GROUP)

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# deltafin chat in a real terminal (tmux): two turns where the second feeds only the new tokens
+# (the first turn's prompt and answer are not prefilled again: counts from --stats against
+# `deltafin tokenize`), and Ctrl-C stopping a long answer, back at the prompt with the state kept.
+set -eu
+t="$DF_TEST_TMP/chat_tmux"
+mkdir -p "$t"
+m="$t/tiny"
+"$DF" synth --preset tiny --seed 4 --out "$m" --quiet >/dev/null
+sock="dfchat$$"
+tm() { tmux -L "$sock" "$@"; }
+trap 'tmux -L "$sock" kill-server 2>/dev/null || true' EXIT
+
+wait_for() { # file-or-pane, pattern, seconds
+    local what="$1" pat="$2" limit="${3:-60}" i=0
+    while :; do
+        if [ "$what" = pane ]; then tm capture-pane -p -t chat -S -200 | grep -q -- "$pat" && return 0
+        else grep -q -- "$pat" "$what" 2>/dev/null && return 0; fi
+        i=$((i + 1))
+        if [ $i -gt $((limit * 10)) ]; then
+            echo "timed out waiting for '$pat' in $what"; tm capture-pane -p -t chat -S -50 || true; cat "$t"/stats.* || true
+            exit 1
+        fi
+        sleep 0.1
+    done
+}
+count_chat() { # messages JSON, extra flags -> number of tokens
+    printf '%s' "$1" >"$t/req.json"
+    shift
+    "$DF" tokenize --model "$m" --chat "$t/req.json" "$@" | wc -w
+}
+field() { sed -n "s/.*turn $2: prompt \([0-9]*\) tokens, fed \([0-9]*\) (reused \([0-9]*\).*generated \([0-9]*\) tokens.*/\\$3/p" "$1"; }
+
+# --- two turns: the second turn feeds only what is new
+u1="What is the tallest mountain?" u2="And the second tallest?"
+tm new-session -d -s chat -x 160 -y 40 "'$DF' chat --model '$m' --max-new 6 --stats 2>'$t/stats.1'"
+wait_for pane "^>" 30
+tm send-keys -t chat "$u1" Enter
+wait_for "$t/stats.1" "turn 1:"
+tm send-keys -t chat "$u2" Enter
+wait_for "$t/stats.1" "turn 2:"
+wait_for pane "(thinking...)"
+tm send-keys -t chat C-d
+cat "$t/stats.1"
+p1=$(field "$t/stats.1" 1 1) f1=$(field "$t/stats.1" 1 2) g1=$(field "$t/stats.1" 1 4)
+p2=$(field "$t/stats.1" 2 1) f2=$(field "$t/stats.1" 2 2) r2=$(field "$t/stats.1" 2 3)
+want1=$(count_chat "[{\"role\":\"user\",\"content\":\"$u1\"}]")
+[ "$p1" -eq "$want1" ] && [ "$f1" -eq "$p1" ] || { echo "turn 1: prompt $p1 fed $f1, expected $want1"; exit 1; }
+# the State held turn 1's prompt and all but the last shown token of its answer
+if grep -q "turn 1:.*end marker" "$t/stats.1"; then held=$((p1 + g1)); else held=$((p1 + g1 - 1)); fi
+[ "$r2" -eq "$held" ] || { echo "turn 2 reused $r2, expected $held"; exit 1; }
+[ "$f2" -eq $((p2 - r2)) ] && [ "$f2" -lt "$p1" ] || { echo "turn 2 fed $f2 of $p2"; exit 1; }
+# what was fed: the last token and closing markers of answer 1, then the new user message and
+# the generation prompt (the rendering of [u1, u2] minus the rendering of [u1])
+both=$(count_chat "[{\"role\":\"user\",\"content\":\"$u1\"},{\"role\":\"user\",\"content\":\"$u2\"}]")
+first=$(count_chat "[{\"role\":\"user\",\"content\":\"$u1\"}]" --no-generation-prompt)
+close_think=$(printf '%s' '<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>' |
+    "$DF" tokenize --model "$m" --special | wc -w)
+close_resp=$(printf '%s' '<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>' | "$DF" tokenize --model "$m" --special | wc -w)
+new=$((both - first))
+[ "$f2" -eq $((1 + close_think + new)) ] || [ "$f2" -eq $((1 + close_resp + new)) ] ||
+    { echo "turn 2 fed $f2; expected 1 + ($close_think or $close_resp) + $new"; exit 1; }
+
+# --- Ctrl-C: on the small model (larger vocabulary: longer random answers), pick a question
+# whose answer runs past 1500 tokens according to `run`, and stop it early
+m="$t/small"
+"$DF" synth --preset small --seed 1 --out "$m" --quiet >/dev/null
+eom=$(printf '%s' '<|end_of_msg|>' | "$DF" tokenize --model "$m" --special)
+long=""
+for q in "Write an essay about rivers." "Tell me a long story." "Describe the sea." "List every prime number."; do
+    count_chat "[{\"role\":\"user\",\"content\":\"$q\"}]" >/dev/null
+    ids=$("$DF" tokenize --model "$m" --chat "$t/req.json")
+    if ! "$DF" run --model "$m" --tokens "$ids" --max-new 1500 2>/dev/null | tr ' ' '\n' | grep -qx "$eom"; then long="$q"; break; fi
+done
+[ -n "$long" ] || { echo "no question with a long answer on this model"; exit 1; }
+tm kill-session -t chat 2>/dev/null || true
+tm new-session -d -s chat -x 160 -y 40 "'$DF' chat --model '$m' --stats 2>'$t/stats.2'"
+wait_for pane "^>" 30
+tm send-keys -t chat "$long" Enter
+wait_for pane "(thinking...)"
+tm send-keys -t chat C-c
+wait_for "$t/stats.2" "turn 1:"
+wait_for pane "\[stopped\]"
+g=$(field "$t/stats.2" 1 4)
+[ "$g" -lt 1500 ] || { echo "Ctrl-C did not stop the answer ($g tokens)"; exit 1; }
+tm send-keys -t chat "Thanks." Enter
+wait_for "$t/stats.2" "turn 2:"
+cat "$t/stats.2"
+pl=$(field "$t/stats.2" 1 1) r=$(field "$t/stats.2" 2 3)
+[ "$r" -eq $((pl + g - 1)) ] || { echo "after Ctrl-C the next turn reused $r, expected $((pl + g - 1))"; exit 1; }
+tm send-keys -t chat "/exit" Enter
+for i in $(seq 50); do tm has-session -t chat 2>/dev/null || break; sleep 0.1; done
+! tm has-session -t chat 2>/dev/null
+echo PASS

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs against a server that misbehaves on purpose. For each fault, a run without retries
+# fails with a clear message and records only correct bytes; the rerun completes and the install
+# is byte-identical to the source. With retries, transient faults are absorbed within one run.
+source "$(dirname "$0")/install_lib.sh"
+T="$DF_TEST_TMP/inst_faults"; rm -rf "$T"; mkdir -p "$T"
+make_source "$T"
+export K3_FETCH_CHUNK_KB=256 K3_FETCH_PARALLEL=2
+# the error paths run under the sanitizers when that build exists
+DFI="$DF"; [ -x "${DF_ASAN:-}" ] && DFI="$DF_ASAN"
+
+# fault_case KIND EXPECTED_MESSAGE [server options]: the 12th shard range request misbehaves
+# (after the 10 header requests, inside the data).
+fault_case() {
+    local kind="$1" msg="$2"; shift 2
+    local R="$T/root.$kind"
+    start_faults "$SRC" --faults "$kind@12" "$@"
+    if K3_FETCH_RETRIES=0 "$DFI" setup --full --root "$R" >"$T/$kind.1" 2>&1; then
+        cat "$T/$kind.1"; fail "$kind: the first run should fail"
+    fi
+    grep -q -- "$msg" "$T/$kind.1" || { cat "$T/$kind.1"; fail "$kind: expected '$msg'"; }
+    check_install "$R" >/dev/null || fail "$kind: recorded bytes differ from the source after the fault"
+    K3_FETCH_RETRIES=0 "$DFI" setup --full --root "$R" >"$T/$kind.2" 2>&1 || { cat "$T/$kind.2"; fail "$kind: rerun failed"; }
+    check_install "$R" --full >/dev/null || fail "$kind: install differs from the source after the rerun"
+    grep -q ":$kind" "$FLOG" || fail "$kind: the fault was never injected"
+    stop_faults
+    echo "ok $kind"
+}
+
+fault_case drop "received\|Transferred a partial file\|connection\|Connection"
+fault_case 500 "HTTP 500"
+fault_case 503 "HTTP 503"
+fault_case full200 "200 with the whole file instead of 206"
+fault_case badlen "Content-Length"
+fault_case stall "Timeout\|timed out\|too slow"  --stall-s 30
+fault_case resize "changed on the server"
+# a corrupted byte with a correct length: only the published SHA-256 can tell
+fault_case corrupt "does not match the published" --publish-sha
+
+# with retries, every transient fault is absorbed in one run
+start_faults "$SRC" --faults "drop@12,503@15x2,full200@20,badlen@25,stall@30,500@33" --stall-s 30
+R="$T/root.retry"
+K3_FETCH_RETRIES=4 "$DFI" setup --full --root "$R" >"$T/retry.out" 2>&1 || { cat "$T/retry.out"; fail "retries did not absorb the faults"; }
+[ "$(grep -c "retrying in" "$T/retry.out")" -ge 6 ] || { cat "$T/retry.out"; fail "expected at least 6 retries"; }
+check_install "$R" --full >/dev/null || fail "retry install differs from the source"
+stop_faults
+
+# a permanent error is reported clearly, without retrying for ever
+start_faults "$SRC"
+K3_HF_PATH=someone/Missing "$DFI" setup --root "$T/root.404" >"$T/404.out" 2>&1 && fail "a missing repository must fail"
+grep -q "HTTP 404 (not found: check K3_HF_HOST, K3_HF_PATH" "$T/404.out" || { cat "$T/404.out"; fail "404 message"; }
+grep -q "retrying" "$T/404.out" && fail "a 404 must not be retried"
+# HF_TOKEN is sent as a bearer token
+HF_TOKEN=hf_test123 "$DFI" setup --stream --root "$T/root.tok" >/dev/null 2>&1 || fail "setup with a token"
+grep -q "Bearer_hf_test123" "$FLOG" || fail "HF_TOKEN was not sent as a bearer token"
+echo ok

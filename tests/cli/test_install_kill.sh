@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# kill -9 at random moments of a full install, several times: after every kill the manifest
+# records only bytes equal to the source, each rerun resumes (fetches less than everything
+# again), and the last run finishes with files identical to the source.
+source "$(dirname "$0")/install_lib.sh"
+T="$DF_TEST_TMP/inst_kill"; rm -rf "$T"; mkdir -p "$T"
+make_source "$T"
+export K3_FETCH_CHUNK_KB=32 K3_FETCH_PARALLEL=3 K3_FETCH_RETRIES=2
+start_faults "$SRC" --delay-ms 25
+R="$T/root"
+seed=${KILL_SEED:-$RANDOM}
+echo "kill seed $seed"
+RANDOM=$seed
+prev=0 grew=0
+for i in 1 2 3 4 5 6; do
+    "$DF" setup --full --root "$R" >"$T/run.$i" 2>&1 &
+    pid=$!
+    sleep "$((RANDOM % 2)).$((RANDOM % 10))$((RANDOM % 10))"; sleep 0.3
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    [ -f "$R/deltafin-manifest.txt" ] || continue
+    out=$(check_install "$R") || fail "after kill $i: $out"
+    now=${out#present=}; now=${now%% *}
+    [ "$now" -ge "$prev" ] || fail "after kill $i: present bytes went down ($prev -> $now)"
+    echo "kill $i: $out"
+    [ "$now" -gt "$prev" ] && grew=$((grew + 1))
+    prev=$now
+done
+[ "$grew" -ge 4 ] || fail "only $grew of 6 killed runs kept any progress"
+"$DF" setup --full --root "$R" >"$T/final" 2>&1 || { cat "$T/final"; fail "final run"; }
+check_install "$R" --full || fail "final install differs from the source"
+# resumed: the requests after the kills did not fetch every byte again
+fetched=$(awk '$1=="GET" && $3!="-" && $4 ~ /^206/ {split($3,a,"[=-]"); s+=a[3]-a[2]+1} END {print s+0}' "$FLOG")
+total=$(du -bc "$SRC"/*.safetensors | tail -1 | cut -f1)
+echo "bytes fetched over all runs: $fetched (source shards: $total)"
+[ "$fetched" -lt $((total * 3 / 2)) ] || fail "resuming re-fetched too much"
+echo ok

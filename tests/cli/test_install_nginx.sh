@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Installs from nginx on loopback serving a synth checkpoint in Hugging Face's path layout:
+# dry run writes nothing; a streaming install holds headers + spine (and no expert) and runs
+# logits identically to the source once the experts the tokens route to are fetched (and only
+# those: counted against the float64 reference's routing); fetch --layers, then fetch completes
+# it byte-identical to the source; a rerun fetches nothing; doctor reports each state.
+source "$(dirname "$0")/install_lib.sh"
+T="$DF_TEST_TMP/inst_nginx"; rm -rf "$T"; mkdir -p "$T"
+make_source "$T"
+start_nginx "$T/www"
+R="$T/root"
+
+# dry run: a plan, no files
+"$DF" setup --stream --dry-run --root "$R" >"$T/dry.out" 2>&1 || { cat "$T/dry.out"; fail "dry run failed"; }
+grep -q "plan: streaming install" "$T/dry.out" || fail "dry run printed no plan"
+[ ! -e "$R" ] || fail "dry run created $R"
+
+# streaming install: headers + spine
+"$DF" setup --stream --root "$R" >"$T/setup.out" 2>&1 || { cat "$T/setup.out"; fail "setup --stream failed"; }
+grep -q "experts 0 of 288 local (streaming install)" "$T/setup.out" || { cat "$T/setup.out"; fail "streaming summary"; }
+grep -q "deltafin fetch --root $R" "$T/setup.out" || fail "no fetch command in the summary"
+check_install "$R" >/dev/null || fail "streaming install differs from the source"
+"$DF" doctor --root "$R" >"$T/doc1.out" || { cat "$T/doc1.out"; fail "doctor on a streaming install"; }
+grep -q "experts 0 of 288" "$T/doc1.out" || fail "doctor experts count"
+# the spine is complete: no non-expert tensor byte is missing (reference: the source's headers)
+"$PYTHON" - "$R" "$SRC" <<'PY' || fail "spine incomplete"
+import json, struct, sys, os
+root, src = sys.argv[1:3]
+for name in sorted(os.listdir(src)):
+    if not name.endswith(".safetensors"): continue
+    with open(os.path.join(src, name), "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]; hdr = json.loads(f.read(n)); f.seek(0); a = f.read()
+    with open(os.path.join(root, name), "rb") as f: b = f.read()
+    assert a[:8 + n] == b[:8 + n], name
+    for k, v in hdr.items():
+        if k == "__metadata__" or ".experts." in k: continue
+        s, e = v["data_offsets"]
+        assert a[8 + n + s:8 + n + e] == b[8 + n + s:8 + n + e], k
+PY
+
+# rerun: nothing left to fetch for a streaming install
+"$DF" setup --stream --root "$R" >"$T/setup2.out" 2>&1 || fail "second setup"
+grep -q "0 B to fetch in 0 requests" "$T/setup2.out" || { cat "$T/setup2.out"; fail "rerun fetched again"; }
+
+# the experts a token sequence routes to (float64 reference), as a router trace
+TOKENS="5 17 42 99 7"
+"$PYTHON" "$HERE/../reference/k3_ref.py" --model "$SRC" --tokens "$TOKENS" --dump-routes "$T/routes" \
+    || fail "reference run"
+"$PYTHON" - "$T/routes" >"$T/router_trace.jsonl" <<'PY'
+import json, sys, collections
+by_pos = collections.OrderedDict()
+for ln in open(sys.argv[1]):
+    pos, layer, _margin, *pairs = ln.split()
+    by_pos.setdefault(pos, {})[layer] = [int(p.split(":")[0]) for p in pairs]
+for v in by_pos.values(): print(json.dumps(v))
+PY
+NEED=$("$PYTHON" -c "import json,sys; print(len({(l,e) for ln in open(sys.argv[1]) for l,v in json.loads(ln).items() for e in v}))" "$T/router_trace.jsonl")
+"$DF" warm --root "$R" --trace "$T/router_trace.jsonl" --fetch 100000 >"$T/warm.out" 2>&1 || { cat "$T/warm.out"; fail "warm"; }
+grep -q "experts $NEED of 288 local" "$T/warm.out" || { cat "$T/warm.out"; fail "warm should hold exactly the $NEED routed experts"; }
+check_install "$R" >/dev/null || fail "after warm: differs from the source"
+"$DF" logits --model "$R" --tokens "$TOKENS" --out "$T/stream.f32" 2>/dev/null || fail "logits on the streaming install"
+K3_TRACE="$T/engine_trace.jsonl" "$DF" logits --model "$SRC" --tokens "$TOKENS" --out "$T/source.f32" 2>/dev/null \
+    || fail "logits on the source"
+# the engine's own routing (its K3_TRACE format) needs nothing the reference's routing did not fetch
+"$DF" warm --root "$R" --trace "$T/engine_trace.jsonl" --dry-run >"$T/warm2.out" 2>&1 || { cat "$T/warm2.out"; fail "warm --dry-run"; }
+grep -q "0 missing experts were used" "$T/warm2.out" || { cat "$T/warm2.out"; fail "the engine routes to experts not fetched"; }
+cmp "$T/stream.f32" "$T/source.f32" || fail "streaming install logits differ from the source's"
+echo "streaming install: $NEED of 288 experts fetched for a 5-token sequence; logits identical"
+
+# on-demand API (installer_fetch_expert): 40 experts, each asked for twice by 8 concurrent
+# threads, cost exactly 40 requests, and every fetched byte equals the source
+R2="$T/root2"
+"$DF" setup --stream --root "$R2" >/dev/null 2>&1 || fail "second streaming install"
+before=$(wc -l <"$DF_TEST_TMP/nginx/access.log")
+"$(dirname "$DF")/bench/bench_expert_fetch" "$R2" 40 8 --dup >"$T/ondemand.out" || { cat "$T/ondemand.out"; fail "on-demand fetch"; }
+after=$(wc -l <"$DF_TEST_TMP/nginx/access.log")
+grep -q "experts=40 requests=80 .* not_recorded=0" "$T/ondemand.out" || { cat "$T/ondemand.out"; fail "on-demand summary"; }
+[ $((after - before)) -eq 40 ] || fail "on-demand: $((after - before)) requests for 40 experts"
+check_install "$R2" >/dev/null || fail "on-demand fetch wrote bytes that differ from the source"
+"$DF" doctor --root "$R2" | grep -q "experts 40 of 288" || fail "doctor after on-demand fetches"
+
+# some layers, then everything
+"$DF" fetch --root "$R" --layers 2-3,5 >"$T/fetch1.out" 2>&1 || { cat "$T/fetch1.out"; fail "fetch --layers"; }
+"$PYTHON" - "$R" "$SRC" "$T/router_trace.jsonl" <<'PY' || fail "fetch --layers: wrong set of experts present"
+import json, os, re, struct, sys
+root, src, trace = sys.argv[1:4]
+ranges, cur = {}, None
+for ln in open(root + "/deltafin-manifest.txt").read().split("\n")[2:]:
+    if ln.startswith("file "): cur = ln.split()[1]; ranges[cur] = []
+    elif ln: ranges[cur].append(tuple(map(int, ln.split())))
+routed = {(int(l), e) for ln in open(trace) for l, v in json.loads(ln).items() for e in v}
+for name in sorted(os.listdir(src)):
+    if not name.endswith(".safetensors"): continue
+    with open(os.path.join(src, name), "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]; hdr = json.loads(f.read(n))
+    for k, v in hdr.items():
+        m = re.search(r"layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.", k)
+        if not m: continue
+        l, e = int(m.group(1)), int(m.group(2))
+        a, b = 8 + n + v["data_offsets"][0], 8 + n + v["data_offsets"][1]
+        have = any(x <= a and b <= y for x, y in ranges[name])
+        want = l in (2, 3, 5) or (l, e) in routed
+        assert have == want, (k, have, want)
+PY
+"$DF" fetch --root "$R" --dry-run >"$T/fetch2d.out" 2>&1 || fail "fetch --dry-run"
+"$DF" fetch --root "$R" >"$T/fetch2.out" 2>&1 || { cat "$T/fetch2.out"; fail "fetch"; }
+grep -q "(full install)" "$T/fetch2.out" || fail "fetch did not complete the install"
+check_install "$R" --full || fail "full install differs from the source"
+"$DF" doctor --root "$R" >"$T/doc2.out" || { cat "$T/doc2.out"; fail "doctor on a full install"; }
+grep -q "experts 288 of 288" "$T/doc2.out" || fail "doctor full count"
+
+# doctor sees damage without the network: a truncated shard
+unset K3_HF_HOST
+truncate -s 1000 "$R/model-00002-of-000005.safetensors"
+if "$DF" doctor --root "$R" >"$T/doc3.out" 2>&1; then cat "$T/doc3.out"; fail "doctor accepted a truncated shard"; fi
+grep -q "model-00002-of-000005.safetensors" "$T/doc3.out" || fail "doctor did not name the shard"
+echo ok

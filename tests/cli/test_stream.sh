@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The streaming store gives exactly the tokens and logits of the mapped (all-in-memory) path at
+# every budget: everything resident, some layers pinned with a minimal expert cache, and so small
+# that every layer streams (also with LFU, no prefetch, buffered reads, and under ASan). K3_TRACE
+# records the same router selections as the mapped path. A shard truncated or deleted during a
+# run stops it with an error naming the file and byte range; a budget below the minimum is refused.
+set -eu
+t="$DF_TEST_TMP/stream"
+m="$t/small"
+"$DF" synth --preset small --seed 11 --out "$m" --quiet >/dev/null
+prompt="5 17 300 42 42 42 7 1000 3 9 12 600 77 1 2 3 900 4 4 4 81"
+lt="$(seq 3 11 700 | tr '\n' ' ')"
+fail() { echo "FAIL: $*"; exit 1; }
+
+K3_STORE=mapped "$DF" run --model "$m" --tokens "$prompt" --max-new 24 >"$t/mapped.tok" 2>/dev/null
+K3_STORE=mapped "$DF" logits --model "$m" --tokens "$lt" --out "$t/mapped.bin" --chunk 16 2>/dev/null
+[ "$(wc -w <"$t/mapped.tok")" = 24 ] || fail "mapped run did not generate 24 tokens"
+
+# The smallest budget with every layer streamed: the refusal says what it needs.
+msg=$(K3_STORE=stream K3_PIN_LAYERS=0 K3_RAM_GB=0.01 "$DF" run --model "$m" --tokens 1 --max-new 1 2>&1 >/dev/null) &&
+    fail "a 10 MB budget was accepted"
+echo "$msg" | grep -q "is below what this model needs" || fail "unclear refusal: $msg"
+need=$(echo "$msg" | sed -n 's/.*pinned layers: \([0-9.]*\) MB.*/\1/p')
+[ -n "$need" ] || fail "refusal does not say what is needed: $msg"
+tight=$(awk -v n="$need" 'BEGIN { printf "%.6f", (n + 0.05) / 1000 }')
+
+check() { # label, binary, env settings...
+    local label="$1" bin="$2"; shift 2
+    env K3_STORE=stream "$@" "$bin" run --model "$m" --tokens "$prompt" --max-new 24 --stats >"$t/s.tok" 2>"$t/s.err" ||
+        { cat "$t/s.err"; fail "$label: run failed"; }
+    cmp -s "$t/s.tok" "$t/mapped.tok" || fail "$label: tokens differ: $(cat "$t/s.tok") vs $(cat "$t/mapped.tok")"
+    env K3_STORE=stream "$@" "$bin" logits --model "$m" --tokens "$lt" --out "$t/s.bin" --chunk 16 2>"$t/l.err" ||
+        { cat "$t/l.err"; fail "$label: logits failed"; }
+    cmp -s "$t/s.bin" "$t/mapped.bin" || fail "$label: logits differ"
+    grep "streaming:" "$t/s.err" | sed "s/^/$label: /"
+}
+check resident "$DF" K3_RAM_GB=4
+grep -q "10/10 layers pinned" "$t/s.err" || fail "a 4 GB budget should pin every layer"
+check pinned-4 "$DF" K3_RAM_GB=4 K3_PIN_LAYERS=4
+grep -q "4/10 layers pinned (.*), 6 streamed" "$t/s.err" || fail "K3_PIN_LAYERS=4 not applied"
+check all-streamed "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0
+grep -q "0/10 layers pinned (.*), 10 streamed" "$t/s.err" || fail "tight budget should stream every layer"
+grep -q "expert cache 0.00 GB = [0-9] x" "$t/s.err" || fail "tight budget should leave a minimal expert cache"
+grep -q "prefetch [1-9][0-9]* started" "$t/s.err" || fail "no prefetch under a minimal cache"
+check all-streamed-lfu-noprefetch-buffered "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_CACHE_POLICY=lfu K3_PREFETCH=0 K3_DIRECT=0
+grep -q "buffered" "$t/s.err" || fail "K3_DIRECT=0 not applied"
+check all-streamed-one-io-thread "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_IO_THREADS=1
+check asan-all-streamed "$DF_ASAN" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_THREADS=2
+
+# Router traces: one line per position, the same selections as the mapped path.
+(cd "$t" && K3_TRACE=1 K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 "$DF" run --model "$m" --tokens "$prompt" --max-new 6 >/dev/null 2>&1)
+K3_TRACE="$t/mapped.jsonl" K3_STORE=mapped "$DF" run --model "$m" --tokens "$prompt" --max-new 6 >/dev/null 2>&1
+cmp -s "$t/router_trace.jsonl" "$t/mapped.jsonl" || fail "router traces differ between stores"
+"$PYTHON" - "$t/router_trace.jsonl" <<'PY' || fail "bad router trace"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 21 + 6 - 1, len(lines)              # prompt + generated - the last token
+for i, l in enumerate(lines):
+    assert l["pos"] == i
+    assert sorted(map(int, l["layers"])) == list(range(1, 10)), l["layers"].keys()
+    for ids in l["layers"].values():
+        assert len(ids) == 4 and len(set(ids)) == 4 and all(0 <= e < 32 for e in ids)
+PY
+
+# A shard damaged while the model runs: a clear error, promptly, and no tokens after it.
+damage() { # how (truncate|delete), shard
+    rm -rf "$t/d" && cp -r "$m" "$t/d"
+    local f="$t/d/$2"
+    K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 timeout 60 "$DF" run --model "$t/d" --tokens "5 17" --max-new 8000 \
+        >"$t/d.tok" 2>"$t/d.err" &
+    local pid=$!
+    for _ in $(seq 100); do [ -s "$t/d.tok" ] && break; sleep 0.1; done
+    [ -s "$t/d.tok" ] || fail "$1: generation did not start"
+    if [ "$1" = truncate ]; then truncate -s $(($(stat -c %s "$f") / 2)) "$f"; else rm "$f"; fi
+    local rc=0
+    wait $pid || rc=$?
+    [ $rc = 1 ] || { cat "$t/d.err"; fail "$1: exit status $rc, expected 1"; }
+    grep -q "deltafin: $f: .*bytes [0-9]*\.\.[0-9]*" "$t/d.err" || { cat "$t/d.err"; fail "$1: error does not name file and range"; }
+    grep "deltafin: $f" "$t/d.err"
+}
+shards=$(cd "$m" && ls model-*.safetensors)
+damage truncate "$(echo "$shards" | sed -n 2p)"
+grep -q "truncated to" "$t/d.err" || fail "truncation not reported as such"
+damage delete "$(echo "$shards" | sed -n 3p)"
+grep -q "deleted or replaced" "$t/d.err" || fail "deletion not reported as such"
+echo "stream: all budgets match the mapped path"

@@ -1,0 +1,162 @@
+/* The installer's pure parts: SHA-256 against FIPS 180-4 test vectors, the range set the manifest
+ * keeps, the manifest's durable round trip and its refusal of malformed files, and the
+ * validation of mirror settings. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fetch/manifest.h"
+#include "fetch/sha256.h"
+#include "fetch/source.h"
+#include "util/err.h"
+#include "util/fileio.h"
+
+static void hex_of(const char *msg, size_t n, char out[65]) {
+    Sha256 s;
+    uint8_t d[32];
+    sha256_init(&s);
+    /* fed in odd pieces to exercise the block buffering */
+    for (size_t i = 0; i < n; i += 7) sha256_update(&s, msg + i, n - i < 7 ? n - i : 7);
+    sha256_final(&s, d);
+    sha256_hex(d, out);
+}
+
+static void test_sha256_vectors(void) {
+    char h[65];
+    hex_of("", 0, h);
+    CHECK(!strcmp(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
+    hex_of("abc", 3, h);
+    CHECK(!strcmp(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+    const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    hex_of(m, strlen(m), h);
+    CHECK(!strcmp(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"));
+    char *million = malloc(1000000);
+    memset(million, 'a', 1000000);
+    hex_of(million, 1000000, h);
+    CHECK(!strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
+    free(million);
+}
+
+static void test_ranges_merge(void) {
+    Range *r = NULL;
+    int n = 0, cap = 0;
+    ranges_insert(&r, &n, &cap, 10, 20);
+    ranges_insert(&r, &n, &cap, 30, 40);
+    ranges_insert(&r, &n, &cap, 0, 5);
+    CHECK(n == 3 && r[0].begin == 0 && r[1].begin == 10 && r[2].begin == 30);
+    ranges_insert(&r, &n, &cap, 20, 30); /* touching both neighbours: one range 10-40 */
+    CHECK(n == 2 && r[1].begin == 10 && r[1].end == 40);
+    ranges_insert(&r, &n, &cap, 3, 50); /* swallows everything */
+    CHECK(n == 1 && r[0].begin == 0 && r[0].end == 50);
+    ranges_insert(&r, &n, &cap, 60, 60); /* empty: ignored */
+    CHECK(n == 1);
+    free(r);
+}
+
+static char dir[] = "/tmp/df-install-unit.XXXXXX";
+
+static void test_manifest_roundtrip(void) {
+    Manifest m;
+    CHECK(manifest_load(&m, dir) == 0 && m.n == 0);
+    int reset;
+    int a = manifest_entry(&m, "model-00001-of-000002.safetensors", 1000, "", 0, &reset);
+    manifest_add_written(&m, a, 100, 200);
+    CHECK(!manifest_has(&m, a, 100, 200)); /* written is not yet recorded */
+    manifest_add_written(&m, a, 0, 100);
+    manifest_add_written(&m, a, 500, 600);
+    CHECK(manifest_commit(&m) == 0);
+    CHECK(manifest_has(&m, a, 0, 200) && manifest_has(&m, a, 150, 160) && !manifest_has(&m, a, 150, 250));
+    CHECK(manifest_present_bytes(&m, a) == 300);
+    Range *miss = NULL;
+    int n = 0, cap = 0;
+    manifest_missing(&m, a, 0, 1000, &miss, &n, &cap);
+    CHECK(n == 2 && miss[0].begin == 200 && miss[0].end == 500 && miss[1].begin == 600 && miss[1].end == 1000);
+    free(miss);
+    manifest_free(&m);
+
+    Manifest m2;
+    CHECK(manifest_load(&m2, dir) == 0 && m2.n == 1);
+    int b = manifest_find(&m2, "model-00001-of-000002.safetensors");
+    CHECK(b == 0 && manifest_has(&m2, b, 0, 200) && manifest_has(&m2, b, 500, 600) && !manifest_has(&m2, b, 200, 201));
+    /* a different size upstream: the old ranges are dropped */
+    manifest_entry(&m2, "model-00001-of-000002.safetensors", 2000, "", 0, &reset);
+    CHECK(reset && manifest_present_bytes(&m2, b) == 0);
+    manifest_free(&m2);
+}
+
+static void test_manifest_rejects_malformed(void) {
+    static const char *bad[] = {
+        "not a manifest\n",
+        "deltafin-manifest 1\nfile a 100 - 0 0 1\n50 40\n",      /* empty range */
+        "deltafin-manifest 1\nfile a 100 - 0 0 1\n0 200\n",      /* beyond the size */
+        "deltafin-manifest 1\nfile a 100 - 0 0 2\n0 10\n",       /* truncated */
+        "deltafin-manifest 1\nfile a 100 - 0 0 2\n20 30\n0 10\n", /* out of order */
+        "deltafin-manifest 1\nfile ../x 100 - 0 0 0\n",          /* path outside the root */
+        "deltafin-manifest 1\nfile a 100 abc 0 0 0\n",           /* not a hash */
+    };
+    char *path = path_join(dir, MANIFEST_FILE);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(file_write_atomic(path, bad[i], strlen(bad[i])) == 0);
+        Manifest m;
+        CHECK_MSG(manifest_load(&m, dir) != 0, "case %zu accepted", i);
+        manifest_free(&m);
+    }
+    unlink(path);
+    free(path);
+}
+
+static void test_source_validation(void) {
+    int loop, http;
+    CHECK(source_check_host("huggingface.co", &loop, &http) == 0 && !loop && !http);
+    CHECK(source_check_host("http://127.0.0.1:8080", &loop, &http) == 0 && loop && http);
+    CHECK(source_check_host("http://localhost:1", &loop, &http) == 0 && loop);
+    CHECK(source_check_host("https://mirror.example.org/", &loop, &http) == 0);
+    CHECK(source_check_host("http://example.com", &loop, &http) != 0);   /* plain http off loopback */
+    CHECK(source_check_host("http://127.0.0.1.evil.com", &loop, &http) != 0);
+    CHECK(source_check_host("host/../x", &loop, &http) != 0);
+    CHECK(source_check_host("host:99999", &loop, &http) != 0);
+    CHECK(source_check_host("host:", &loop, &http) != 0);
+    CHECK(source_check_host("user@host", &loop, &http) != 0);
+    CHECK(source_check_host("", &loop, &http) != 0);
+    CHECK(source_check_path("moonshotai/Kimi-K3", "p") == 0);
+    CHECK(source_check_path("a/../b", "p") != 0);
+    CHECK(source_check_path("/a", "p") != 0);
+    CHECK(source_check_path("a//b", "p") != 0);
+    CHECK(source_check_path("a b", "p") != 0);
+    CHECK(source_check_path("a?x=1", "p") != 0);
+    setenv("K3_HF_HOST", "http://127.0.0.1:9", 1);
+    setenv("K3_HF_PATH", "org/model", 1);
+    setenv("K3_HF_REVISION", "v2", 1);
+    setenv("HF_TOKEN", "abc", 1);
+    Source s;
+    CHECK(source_from_env(&s) == 0);
+    char *u = source_url(&s, "config.json");
+    CHECK(!strcmp(u, "http://127.0.0.1:9/org/model/resolve/v2/config.json"));
+    CHECK(!strcmp(s.auth, "Authorization: Bearer abc"));
+    free(u);
+    setenv("HF_TOKEN", "a b", 1);
+    CHECK(source_from_env(&s) != 0);
+    unsetenv("HF_TOKEN");
+    setenv("K3_FETCH_PARALLEL", "0", 1);
+    CHECK(source_from_env(&s) != 0);
+    unsetenv("K3_FETCH_PARALLEL");
+    unsetenv("K3_HF_HOST"), unsetenv("K3_HF_PATH"), unsetenv("K3_HF_REVISION");
+    CHECK(source_from_env(&s) == 0);
+    u = source_url(&s, "x");
+    CHECK(!strcmp(u, "https://huggingface.co/moonshotai/Kimi-K3/resolve/main/x"));
+    free(u);
+}
+
+int main(void) {
+    if (!mkdtemp(dir)) return 1;
+    RUN(test_sha256_vectors);
+    RUN(test_ranges_merge);
+    RUN(test_manifest_roundtrip);
+    RUN(test_manifest_rejects_malformed);
+    RUN(test_source_validation);
+    char *p = path_join(dir, MANIFEST_FILE);
+    unlink(p);
+    free(p);
+    rmdir(dir);
+    return check_summary();
+}

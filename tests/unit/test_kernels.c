@@ -1,0 +1,314 @@
+/* The matrix kernels against an fp64 dequantise-then-multiply reference, and the bit-identities
+ * the engine relies on: any thread count, batched rows vs one row at a time, AVX2 vs portable,
+ * and every format vs the F32 kernel on its dequantised weights. */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "format/numfmt.h"
+#include "kernels/kernels_impl.h"
+#include "util/rng.h"
+
+typedef enum { FMT_F32, FMT_BF16, FMT_MXFP4 } Fmt;
+static const char *const fmt_name[] = {"f32", "bf16", "mxfp4"};
+
+/* One random matrix and input, with its exact fp32 dequantisation. Buffers are offset by one
+ * element from malloc's alignment: the kernels promise to take any pointer. */
+typedef struct {
+    Fmt fmt;
+    int rows, cols, T;
+    void *w_alloc, *aux_alloc, *x_alloc;
+    const void *W;
+    const uint8_t *scales;
+    const float *X;
+    float *Wf; /* [rows][cols] dequantised */
+} Case;
+
+static double uniform(Rng *r) { return (double)(rng_next(r) >> 11) * 0x1p-53 * 2.0 - 1.0; }
+
+static void case_make(Case *k, Fmt fmt, int rows, int cols, int T, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    memset(k, 0, sizeof *k);
+    k->fmt = fmt, k->rows = rows, k->cols = cols, k->T = T;
+    size_t n = (size_t)rows * (size_t)cols;
+    k->Wf = malloc(sizeof(float) * (n ? n : 1));
+    if (fmt == FMT_F32) {
+        float *w = (float *)(k->w_alloc = malloc(sizeof(float) * (n + 1))) + 1;
+        for (size_t i = 0; i < n; i++) w[i] = k->Wf[i] = (float)uniform(&r);
+        k->W = w;
+    } else if (fmt == FMT_BF16) {
+        uint16_t *w = (uint16_t *)(k->w_alloc = malloc(sizeof(uint16_t) * (n + 1))) + 1;
+        for (size_t i = 0; i < n; i++) k->Wf[i] = bf16_to_f32(w[i] = f32_to_bf16((float)uniform(&r)));
+        k->W = w;
+    } else {
+        uint8_t *p = (uint8_t *)(k->w_alloc = malloc(n / 2 + 1)) + 1;
+        uint8_t *s = (uint8_t *)(k->aux_alloc = malloc(n / 32 + 1)) + 1;
+        for (size_t i = 0; i < n / 2; i++) p[i] = (uint8_t)rng_next(&r);
+        for (size_t i = 0; i < n / 32; i++) s[i] = (uint8_t)(120 + rng_next(&r) % 12);
+        for (int i = 0; i < rows; i++)
+            mxfp4_decode_row(k->Wf + (size_t)i * cols, p + (size_t)i * cols / 2, s + (size_t)i * cols / 32, cols);
+        k->W = p, k->scales = s;
+    }
+    size_t nx = (size_t)T * (size_t)cols;
+    float *x = (float *)(k->x_alloc = malloc(sizeof(float) * (nx + 1))) + 1;
+    for (size_t i = 0; i < nx; i++) x[i] = (float)uniform(&r);
+    k->X = x;
+}
+
+static void case_free(Case *k) {
+    free(k->w_alloc), free(k->aux_alloc), free(k->x_alloc), free(k->Wf);
+}
+
+/* Runs the case's kernel on the first T rows of X (T <= k->T), starting at X row t_first. */
+static void run(const Case *k, KernIsa isa, Pool *pool, float *Y, int t_first, int T) {
+    const float *X = k->X + (size_t)t_first * k->cols;
+    switch (k->fmt) {
+    case FMT_F32: kern_matmul_f32_isa(isa, pool, Y, k->W, X, T, k->rows, k->cols); break;
+    case FMT_BF16: kern_matmul_bf16_isa(isa, pool, Y, k->W, X, T, k->rows, k->cols); break;
+    case FMT_MXFP4: kern_matmul_mxfp4_isa(isa, pool, Y, k->W, k->scales, X, T, k->rows, k->cols); break;
+    }
+}
+
+static float *run_new(const Case *k, KernIsa isa, Pool *pool) {
+    float *Y = malloc(sizeof(float) * ((size_t)k->T * k->rows + 1));
+    run(k, isa, pool, Y, 0, k->T);
+    return Y;
+}
+
+/* Worst-case error of a 16-lane fused reduction: ceil(cols/16) roundings per lane, 4 in the tree,
+ * each at most u = 2^-24 relative, plus half an ulp of the smallest subnormal per operation. */
+static double error_bound(int cols, double abs_sum) {
+    double m = (cols + 15) / 16 + 4, u = 0x1p-24;
+    return m * u / (1 - m * u) * abs_sum + (16 * m) * 0x1p-149;
+}
+
+/* Every output against sum_c (double)Wf * (double)X; returns the number of violations. */
+static int check_reference(const Case *k, const float *Y) {
+    int bad = 0;
+    for (int t = 0; t < k->T; t++)
+        for (int r = 0; r < k->rows; r++) {
+            double ref = 0, abs_sum = 0;
+            for (int c = 0; c < k->cols; c++) {
+                double p = (double)k->Wf[(size_t)r * k->cols + c] * (double)k->X[(size_t)t * k->cols + c];
+                ref += p, abs_sum += fabs(p);
+            }
+            double y = Y[(size_t)t * k->rows + r], tol = error_bound(k->cols, abs_sum);
+            if (!(fabs(y - ref) <= tol) && bad++ < 3)
+                fprintf(stderr, "  %s %dx%d T=%d: Y[%d][%d] = %.9g, reference %.9g (tol %.3g)\n", fmt_name[k->fmt],
+                        k->rows, k->cols, k->T, t, r, y, ref, tol);
+        }
+    return bad;
+}
+
+static int n_isas(void) { return kern_avx2_available() ? 2 : 1; }
+static KernIsa isa_at(int i) { return i == 0 ? KERN_PORTABLE : KERN_AVX2; }
+
+static const int odd_cols[] = {1, 5, 15, 16, 17, 31, 33, 100, 255, 301};
+static const int mx_cols[] = {32, 64, 96, 160, 544};
+static const int odd_rows[] = {1, 3, 17, 70};
+
+static void each_format_matches_fp64_reference_at_odd_shapes(void) {
+    for (int f = 0; f < 3; f++) {
+        const int *cols = f == FMT_MXFP4 ? mx_cols : odd_cols;
+        int n_cols = f == FMT_MXFP4 ? 5 : 10;
+        for (int ci = 0; ci < n_cols; ci++)
+            for (int ri = 0; ri < 4; ri++) {
+                Case k;
+                case_make(&k, (Fmt)f, odd_rows[ri], cols[ci], 1 + (ci + ri) % 9, 100 * f + 10 * ci + ri);
+                for (int i = 0; i < n_isas(); i++) {
+                    float *Y = run_new(&k, isa_at(i), NULL);
+                    CHECK_MSG(check_reference(&k, Y) == 0, "%s isa %d rows %d cols %d", fmt_name[f], i, k.rows, k.cols);
+                    free(Y);
+                }
+                case_free(&k);
+            }
+    }
+}
+
+/* Prefill (T rows at once) must equal decode (one row at a time) bit for bit, for every T. */
+static void batched_rows_equal_one_row_at_a_time(void) {
+    for (int f = 0; f < 3; f++)
+        for (int T = 1; T <= 9; T++) {
+            Case k;
+            case_make(&k, (Fmt)f, 23, f == FMT_MXFP4 ? 96 : 83, T, 1000 + 10 * f + T);
+            for (int i = 0; i < n_isas(); i++) {
+                float *Y = run_new(&k, isa_at(i), NULL), one[23];
+                CHECK(check_reference(&k, Y) == 0);
+                for (int t = 0; t < T; t++) {
+                    run(&k, isa_at(i), NULL, one, t, 1);
+                    CHECK_MSG(!memcmp(one, Y + (size_t)t * k.rows, sizeof one), "%s T=%d row %d isa %d", fmt_name[f],
+                              T, t, i);
+                }
+                free(Y);
+            }
+            case_free(&k);
+        }
+}
+
+/* Sizes large enough that the kernels do split the rows over the pool. */
+static void results_do_not_depend_on_thread_count(void) {
+    Pool *pools[4] = {NULL, pool_create(1), pool_create(2), pool_create(3)};
+    for (int f = 0; f < 3; f++)
+        for (int T = 1; T <= 5; T += 4) {
+            Case k;
+            case_make(&k, (Fmt)f, 515, 544, T, 2000 + 10 * f + T);
+            size_t bytes = sizeof(float) * (size_t)T * k.rows;
+            for (int i = 0; i < n_isas(); i++) {
+                float *Y0 = run_new(&k, isa_at(i), NULL);
+                CHECK(check_reference(&k, Y0) == 0);
+                for (int p = 1; p < 4; p++) {
+                    float *Y = run_new(&k, isa_at(i), pools[p]);
+                    CHECK_MSG(!memcmp(Y, Y0, bytes), "%s T=%d isa %d threads %d", fmt_name[f], T, i, pool_threads(pools[p]));
+                    free(Y);
+                }
+                free(Y0);
+            }
+            case_free(&k);
+        }
+    for (int p = 1; p < 4; p++) pool_destroy(pools[p]);
+}
+
+static void avx2_and_portable_paths_agree_bitwise(void) {
+    if (!kern_avx2_available()) {
+        printf("     (no AVX2+FMA on this CPU: only the portable path ran)\n");
+        return;
+    }
+    for (int f = 0; f < 3; f++)
+        for (int s = 0; s < 6; s++) {
+            Case k;
+            int cols = f == FMT_MXFP4 ? 32 * (1 + 3 * s) : 1 + 37 * s;
+            case_make(&k, (Fmt)f, 9 + 4 * s, cols, 1 + s, 3000 + 10 * f + s);
+            float *Yp = run_new(&k, KERN_PORTABLE, NULL), *Ya = run_new(&k, KERN_AVX2, NULL);
+            CHECK_MSG(!memcmp(Yp, Ya, sizeof(float) * (size_t)k.T * k.rows), "%s %dx%d T=%d", fmt_name[f], k.rows,
+                      k.cols, k.T);
+            free(Yp), free(Ya);
+            case_free(&k);
+        }
+}
+
+/* BF16 and MXFP4 expand exactly and reduce like F32: the same bits as the F32 kernel on Wf. */
+static void formats_equal_f32_kernel_on_dequantised_weights(void) {
+    for (int f = FMT_BF16; f <= FMT_MXFP4; f++) {
+        Case k;
+        case_make(&k, (Fmt)f, 37, f == FMT_MXFP4 ? 352 : 349, 6, 4000 + f);
+        for (int i = 0; i < n_isas(); i++) {
+            float *Y = run_new(&k, isa_at(i), NULL), *Yf = malloc(sizeof(float) * (size_t)k.T * k.rows);
+            kern_matmul_f32_isa(isa_at(i), NULL, Yf, k.Wf, k.X, k.T, k.rows, k.cols);
+            CHECK_MSG(!memcmp(Y, Yf, sizeof(float) * (size_t)k.T * k.rows), "%s isa %d", fmt_name[f], i);
+            free(Y), free(Yf);
+        }
+        case_free(&k);
+    }
+}
+
+static void mxfp4_hand_computed_row(void) {
+    uint8_t packed[32] = {0x72, 0xF9}, scales[2] = {127, 128};
+    packed[16] = 0x03; /* column 32: +1.5 at scale 2 -> 3.0 */
+    float X[64], Y = 0;
+    for (int c = 0; c < 64; c++) X[c] = 1.0f;
+    for (int i = 0; i < n_isas(); i++) {
+        kern_matmul_mxfp4_isa(isa_at(i), NULL, &Y, packed, scales, X, 1, 1, 64);
+        CHECK(Y == 1.0f + 6.0f - 0.5f - 6.0f + 3.0f);
+    }
+}
+
+/* Scale byte 0 is 2^-127 (subnormal weights), 254 is 2^127, 255 is NaN (that row only). The input
+ * is scaled so each checked row's products are normal numbers. */
+static void mxfp4_edge_scale_bytes(void) {
+    enum { R = 4, C = 64 };
+    uint8_t packed[R * C / 2], scales[R * C / 32] = {0, 0, 254, 254, 1, 1, 255, 127};
+    Rng r;
+    rng_seed(&r, 5);
+    for (int i = 0; i < R * C / 2; i++) packed[i] = (uint8_t)(rng_next(&r) & 0xBB); /* |code| <= 1.5: 2^127 rows stay finite */
+    float X[C], Wf[R * C], Y[R];
+    for (int i = 0; i < R; i++) mxfp4_decode_row(Wf + i * C, packed + i * C / 2, scales + i * C / 32, C);
+    const struct { float x_scale; int row; } runs[] = {{0x1p60f, 0}, {0x1p60f, 2}, {0x1p-100f, 1}};
+    for (int k = 0; k < 3; k++) {
+        int row = runs[k].row;
+        double ref = 0, abs_sum = 0;
+        for (int c = 0; c < C; c++) {
+            X[c] = (float)uniform(&r) * runs[k].x_scale;
+            ref += (double)Wf[row * C + c] * X[c], abs_sum += fabs((double)Wf[row * C + c] * X[c]);
+        }
+        for (int i = 0; i < n_isas(); i++) {
+            kern_matmul_mxfp4_isa(isa_at(i), NULL, Y, packed, scales, X, 1, R, C);
+            CHECK(Y[row] != 0 && isfinite(Y[row]));
+            CHECK_MSG(fabs(Y[row] - ref) <= error_bound(C, abs_sum), "row %d: %.9g vs %.9g", row, Y[row], ref);
+            CHECK(isnan(Y[3]));
+        }
+    }
+}
+
+static void dot_f32_is_the_kernel_order(void) {
+    for (int n = 0; n < 70; n += 7) {
+        Case k;
+        case_make(&k, FMT_F32, 1, n, 1, 5000 + n);
+        for (int i = 0; i < n_isas(); i++) {
+            float y, d = kern_dot_f32_isa(isa_at(i), k.W, k.X, n);
+            kern_matmul_f32_isa(isa_at(i), NULL, &y, k.W, k.X, 1, 1, n);
+            CHECK(!memcmp(&y, &d, sizeof y));
+            CHECK(check_reference(&k, &d) == 0);
+        }
+        float d = kern_dot_f32(k.W, k.X, n), y;
+        kern_matmul_f32(NULL, &y, k.W, k.X, 1, 1, n);
+        CHECK(!memcmp(&y, &d, sizeof y));
+        case_free(&k);
+    }
+}
+
+static void empty_shapes_write_nothing_or_zero(void) {
+    float Y[4] = {7, 7, 7, 7}, W[4] = {1, 2, 3, 4}, X[4] = {1, 1, 1, 1};
+    kern_matmul_f32(NULL, Y, W, X, 0, 2, 2);
+    kern_matmul_f32(NULL, Y, W, X, 2, 0, 2);
+    CHECK(Y[0] == 7 && Y[3] == 7);
+    kern_matmul_f32(NULL, Y, W, X, 2, 2, 0); /* an empty sum is +0 */
+    for (int i = 0; i < 4; i++) CHECK(Y[i] == 0 && !signbit(Y[i]));
+}
+
+/* K3_KERNELS is read once per process, so each setting runs in a fresh copy of this binary. */
+static int child_isa(const char *setting, char *out, size_t n) {
+    char self[PATH_MAX], cmd[PATH_MAX + 128];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) return -1;
+    self[len] = 0;
+    snprintf(cmd, sizeof cmd, "K3_KERNELS='%s' '%s' --print-isa 2>&1", setting, self);
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    size_t got = fread(out, 1, n - 1, f);
+    out[got] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void k3_kernels_selects_the_path(void) {
+    char out[512];
+    CHECK(child_isa("portable", out, sizeof out) == 0 && !strcmp(out, "portable\n"));
+    CHECK(child_isa("auto", out, sizeof out) == 0);
+    CHECK(!strcmp(out, kern_avx2_available() ? "avx2-fma\n" : "portable\n"));
+    CHECK(child_isa("sse9", out, sizeof out) == 1 && strstr(out, "K3_KERNELS") && strstr(out, "sse9"));
+    if (kern_avx2_available()) CHECK(child_isa("avx2", out, sizeof out) == 0 && !strcmp(out, "avx2-fma\n"));
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--print-isa")) {
+        printf("%s\n", kern_isa());
+        return 0;
+    }
+    RUN(each_format_matches_fp64_reference_at_odd_shapes);
+    RUN(batched_rows_equal_one_row_at_a_time);
+    RUN(results_do_not_depend_on_thread_count);
+    RUN(avx2_and_portable_paths_agree_bitwise);
+    RUN(formats_equal_f32_kernel_on_dequantised_weights);
+    RUN(mxfp4_hand_computed_row);
+    RUN(mxfp4_edge_scale_bytes);
+    RUN(dot_f32_is_the_kernel_order);
+    RUN(empty_shapes_write_nothing_or_zero);
+    RUN(k3_kernels_selects_the_path);
+    return check_summary();
+}
