@@ -36,6 +36,8 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+static long gcd(long a, long b) { return b ? gcd(b, a % b) : a; }
+
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -48,21 +50,27 @@ int main(int argc, char **argv) {
     }
     int want = atoi(argv[2]), threads = atoi(argv[3]), dup = argc > 4 && !strcmp(argv[4], "--dup");
     if (want < 1 || threads < 1 || threads > 256) return fprintf(stderr, "bad N or THREADS\n"), 2;
+    /* as the run-time store does: its own catalog, the installer attached to it */
+    Catalog cat_own;
     Installer *in;
-    if (installer_open(&in, argv[1], INST_ONLINE, 0)) return fprintf(stderr, "%s\n", df_errmsg()), 1;
-    const Catalog *cat = installer_catalog(in);
+    if (catalog_open(&cat_own, argv[1]) || installer_attach(&in, &cat_own, INST_ONLINE))
+        return fprintf(stderr, "%s\n", df_errmsg()), 1;
+    const Catalog *cat = &cat_own;
     const K3Config *c = &cat->cfg;
     Bench b = {.in = in};
     b.layer = malloc(sizeof(int) * (size_t)want * 2), b.expert = malloc(sizeof(int) * (size_t)want * 2);
-    /* every 7th expert id, walking the layers, so requests are not physically adjacent */
-    for (int k = 0, tries = 0; b.n < want * (1 + dup) && tries < c->n_layers * c->n_experts; tries++, k++) {
-        int l = c->first_dense + k % (c->n_layers - c->first_dense), x = (k / (c->n_layers - c->first_dense) * 7) % c->n_experts;
+    /* a fixed permutation of all (layer, expert) pairs, so requests are not physically adjacent */
+    const int L = c->n_layers - c->first_dense;
+    const long all = (long)L * c->n_experts;
+    long step = 7919;
+    while (gcd(step, all) != 1) step++;
+    for (long i = 0; i < all && b.n < want * (1 + dup); i++) {
+        long k = (i * step) % all;
+        int l = c->first_dense + (int)(k / c->n_experts), x = (int)(k % c->n_experts);
         if (installer_has_expert(in, l, x)) continue;
-        int seen = 0;
-        for (int i = 0; i < b.n && !seen; i++) seen = b.layer[i] == l && b.expert[i] == x;
-        if (seen) continue;
         for (int d = 0; d <= dup; d++) b.layer[b.n] = l, b.expert[b.n++] = x;
     }
+    if (b.n == 0) return fprintf(stderr, "no missing experts left in %s\n", argv[1]), 1;
     b.lat = calloc((size_t)b.n, sizeof *b.lat);
     pthread_t th[256];
     double t0 = now_seconds();
@@ -80,7 +88,11 @@ int main(int argc, char **argv) {
            distinct, b.n, threads, (unsigned long long)cat->expert_bytes, 1e3 * b.lat[b.n / 2],
            1e3 * b.lat[(b.n * 99) / 100 < b.n ? (b.n * 99) / 100 : b.n - 1], 1e3 * sum / b.n, el,
            distinct * (double)cat->expert_bytes / el / 1e6, missing);
+    char reminder[512];
+    installer_reminder(in, reminder, sizeof reminder);
+    printf("%s\n", reminder);
     installer_close(in);
+    catalog_free(&cat_own);
     free(b.layer), free(b.expert), free(b.lat);
     return b.failed || missing ? 1 : 0;
 }

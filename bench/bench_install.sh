@@ -20,33 +20,48 @@ shards=$(cd "$SRC" && ls model-*.safetensors)
 bytes=$(cd "$SRC" && du -bc $shards | tail -1 | cut -f1)
 median() { sort -g | sed -n "$(( (runs + 1) / 2 ))p"; }
 rate() { "$PYTHON" -c "print(f'{$1/$2/1e9:.2f}')"; }
-echo "source: $(echo $shards | wc -w) shards, $bytes bytes, expert $(
-    "$DF" inspect "$SRC" 2>/dev/null | sed -n 's/.*expert span[^0-9]*\([0-9][0-9,]*\).*/\1/p' | head -1) B"
+echo "source: $(echo $shards | wc -w) shard(s), $bytes bytes"
 
-# nginx's ceiling: the same bytes to /dev/null with curl, one file at a time and 8 at once
+# ceilings: nginx serving the same bytes to curl (/dev/null), whole files one at a time and as
+# 64 MiB ranges 8 at once (the installer's pattern); the disk writing them (dd, fdatasync)
+ranges() { for f in $shards; do s=$(stat -c %s "$SRC/$f"); for ((o = 0; o < s; o += 64 << 20)); do
+    e=$((o + (64 << 20) - 1)); [ $e -ge $s ] && e=$((s - 1)); echo "$f $o-$e"; done; done; }
 for par in 1 8; do
     ts=()
     for i in $(seq "$runs"); do
         t0=$(date +%s.%N)
-        printf '%s\n' $shards | xargs -P "$par" -I{} curl -s -o /dev/null "$base/{}"
+        if [ "$par" = 1 ]; then printf '%s\n' $shards | xargs -I{} curl -s -o /dev/null "$base/{}"
+        else ranges | xargs -P 8 -n 2 sh -c 'curl -s -o /dev/null -r "$1" "'"$base"'/$0"'; fi
         ts+=("$("$PYTHON" -c "import time; print(time.time() - $t0)")")
     done
     t=$(printf '%s\n' "${ts[@]}" | median)
     echo "nginx ceiling (curl, $par parallel): $(rate "$bytes" "$t") GB/s"
 done
+t0=$(date +%s.%N)
+dd if=/dev/zero of="$dir/dd.tmp" bs=4M count=$((bytes >> 22)) conv=fdatasync 2>/dev/null
+echo "disk ceiling (dd, fdatasync): $(rate "$bytes" "$("$PYTHON" -c "import time; print(time.time() - $t0)")") GB/s"
+rm -f "$dir/dd.tmp"
 
-# deltafin setup --full into a fresh root (files written and fsynced)
-for par in 1 4 8; do
+# deltafin setup --full into a fresh root (files written and fsynced), on the disk and, to take
+# the disk out of the measurement, in tmpfs (/dev/shm)
+install_root() { # root parallel
     ts=()
     for i in $(seq "$runs"); do
-        rm -rf "$dir/root"
+        rm -rf "$1"
         t0=$(date +%s.%N)
-        K3_FETCH_PARALLEL=$par "$DF" setup --full --root "$dir/root" >/dev/null 2>&1
+        K3_FETCH_PARALLEL=$2 "$DF" setup --full --root "$1" >/dev/null 2>&1
         ts+=("$("$PYTHON" -c "import time; print(time.time() - $t0)")")
     done
     t=$(printf '%s\n' "${ts[@]}" | median)
-    echo "deltafin setup --full (K3_FETCH_PARALLEL=$par): $(rate "$bytes" "$t") GB/s (median of $runs, $t s)"
+    echo "deltafin setup --full into $1 (K3_FETCH_PARALLEL=$2): $(rate "$bytes" "$t") GB/s (median of $runs, $t s)"
+}
+shm=""
+[ -d /dev/shm ] && [ "$(df -k --output=avail /dev/shm | tail -1)" -gt $((bytes / 1024 * 2)) ] && shm=/dev/shm/deltafin-bench-root
+for par in 1 4 8; do
+    install_root "$dir/root" "$par"
+    [ -n "$shm" ] && install_root "$shm" "$par"
 done
+[ -n "$shm" ] && rm -rf "$shm"
 check_install "$dir/root" --full >/dev/null && echo "last install identical to the source"
 
 # on-demand expert fetches into a streaming install

@@ -81,7 +81,7 @@ static int next_prompt(Chat *c, const json_t *with_user, TokIds *prompt, int *co
     if (!rc && json_array_size(c->msgs)) rc = xtml_render(c->tok, c->msgs, &no_gen, &prev);
     *continued = 0;
     if (!rc) {
-        int prefix = prev.n <= full.n && !memcmp(prev.v, full.v, prev.n * sizeof *prev.v);
+        int prefix = prev.n <= full.n && (!prev.n || !memcmp(prev.v, full.v, prev.n * sizeof *prev.v));
         if (c->s.held.n && prefix) {
             *continued = 1;
             tokids_reserve(prompt, c->s.held.n + 1 + c->tail.n + full.n - prev.n);
@@ -124,6 +124,47 @@ static int closing_tail(Chat *c, int answered) {
     return tok_encode(c->tok, text, strlen(text), 1, &c->tail);
 }
 
+typedef struct {
+    int generated, state, done, full; /* tokens shown; show() state; ended itself; context full */
+} Answer;
+
+/* Generates and shows the answer after the prefill. Returns 0 or -1 with a message. */
+static int answer(Chat *c, Reply *reply, Answer *a) {
+    while (c->max_new < 0 || a->generated < c->max_new) {
+        int tok, r = session_next(&c->s, &tok, cancelled, NULL);
+        if (r) {
+            a->full = r == 1;
+            if (r < 0) return -1;
+            break;
+        }
+        ReplyDelta d;
+        if (reply_feed(reply, tok, &d)) return -1;
+        show(c, &d, &a->state);
+        if (d.done) {
+            a->done = 1;
+            return 0;
+        }
+        a->generated++;
+    }
+    ReplyDelta d;
+    reply_finish(reply, &d);
+    show(c, &d, &a->state);
+    return 0;
+}
+
+/* Keeps the finished exchange in the conversation; a cut answer gets its closing markers. */
+static int remember(Chat *c, json_t **with_user, const Reply *reply, const Answer *a) {
+    json_array_append_new(*with_user, json_pack("{s:s, s:s%, s:s%}", "role", "assistant", "content",
+                                                reply->content.p ? reply->content.p : "", reply->content.n,
+                                                "reasoning_content", reply->reasoning.p ? reply->reasoning.p : "",
+                                                reply->reasoning.n));
+    json_decref(c->msgs);
+    c->msgs = *with_user;
+    *with_user = NULL;
+    c->tail.n = 0;
+    return a->done ? 0 : closing_tail(c, a->state == 2);
+}
+
 static int turn(Chat *c, const char *text) {
     json_t *with_user = json_deep_copy(c->msgs);
     json_array_append_new(with_user, json_pack("{s:s, s:s}", "role", "user", "content", text));
@@ -139,59 +180,25 @@ static int turn(Chat *c, const char *text) {
     interrupted = 0;
     size_t reused = 0;
     double p0 = c->s.prefill_s, d0 = c->s.decode_s;
+    Answer a = {0};
     rc = session_prefill(&c->s, prompt.v, prompt.n, cancelled, NULL, &reused);
-    int generated = 0, state = 0, done = 0, full = 0;
-    while (!rc && (c->max_new < 0 || generated < c->max_new)) {
-        int tok;
-        int r = session_next(&c->s, &tok, cancelled, NULL);
-        if (r) {
-            if (r < 0) rc = -1;
-            full = r == 1;
-            break;
-        }
-        ReplyDelta d;
-        if (reply_feed(&reply, tok, &d)) {
-            rc = -1;
-            break;
-        }
-        show(c, &d, &state);
-        if (d.done) {
-            done = 1;
-            break;
-        }
-        generated++;
-    }
-    if (!done && rc >= 0) {
-        ReplyDelta d;
-        reply_finish(&reply, &d);
-        show(c, &d, &state);
-    }
-    if (state == 1 && c->show_thinking && c->tty) fputs("\033[0m", stdout);
-    fputs(rc == 1 || interrupted ? " [stopped]\n" : full ? " [context full]\n" : "\n", stdout);
+    if (!rc) rc = answer(c, &reply, &a);
+    if (a.state == 1 && c->show_thinking && c->tty) fputs("\033[0m", stdout);
+    fputs(rc == 1 || interrupted ? " [stopped]\n" : a.full ? " [context full]\n" : "\n", stdout);
     fflush(stdout);
-    if (rc == 0) {
-        json_array_append_new(with_user, json_pack("{s:s, s:s%, s:s%}", "role", "assistant", "content", reply.content.p ? reply.content.p : "",
-                                                   reply.content.n, "reasoning_content",
-                                                   reply.reasoning.p ? reply.reasoning.p : "", reply.reasoning.n));
-        json_decref(c->msgs);
-        c->msgs = with_user;
-        with_user = NULL;
-        if (done) c->tail.n = 0;
-        else rc = closing_tail(c, state == 2);
-    }
+    if (rc == 0) rc = remember(c, &with_user, &reply, &a);
     if (c->stats) {
         double dec = c->s.decode_s - d0;
         fprintf(stderr, "stats: turn %d: prompt %zu tokens, fed %zu (reused %zu from earlier turns%s) in %.3f s | "
                         "generated %d tokens%s, %.3f s/token\n",
                 c->turn + 1, prompt.n, prompt.n - reused, reused, continued || !c->turn ? "" : "; history prefilled again",
-                c->s.prefill_s - p0, generated, done ? " and the end marker" : "", generated ? dec / generated : 0.0);
+                c->s.prefill_s - p0, a.generated, a.done ? " and the end marker" : "", a.generated ? dec / a.generated : 0.0);
     }
     c->turn++;
     json_decref(with_user);
     tokids_free(&prompt);
     reply_free(&reply);
-    if (rc == 1) rc = 0; /* stopped during the prefill: the turn is dropped */
-    return rc;
+    return rc == 1 ? 0 : rc; /* 1: stopped during the prefill, the turn is dropped */
 }
 
 /* A new conversation: only the system message (if any) remains. */

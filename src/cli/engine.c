@@ -29,8 +29,31 @@ static int context_from_env(int *out) {
     return 0;
 }
 
-/* The weight store (K3_STORE) and, with K3_TRACE, the router trace around its experts. */
+/* A streaming install (made by setup --stream) may lack experts, never the spine. K3_OFFLINE=1
+ * forbids fetching: a missing expert is then an error. */
+static int attach_install(Engine *e) {
+    const char *off = getenv("K3_OFFLINE");
+    int offline = off && *off && strcmp(off, "0") != 0;
+    if (installer_attach(&e->inst, &e->cat, offline ? INST_OFFLINE : INST_ONLINE)) return -1;
+    if (installer_unmanaged(e->inst)) {
+        installer_close(e->inst);
+        e->inst = NULL;
+        return 0;
+    }
+    FetchPlan spine = {0};
+    plan_headers_and_spine(e->inst, &spine);
+    int missing = spine.n;
+    plan_free(&spine);
+    if (missing)
+        return df_fail("%s: the install is missing %d spine ranges: run `deltafin setup --root %s` to finish it", e->cat.dir,
+                       missing, e->cat.dir);
+    return 0;
+}
+
+/* The weight store (K3_STORE), the on-demand fetch for a streaming install and, with K3_TRACE,
+ * the router trace around its experts. */
 static int open_store(Engine *e) {
+    if (attach_install(e)) return -1;
     if (stream_wanted(&e->cat, &e->streaming)) return -1;
     if (e->streaming) {
         if (stream_open(&e->stream, &e->cat, e->max_context)) return -1;
@@ -38,6 +61,10 @@ static int open_store(Engine *e) {
     } else {
         if (mapped_open(&e->store, &e->cat)) return -1;
         e->experts = &e->store.src;
+    }
+    if (e->inst) {
+        fetching_wrap(&e->fetching, e->experts, e->inst);
+        e->experts = &e->fetching.src;
     }
     const char *trace = trace_path_from_env();
     if (trace) {
@@ -79,19 +106,26 @@ void engine_close(Engine *e) {
     if (trace_close(&e->trace)) fprintf(stderr, "deltafin: %s\n", df_errmsg());
     if (e->store.base) mapped_close(&e->store);
     if (e->streaming) stream_close(&e->stream);
+    installer_close(e->inst);
     if (e->cat.dir) catalog_free(&e->cat);
     memset(e, 0, sizeof *e);
 }
 
 void engine_print_settings(const Engine *e, FILE *f) {
     const K3Config *c = &e->cat.cfg;
+    uint64_t total = (uint64_t)(c->n_layers - c->first_dense) * (uint64_t)c->n_experts, local = total;
+    if (e->inst) installer_expert_counts(e->inst, &local, &total);
     fprintf(f, "deltafin: model %s (%d layers, %d experts, top-%d) | device cpu (%s kernels) | threads %d | "
-               "spine bf16 (exact) | experts local %d/%d (%s) | context %d | A_log %s | fp32 greedy\n",
-            e->cat.dir, c->n_layers, c->n_experts, c->top_k, kern_isa(), e->threads,
-            (c->n_layers - c->first_dense) * c->n_experts, (c->n_layers - c->first_dense) * c->n_experts,
-            e->streaming ? "streamed" : "mapped", e->max_context,
+               "spine bf16 (exact) | experts local %llu/%llu (%s) | context %d | A_log %s | fp32 greedy\n",
+            e->cat.dir, c->n_layers, c->n_experts, c->top_k, kern_isa(), e->threads, (unsigned long long)local,
+            (unsigned long long)total, e->streaming ? "streamed" : "mapped", e->max_context,
             e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)");
     if (e->streaming) stream_print_plan(&e->stream, f);
+    if (e->inst) {
+        char reminder[1024];
+        installer_reminder(e->inst, reminder, sizeof reminder);
+        if (reminder[0]) fprintf(f, "%s\n", reminder);
+    }
 }
 
 static StreamCounters io_counters(const Engine *e) {

@@ -7,6 +7,8 @@
 
 #include "format/catalog.h"
 #include "model/model.h"
+#include "fetch/installer.h"
+#include "store/fetching.h"
 #include "store/mapped.h"
 #include "store/stream.h"
 #include "store/trace.h"
@@ -17,6 +19,8 @@ typedef struct {
     int streaming;           /* K3_STORE: 1 = stream (budgeted), 0 = mapped */
     MappedStore store;
     StreamStore stream;
+    Installer *inst;         /* the install's manifest; NULL for a plain checkpoint directory */
+    FetchingSource fetching; /* streaming install: fetches missing experts before they are read */
     TraceSource trace;       /* K3_TRACE: wraps the expert source */
     ExpertSource *experts;
     int profile;             /* K3_PROFILE=1: one line per forward */

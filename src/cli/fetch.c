@@ -23,6 +23,7 @@ int cmd_fetch(int argc, char **argv) {
         df_die("%s", df_errmsg());
     Installer *in;
     if (installer_open(&in, root, dry ? INST_OFFLINE : INST_ONLINE, 0)) df_die("fetch: %s", df_errmsg());
+    if (installer_unmanaged(in)) df_die("fetch: %s has no %s: it was not installed by deltafin setup", installer_root(in), MANIFEST_FILE);
     const K3Config *cfg = &installer_catalog(in)->cfg;
     FetchPlan plan = {0};
     int rc = 0;
@@ -36,11 +37,12 @@ int cmd_fetch(int argc, char **argv) {
     }
     uint64_t free_b = 0;
     if (!rc) rc = installer_disk_free(in, &free_b);
-    char a[32], b[32];
+    char a[32], b[32], c[32];
     if (!rc) printf("plan: %s to fetch in %d requests into %s, %s free\n", fmt_bytes(a, sizeof a, plan.bytes), plan.n,
                     installer_root(in), fmt_bytes(b, sizeof b, free_b));
     if (!rc && !install_fits(plan.bytes, free_b))
-        rc = df_fail("fetch: %s to fetch but only %s free", fmt_bytes(a, sizeof a, plan.bytes), fmt_bytes(b, sizeof b, free_b));
+        rc = df_fail("fetch: %s to fetch and %s to keep free, but only %s free", fmt_bytes(a, sizeof a, plan.bytes),
+                     fmt_bytes(c, sizeof c, install_reserve(plan.bytes)), fmt_bytes(b, sizeof b, free_b));
     if (!rc && !dry) rc = installer_run(in, &plan, "fetch");
     if (!rc && !dry) rc = install_verify_report(in);
     if (!rc) install_report(in, stdout);

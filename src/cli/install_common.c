@@ -7,7 +7,9 @@
 #include "fetch/source.h"
 #include "util/err.h"
 
-int install_fits(uint64_t need, uint64_t free_b) { return need == 0 || need + need / 100 + (64u << 20) <= free_b; }
+uint64_t install_reserve(uint64_t need) { return need / 100 + (64u << 20); }
+
+int install_fits(uint64_t need, uint64_t free_b) { return need == 0 || need + install_reserve(need) <= free_b; }
 
 const char *install_source_display(void) {
     static Source s;

@@ -9,6 +9,8 @@
 
 /* need bytes fit in free_b with a reserve (1% + 64 MiB) left for the system. */
 int install_fits(uint64_t need, uint64_t free_b);
+/* The space kept free beyond `need`. */
+uint64_t install_reserve(uint64_t need);
 /* The source as messages show it (from the environment; "?" if invalid). */
 const char *install_source_display(void);
 /* Hashes complete shards against published SHA-256s and prints what was verified. */

@@ -33,7 +33,7 @@ int cmd_serve(int argc, char **argv) {
         {"port", ARG_INT, &port, "port (default 8000; 0 picks a free one)"},
         {"api-key", ARG_STR, &api_key, "require 'Authorization: Bearer KEY' (default $DELTAFIN_API_KEY)"},
         {"queue", ARG_INT, &queue, "requests that may wait while one generates (default 0: answer 429)"},
-        {"timeout", ARG_INT, &timeout, "seconds an idle or slow connection is kept (default 30)"},
+        {"timeout", ARG_INT, &timeout, "seconds an idle connection is kept and a request may take to arrive (default 30)"},
         {"max-body", ARG_INT, &max_body, "largest request body in bytes (default 8388608)"},
         {"max-connections", ARG_INT, &max_conn, "simultaneous connections (default 64)"},
     };
@@ -48,7 +48,8 @@ int cmd_serve(int argc, char **argv) {
     if (max_conn < 1 || max_conn > 4096) df_die("serve: --max-connections must be 1..4096");
     if (api_key && !*api_key) api_key = NULL;
     ServeConfig cfg = {host, (int)port, api_key, (int)queue, -1, 0, (int)timeout, (size_t)max_body, (int)max_conn};
-    if (max_tokens_from_env(&cfg.max_tokens) || memo_entries_from_env(&cfg.memo_entries)) df_die("%s", df_errmsg());
+    if (max_tokens_from_env(&cfg.max_tokens) || memo_entries_from_env(&cfg.memo_entries) || serve_check(&cfg))
+        df_die("%s", df_errmsg());
     Engine e;
     if (engine_open(&e, model)) df_die("%s", df_errmsg());
     engine_print_settings(&e, stderr);

@@ -33,21 +33,28 @@ int cmd_setup(int argc, char **argv) {
     installer_totals(in, &full_b, &present_b);
     char a[32], b[32], c[32], d[32];
     if (!full && !stream) {
-        full = install_fits(all.bytes, free_b);
+        full = install_fits(all.bytes + installer_fetched_bytes(in), free_b);
         if (!full)
-            printf("a full install needs %s more (%s in all) but %s is free: installing in streaming mode\n",
-                   fmt_bytes(a, sizeof a, all.bytes), fmt_bytes(b, sizeof b, full_b), fmt_bytes(c, sizeof c, free_b));
+            printf("a full install needs %s more (%s in all) and %s kept free, but %s is free: installing in "
+                   "streaming mode\n",
+                   fmt_bytes(a, sizeof a, all.bytes), fmt_bytes(b, sizeof b, full_b),
+                   fmt_bytes(d, sizeof d, install_reserve(all.bytes)), fmt_bytes(c, sizeof c, free_b));
     }
     FetchPlan *plan = full ? &all : &spine;
+    uint64_t meta = installer_fetched_bytes(in); /* metadata and headers, already in memory */
     const Catalog *cat = installer_catalog(in);
-    printf("plan: %s install of %s from %s\n  %d shards (%s; %s present), %s to fetch in %d requests, %s free\n",
+    char e[32];
+    printf("plan: %s install of %s from %s\n  %d shards (%s; %s present), %s to fetch in %d requests "
+           "(after %s of metadata and headers), %s free\n",
            full ? "full" : "streaming", installer_root(in), install_source_display(), cat->n_shards,
            fmt_bytes(a, sizeof a, full_b), fmt_bytes(b, sizeof b, present_b), fmt_bytes(c, sizeof c, plan->bytes), plan->n,
-           fmt_bytes(d, sizeof d, free_b));
+           fmt_bytes(e, sizeof e, meta), fmt_bytes(d, sizeof d, free_b));
     int rc = 0;
-    if (!install_fits(plan->bytes, free_b))
-        rc = df_fail("setup: %s to fetch but only %s free on %s", fmt_bytes(a, sizeof a, plan->bytes),
+    if (!install_fits(plan->bytes + meta, free_b))
+        rc = df_fail("setup: %s to fetch and %s to keep free, but only %s free on %s",
+                     fmt_bytes(a, sizeof a, plan->bytes + meta), fmt_bytes(c, sizeof c, install_reserve(plan->bytes + meta)),
                      fmt_bytes(b, sizeof b, free_b), installer_root(in));
+    if (!rc && !dry) rc = installer_write_fetched(in);
     if (!rc && !dry) rc = installer_run(in, plan, full ? "setup (full)" : "setup (spine)");
     if (!rc && !dry) rc = install_verify_report(in);
     if (!rc && !dry) install_report(in, stdout);

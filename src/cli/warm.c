@@ -38,6 +38,7 @@ int cmd_warm(int argc, char **argv) {
     if (n_fetch < 0) df_die("warm: --fetch must be >= 0");
     Installer *in;
     if (installer_open(&in, root, dry ? INST_OFFLINE : INST_ONLINE, 0)) df_die("warm: %s", df_errmsg());
+    if (installer_unmanaged(in)) df_die("warm: %s has no %s: it was not installed by deltafin setup", installer_root(in), MANIFEST_FILE);
     const K3Config *cfg = &installer_catalog(in)->cfg;
     size_t n_all = (size_t)cfg->n_layers * cfg->n_experts;
     uint64_t *counts = df_calloc(n_all, sizeof *counts), tokens;

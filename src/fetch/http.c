@@ -15,9 +15,93 @@
 
 enum { MODE_RANGE, MODE_WHOLE };
 
+#define URLCACHE_MAX 4096
+#define URLCACHE_TTL_S 600.0
+
+typedef struct {
+    char *file, *url;
+    double t;
+} UrlEntry;
+
+struct UrlCache {
+    pthread_mutex_t mu;
+    UrlEntry e[URLCACHE_MAX];
+    int n;
+};
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+UrlCache *urlcache_new(void) {
+    UrlCache *uc = df_calloc(1, sizeof *uc);
+    pthread_mutex_init(&uc->mu, NULL);
+    return uc;
+}
+
+void urlcache_free(UrlCache *uc) {
+    if (!uc) return;
+    for (int i = 0; i < uc->n; i++) free(uc->e[i].file), free(uc->e[i].url);
+    pthread_mutex_destroy(&uc->mu);
+    free(uc);
+}
+
+static int urlcache_find(UrlCache *uc, const char *file) {
+    for (int i = 0; i < uc->n; i++)
+        if (!strcmp(uc->e[i].file, file)) return i;
+    return -1;
+}
+
+/* A fresh cached URL for file (new string) or NULL. */
+static char *urlcache_get(UrlCache *uc, const char *file) {
+    if (!uc) return NULL;
+    pthread_mutex_lock(&uc->mu);
+    int i = urlcache_find(uc, file);
+    char *url = i >= 0 && mono_s() - uc->e[i].t < URLCACHE_TTL_S ? df_strdup(uc->e[i].url) : NULL;
+    pthread_mutex_unlock(&uc->mu);
+    return url;
+}
+
+static void urlcache_put(UrlCache *uc, const char *file, const char *url) {
+    if (!uc) return;
+    pthread_mutex_lock(&uc->mu);
+    int i = urlcache_find(uc, file);
+    if (i < 0 && uc->n < URLCACHE_MAX) i = uc->n++, uc->e[i].file = df_strdup(file), uc->e[i].url = NULL;
+    if (i >= 0) {
+        free(uc->e[i].url);
+        uc->e[i].url = df_strdup(url), uc->e[i].t = mono_s();
+    }
+    pthread_mutex_unlock(&uc->mu);
+}
+
+static void urlcache_drop(UrlCache *uc, const char *file) {
+    if (!uc) return;
+    pthread_mutex_lock(&uc->mu);
+    int i = urlcache_find(uc, file);
+    if (i >= 0) uc->e[i].t = -URLCACHE_TTL_S;
+    pthread_mutex_unlock(&uc->mu);
+}
+
+/* Length of "scheme://authority/" of url (0 if malformed). */
+static size_t origin_len(const char *url) {
+    const char *p = strstr(url, "://");
+    if (!p) return 0;
+    const char *slash = strchr(p + 3, '/');
+    return slash ? (size_t)(slash - url) + 1 : 0;
+}
+
+static int same_origin(const char *a, const char *b) {
+    size_t n = origin_len(a);
+    return n && n == origin_len(b) && !strncasecmp(a, b, n);
+}
+
 struct Conn {
     CURL *h;
     const Source *src;
+    UrlCache *cache;
+    int used_cache;          /* the last request went to a cached URL */
     struct curl_slist *hdrs;
     _Atomic uint64_t *counter;
     /* the response being received (reset at every status line of a redirect chain) */
@@ -25,6 +109,7 @@ struct Conn {
     int have_cr, have_cl;
     uint64_t cr_a, cr_b, cr_total, cl;
     char linked[65];
+    int retry_after;         /* seconds a 429/503 asked to wait (0: none) */
     /* the request */
     int mode, fd, checked;
     const char *file;
@@ -67,6 +152,9 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
     } else if (header_is(tmp, m, "content-length", &v)) {
         c->have_cl = sscanf(v, "%llu", &x) == 1;
         c->cl = x;
+    } else if (header_is(tmp, m, "retry-after", &v)) {
+        long sec = strtol(v, NULL, 10); /* the HTTP-date form is ignored: plain backoff then */
+        c->retry_after = sec > 0 && sec <= 600 ? (int)sec : 0;
     } else if (header_is(tmp, m, "x-linked-etag", &v)) {
         /* Hugging Face: the LFS object's SHA-256, quoted */
         char hex[65];
@@ -145,11 +233,11 @@ static void curl_init_once(void) {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) df_die("libcurl: global initialisation failed");
 }
 
-Conn *conn_new(const Source *src) {
+Conn *conn_new(const Source *src, UrlCache *cache) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, curl_init_once);
     Conn *c = df_calloc(1, sizeof *c);
-    c->src = src;
+    c->src = src, c->cache = cache;
     c->h = curl_easy_init();
     if (!c->h) df_die("libcurl: cannot create a handle");
     if (*src->auth) c->hdrs = curl_slist_append(NULL, src->auth);
@@ -168,6 +256,8 @@ Conn *conn_new(const Source *src) {
     curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c->h, CURLOPT_WRITEDATA, c);
     curl_easy_setopt(c->h, CURLOPT_TCP_KEEPALIVE, 1L);
+    /* large receive buffer: fewer, larger pwrites into the shard */
+    curl_easy_setopt(c->h, CURLOPT_BUFFERSIZE, 1L << 20);
     return c;
 }
 
@@ -181,15 +271,24 @@ void conn_free(Conn *c) {
 void conn_set_counter(Conn *c, _Atomic uint64_t *counter) { c->counter = counter; }
 
 static int perform(Conn *c, const char *file, int *transient) {
-    char *url = source_url(c->src, file);
+    char *resolve = source_url(c->src, file), *cached = c->mode == MODE_RANGE ? urlcache_get(c->cache, file) : NULL;
+    const char *url = cached ? cached : resolve;
+    c->used_cache = cached != NULL;
     curl_easy_setopt(c->h, CURLOPT_URL, url);
+    /* the token is for the hub: a cached URL on another host (the CDN) does not get it */
+    curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, same_origin(url, resolve) ? c->hdrs : NULL);
     c->status = 0, c->have_cr = c->have_cl = 0, c->checked = 0, c->got = 0, c->err[0] = 0, c->linked[0] = 0;
+    c->retry_after = 0;
     c->file = file;
     CURLcode res = curl_easy_perform(c->h);
-    free(url);
     long code = 0;
     curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &code);
     if (code) c->status = code;
+    char *effective = NULL;
+    if (res == CURLE_OK && !*c->err && !cached && c->mode == MODE_RANGE && c->status == 206 &&
+        curl_easy_getinfo(c->h, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK && effective && strcmp(effective, resolve))
+        urlcache_put(c->cache, file, effective);
+    free(resolve), free(cached);
     if (*c->err) {
         *transient = c->err_transient;
         return df_fail("%s%s: %s", c->src->display, file, c->err);
@@ -261,11 +360,14 @@ int http_whole(Conn *c, const char *file, size_t max, char **buf, size_t *len, R
     return 0;
 }
 
-/* Exponential backoff: backoff_ms, doubled per attempt, capped at 60 s. */
-static int backoff(const Source *s, int attempt, const char *what) {
+/* Exponential backoff: backoff_ms, doubled per attempt, capped at 60 s; longer when the server
+ * said Retry-After. */
+static int backoff(const Conn *c, int attempt, const char *what) {
+    const Source *s = c->src;
     if (attempt >= s->retries) return 0;
     long ms = (long)s->backoff_ms << (attempt < 16 ? attempt : 16);
     if (ms > 60000) ms = 60000;
+    if (c->retry_after * 1000L > ms) ms = c->retry_after * 1000L;
     fprintf(stderr, "deltafin: %s; retrying in %.1f s (%d/%d)\n", what, ms / 1000.0, attempt + 1, s->retries);
     sleep_ms((int)ms);
     return 1;
@@ -273,10 +375,15 @@ static int backoff(const Source *s, int attempt, const char *what) {
 
 int http_range_retry(Conn *c, const char *file, uint64_t off, uint64_t len, uint64_t expect_total, int fd,
                      uint8_t *mem, RemoteInfo *info) {
-    for (int attempt = 0;; attempt++) {
+    for (int attempt = 0, stale = 0;; attempt++) {
         int transient;
         if (!http_range(c, file, off, len, expect_total, fd, mem, info, &transient)) return 0;
-        if (!transient || !backoff(c->src, attempt, df_errmsg())) return -1;
+        if (c->used_cache && !transient && stale++ < 3) { /* expired signed URL (403...): re-resolve */
+            urlcache_drop(c->cache, file);
+            attempt--;
+            continue;
+        }
+        if (!transient || !backoff(c, attempt, df_errmsg())) return -1;
     }
 }
 
@@ -284,6 +391,6 @@ int http_whole_retry(Conn *c, const char *file, size_t max, char **buf, size_t *
     for (int attempt = 0;; attempt++) {
         int transient;
         if (!http_whole(c, file, max, buf, len, info, missing, &transient)) return 0;
-        if (!transient || !backoff(c->src, attempt, df_errmsg())) return -1;
+        if (!transient || !backoff(c, attempt, df_errmsg())) return -1;
     }
 }

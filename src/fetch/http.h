@@ -22,13 +22,22 @@
 
 typedef struct Conn Conn;
 
+/* Where the source's resolve URLs redirected to (Hugging Face sends LFS files to a signed CDN
+ * URL): later range requests for the file go straight there, saving a round trip to the hub per
+ * request. Entries are used for at most 10 minutes (signed URLs expire) and dropped when a request
+ * through them fails, which then goes back to the resolve URL. Thread-safe; shared by Conns. */
+typedef struct UrlCache UrlCache;
+UrlCache *urlcache_new(void);
+void urlcache_free(UrlCache *uc);
+
 /* Facts a response chain published about the file. */
 typedef struct {
     uint64_t total;      /* from Content-Range (range requests) or Content-Length (whole) */
     char sha256[65];     /* X-Linked-ETag when it is a SHA-256 (Hugging Face LFS files), else "" */
 } RemoteInfo;
 
-Conn *conn_new(const Source *src);
+/* cache may be NULL (every request goes to the resolve URL). */
+Conn *conn_new(const Source *src, UrlCache *cache);
 void conn_free(Conn *c);
 /* Bytes received by all transfers since start (for progress); may be NULL. */
 void conn_set_counter(Conn *c, _Atomic uint64_t *counter);

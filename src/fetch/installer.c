@@ -26,8 +26,16 @@ static const struct { const char *name; int required; } META[] = {
 };
 #define N_META ((int)(sizeof META / sizeof META[0]))
 
-/* A metadata file present and recorded is reused; otherwise it is fetched whole and written
- * atomically. *text receives its contents when want_text (caller frees). */
+static void keep_fetched(Installer *in, const char *name, const uint8_t *data, size_t len, const char *sha, int shard) {
+    in->fetched = df_realloc(in->fetched, sizeof *in->fetched * (size_t)(in->n_fetched + 1));
+    FetchedFile *f = &in->fetched[in->n_fetched++];
+    f->name = df_strdup(name), f->data = df_malloc(len ? len : 1), f->len = len, f->shard = shard;
+    memcpy(f->data, data, len);
+    snprintf(f->sha256, sizeof f->sha256, "%s", sha);
+}
+
+/* A metadata file present and recorded is reused; otherwise it is fetched whole (and kept for
+ * installer_write_fetched). *text receives its contents (caller frees). */
 static int get_meta(Installer *in, Conn *c, int k, char **text, size_t *len) {
     const char *name = META[k].name;
     char *path = path_join(in->root, name);
@@ -42,7 +50,7 @@ static int get_meta(Installer *in, Conn *c, int k, char **text, size_t *len) {
         return rc;
     }
     RemoteInfo info;
-    int missing, reset;
+    int missing;
     if (http_whole_retry(c, name, META_MAX, text, len, &info, &missing)) {
         free(path);
         if (missing && !META[k].required) return df_errclear(), 0;
@@ -55,14 +63,7 @@ static int get_meta(Installer *in, Conn *c, int k, char **text, size_t *len) {
         sha256_init(&h), sha256_update(&h, *text, *len), sha256_final(&h, d), sha256_hex(d, hex);
         if (strcmp(hex, info.sha256)) rc = df_fail("%s: SHA-256 %s does not match the published %s", name, hex, info.sha256);
     }
-    if (!rc && !in->dry_run) {
-        rc = file_write_atomic(path, *text, *len);
-        e = manifest_entry(&in->man, name, *len, info.sha256, 1, &reset);
-        if (!rc) {
-            manifest_add_written(&in->man, e, 0, *len);
-            if (*info.sha256) manifest_set_verified(&in->man, e, 1);
-        }
-    }
+    if (!rc) keep_fetched(in, name, (const uint8_t *)*text, *len, info.sha256, -1);
     free(path);
     if (rc) free(*text), *text = NULL;
     return rc;
@@ -144,7 +145,7 @@ int installer_open_shard(Installer *in, int s) {
 }
 
 /* Shard s's header from the source: 8 bytes (learning the file size and published hash), then
- * the JSON. A local copy recorded as present that differs means the shard changed upstream. */
+ * the JSON. A size or hash that differs from the manifest's resets the shard's entry. */
 static int refresh_header(Installer *in, Conn *c, const char *name, int s, StHeader *h) {
     uint8_t len8[8];
     RemoteInfo info;
@@ -164,28 +165,13 @@ static int refresh_header(Installer *in, Conn *c, const char *name, int s, StHea
     int reset = 0, e = rc ? -1 : manifest_entry(&in->man, name, info.total, info.sha256, 0, &reset);
     if (reset) fprintf(stderr, "deltafin: %s changed on the server: fetching it again\n", name);
     if (!rc) in->shard_entry[s] = e;
-    if (!rc && !in->dry_run) rc = installer_open_shard(in, s);
-    if (!rc && !in->dry_run) {
-        ManifestFile *f = &in->man.f[e];
-        if (manifest_has(&in->man, e, 0, 8 + hlen)) {
-            uint8_t *local = df_malloc(8 + hlen);
-            if (file_pread_full(f->fd, local, 8 + hlen, 0, name) == 0 && memcmp(local, hdr, 8 + hlen)) {
-                fprintf(stderr, "deltafin: %s: header changed on the server: fetching it again\n", name);
-                manifest_reset(&in->man, e);
-            }
-            free(local);
-        }
-        if (!manifest_has(&in->man, e, 0, 8 + hlen)) {
-            rc = pwrite_full(f->fd, hdr, 8 + hlen, 0, name);
-            if (!rc) manifest_add_written(&in->man, e, 0, 8 + hlen);
-        }
-    }
+    if (!rc) keep_fetched(in, name, hdr, 8 + hlen, "", s);
     free(hdr);
     return rc;
 }
 
 static int refresh(Installer *in) {
-    Conn *c = conn_new(&in->src);
+    Conn *c = conn_new(&in->src, in->urls);
     char *cfg_text = NULL, *index = NULL, *other;
     size_t cfg_len = 0, index_len = 0, len;
     int rc = 0;
@@ -209,27 +195,88 @@ static int refresh(Installer *in) {
     }
     if (!rc) fprintf(stderr, "%sshard headers: %d read from the source\n", tty ? "\r" : "", n);
     if (!rc) {
-        rc = catalog_build(&in->cat, in->root, &cfg, headers, names, n);
-        in->have_cat = !rc;
+        rc = catalog_build(&in->own, in->root, &cfg, headers, names, n);
+        in->have_own = !rc;
     } else {
         for (int s = 0; s < n; s++) st_header_free(&headers[s]);
     }
-    if (!rc && !in->dry_run) rc = manifest_commit(&in->man);
     for (int s = 0; s < n; s++) free(names[s]);
     free(names), free(headers), free(cfg_text), free(index);
     conn_free(c);
     return rc;
 }
 
+/* A shard header fetched by the refresh: a recorded local copy that differs means the shard
+ * changed upstream (start it over); a missing one is written. */
+static int write_header(Installer *in, const FetchedFile *ff) {
+    int e = in->shard_entry[ff->shard];
+    if (installer_open_shard(in, ff->shard)) return -1;
+    ManifestFile *f = &in->man.f[e];
+    if (manifest_has(&in->man, e, 0, ff->len)) {
+        uint8_t *local = df_malloc(ff->len);
+        int rc = file_pread_full(f->fd, local, ff->len, 0, ff->name);
+        if (!rc && memcmp(local, ff->data, ff->len)) {
+            fprintf(stderr, "deltafin: %s: header changed on the server: fetching it again\n", ff->name);
+            manifest_reset(&in->man, e);
+        }
+        free(local);
+        if (rc) return -1;
+    }
+    if (manifest_has(&in->man, e, 0, ff->len)) return 0;
+    if (pwrite_full(f->fd, ff->data, ff->len, 0, ff->name)) return -1;
+    manifest_add_written(&in->man, e, 0, ff->len);
+    return 0;
+}
+
+static int write_meta(Installer *in, const FetchedFile *ff) {
+    char *path = path_join(in->root, ff->name);
+    int reset, rc = file_write_atomic(path, ff->data, ff->len);
+    free(path);
+    if (rc) return -1;
+    int e = manifest_entry(&in->man, ff->name, ff->len, ff->sha256, 1, &reset);
+    manifest_add_written(&in->man, e, 0, ff->len);
+    if (*ff->sha256) manifest_set_verified(&in->man, e, 1); /* checked when fetched */
+    return 0;
+}
+
+uint64_t installer_fetched_bytes(const Installer *in) {
+    uint64_t n = 0;
+    for (int i = 0; i < in->n_fetched; i++) n += in->fetched[i].len;
+    return n;
+}
+
+int installer_write_fetched(Installer *in) {
+    if (in->dry_run) return df_fail("installer_write_fetched: opened as a dry run");
+    int rc = file_mkdirs(in->root);
+    for (int i = 0; i < in->n_fetched && !rc; i++)
+        rc = in->fetched[i].shard < 0 ? write_meta(in, &in->fetched[i]) : write_header(in, &in->fetched[i]);
+    if (!rc) rc = manifest_commit(&in->man);
+    for (int i = 0; i < in->n_fetched; i++) free(in->fetched[i].name), free(in->fetched[i].data);
+    free(in->fetched);
+    in->fetched = NULL, in->n_fetched = 0;
+    return rc;
+}
+
+static int bind_shards(Installer *in);
+
 /* The catalog from the root's own files; every shard must have a manifest entry. */
 static int open_local(Installer *in) {
-    if (catalog_open(&in->cat, in->root)) return df_failctx("the install in %s is incomplete (run deltafin setup)", in->root);
-    in->have_cat = 1;
-    in->shard_entry = df_calloc((size_t)in->cat.n_shards, sizeof *in->shard_entry);
-    for (int s = 0; s < in->cat.n_shards; s++) {
-        int e = manifest_find(&in->man, in->cat.shards[s].file);
-        if (e < 0 || in->man.f[e].size != in->cat.shards[s].size)
-            return df_fail("%s: not recorded in %s with its size (run deltafin setup)", in->cat.shards[s].file, MANIFEST_FILE);
+    if (catalog_open(&in->own, in->root)) return df_failctx("the install in %s is incomplete (run deltafin setup)", in->root);
+    in->have_own = 1;
+    if (access(in->man.path, F_OK) != 0) { /* a checkpoint made some other way: complete files */
+        in->unmanaged = 1;
+        return 0;
+    }
+    return bind_shards(in);
+}
+
+/* Every shard of the catalog must have a manifest entry of its size. */
+static int bind_shards(Installer *in) {
+    in->shard_entry = df_calloc((size_t)in->cat->n_shards, sizeof *in->shard_entry);
+    for (int s = 0; s < in->cat->n_shards; s++) {
+        int e = manifest_find(&in->man, in->cat->shards[s].file);
+        if (e < 0 || in->man.f[e].size != in->cat->shards[s].size)
+            return df_fail("%s: not recorded in %s with its size (run deltafin setup)", in->cat->shards[s].file, MANIFEST_FILE);
         in->shard_entry[s] = e;
         if (in->access == INST_ONLINE && installer_open_shard(in, s)) return -1;
     }
@@ -238,6 +285,7 @@ static int open_local(Installer *in) {
 
 int installer_open(Installer **out, const char *root, InstallAccess access, int dry_run) {
     Installer *in = df_calloc(1, sizeof *in);
+    in->cat = &in->own;
     const char *env = getenv("DELTAFIN_ROOT");
     in->root = df_strdup(root ? root : env && *env ? env : ".");
     in->access = access, in->dry_run = access == INST_REFRESH && dry_run;
@@ -248,28 +296,57 @@ int installer_open(Installer **out, const char *root, InstallAccess access, int 
     if (!rc && access != INST_OFFLINE) {
         rc = source_from_env(&in->src);
         in->has_source = !rc;
+        in->urls = urlcache_new();
         if (!rc) snprintf(in->man.source, sizeof in->man.source, "%s", in->src.base);
     }
-    if (!rc && access == INST_REFRESH && !in->dry_run) rc = file_mkdirs(in->root);
     if (!rc) rc = access == INST_REFRESH ? refresh(in) : open_local(in);
     return rc;
 }
 
+int installer_attach(Installer **out, const Catalog *cat, InstallAccess mode) {
+    Installer *in = df_calloc(1, sizeof *in);
+    in->cat = cat;
+    in->root = df_strdup(cat->dir);
+    in->access = mode == INST_REFRESH ? INST_ONLINE : mode;
+    pthread_mutex_init(&in->mu, NULL);
+    pthread_cond_init(&in->cv, NULL);
+    *out = in;
+    int rc = manifest_load(&in->man, in->root);
+    if (rc) return -1;
+    if (access(in->man.path, F_OK) != 0) { /* a plain checkpoint directory: complete by definition */
+        in->unmanaged = 1;
+        return 0;
+    }
+    if (in->access == INST_ONLINE) {
+        rc = source_from_env(&in->src);
+        in->has_source = !rc;
+        in->urls = urlcache_new();
+    }
+    return rc ? -1 : bind_shards(in);
+}
+
 void installer_close(Installer *in) {
     if (!in) return;
-    if (in->access != INST_OFFLINE && !in->dry_run && in->man.path) manifest_commit(&in->man);
+    /* record what was written, and any reset (a reset shard must not keep its old ranges) */
+    if (in->access != INST_OFFLINE && !in->dry_run && in->man.path && (in->man.n_w || in->man.dirty) &&
+        access(in->root, F_OK) == 0)
+        manifest_commit(&in->man);
     for (int i = 0; i < in->man.n; i++)
         if (in->man.f[i].fd >= 0) close(in->man.f[i].fd);
     for (int i = 0; i < in->n_idle; i++) conn_free(in->idle[i]);
+    urlcache_free(in->urls);
+    for (int i = 0; i < in->n_fetched; i++) free(in->fetched[i].name), free(in->fetched[i].data);
+    free(in->fetched);
     free(in->idle), free(in->inflight);
-    if (in->have_cat) catalog_free(&in->cat);
+    if (in->have_own) catalog_free(&in->own);
     manifest_free(&in->man);
     pthread_mutex_destroy(&in->mu);
     pthread_cond_destroy(&in->cv);
     free(in->shard_entry), free(in->root), free(in);
 }
 
-const Catalog *installer_catalog(const Installer *in) { return &in->cat; }
+const Catalog *installer_catalog(const Installer *in) { return in->cat; }
+int installer_unmanaged(const Installer *in) { return in->unmanaged; }
 Manifest *installer_manifest(Installer *in) { return &in->man; }
 const char *installer_root(const Installer *in) { return in->root; }
-int installer_shard_entry(const Installer *in, int shard) { return in->shard_entry[shard]; }
+int installer_shard_entry(const Installer *in, int shard) { return in->unmanaged ? -1 : in->shard_entry[shard]; }

@@ -10,8 +10,9 @@
  *   INST_ONLINE   as OFFLINE, plus writable shards and the source for fetching (fetch, warm, the
  *                 run-time store's on-demand fetch).
  *   INST_REFRESH  fetches metadata files and every shard header from the source (8 bytes, then the
- *                 header, by range requests) and builds the catalog from them; a shard whose size
- *                 or header changed upstream starts over (setup). With dry_run nothing is written.
+ *                 header, by range requests) and builds the catalog from them, writing nothing;
+ *                 installer_write_fetched then writes them (after setup has checked the disk). A
+ *                 shard whose size, hash or header changed upstream starts over.
  *
  * Plans list missing byte ranges; installer_run fetches them in parallel (K3_FETCH_PARALLEL
  * keep-alive connections), records them durably as they complete and reports progress.
@@ -23,6 +24,7 @@
 #ifndef DF_INSTALLER_H
 #define DF_INSTALLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "fetch/manifest.h"
@@ -45,12 +47,21 @@ typedef struct {
 
 /* root NULL: $DELTAFIN_ROOT, else ".". dry_run (REFRESH only): keep everything in memory. */
 int installer_open(Installer **out, const char *root, InstallAccess access, int dry_run);
+/* Binds the install at cat->dir to a catalog the caller opened (borrowed: it must outlive the
+ * Installer). For the run-time store: OFFLINE answers queries, ONLINE also fetches on demand.
+ * A directory without a manifest (a checkpoint made some other way) counts as complete. */
+int installer_attach(Installer **out, const Catalog *cat, InstallAccess mode);
 void installer_close(Installer *in);
+/* REFRESH: bytes of the metadata and headers fetched, and writing them into the root. */
+uint64_t installer_fetched_bytes(const Installer *in);
+int installer_write_fetched(Installer *in);
 
 const Catalog *installer_catalog(const Installer *in);
 Manifest *installer_manifest(Installer *in);
 const char *installer_root(const Installer *in);
-/* Manifest entry of shard s. */
+/* 1 for a directory without a manifest (not made by setup): its files count as complete. */
+int installer_unmanaged(const Installer *in);
+/* Manifest entry of shard s (-1 when unmanaged). */
 int installer_shard_entry(const Installer *in, int shard);
 
 /* Plans (appended to *p; free with plan_free). Ranges are split/coalesced to at most the
@@ -79,5 +90,8 @@ int installer_has_expert(Installer *in, int layer, int expert);
 int installer_fetch_expert(Installer *in, int layer, int expert);
 /* Experts (over all MoE layers) whose span is present, and the total. */
 void installer_expert_counts(Installer *in, uint64_t *present, uint64_t *total);
+/* The start-up reminder of run/chat/serve: local share of the expert pool, what finishing costs
+ * and the exact fetch command; "" for a complete install. */
+void installer_reminder(Installer *in, char *buf, size_t len);
 
 #endif

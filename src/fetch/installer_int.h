@@ -8,15 +8,29 @@
 #include "fetch/installer.h"
 #include "fetch/source.h"
 
+/* Bytes fetched by a refresh, written only once setup has checked the disk. */
+typedef struct {
+    char *name;
+    uint8_t *data;
+    size_t len;
+    char sha256[65];
+    int shard;               /* -1: a metadata file, written whole */
+} FetchedFile;
+
 struct Installer {
     char *root;
     InstallAccess access;
     int dry_run;
     int has_source;
     Source src;
+    UrlCache *urls;          /* redirect targets shared by every connection */
     Manifest man;
-    Catalog cat;
-    int have_cat;
+    const Catalog *cat;      /* &own, or the caller's (installer_attach) */
+    Catalog own;
+    int have_own;
+    FetchedFile *fetched;
+    int n_fetched;
+    int unmanaged;           /* attached to a directory without a manifest: every byte is present */
     int *shard_entry;        /* [n_shards] manifest entry of each shard */
     /* idle connections for on-demand fetches */
     pthread_mutex_t mu;
@@ -25,6 +39,7 @@ struct Installer {
     int n_idle;
     int64_t *inflight;       /* layer * n_experts + expert being fetched on demand */
     int n_inflight, cap_inflight;
+    double last_commit;      /* now_seconds() of the last on-demand commit */
 };
 
 /* Opens (creating, sized) shard s for writing and stores the fd in its manifest entry. */

@@ -155,19 +155,41 @@ void manifest_set_verified(Manifest *m, int i, int verified) {
     pthread_mutex_unlock(&m->mu);
 }
 
-static int has_locked(const ManifestFile *f, uint64_t begin, uint64_t end) {
+/* End of the recorded range containing `at`, or `at` when none does. */
+static uint64_t recorded_end(const ManifestFile *f, uint64_t at) {
     int lo = 0, hi = f->n;
-    while (lo < hi) { /* last range starting at or before begin */
+    while (lo < hi) { /* last range starting at or before `at` */
         int mid = (lo + hi) / 2;
-        if (f->r[mid].begin <= begin) lo = mid + 1;
+        if (f->r[mid].begin <= at) lo = mid + 1;
         else hi = mid;
     }
-    return lo > 0 && f->r[lo - 1].end >= end;
+    return lo > 0 && f->r[lo - 1].end > at ? f->r[lo - 1].end : at;
+}
+
+/* Covered by recorded ranges, plus (with_written) ranges written but not yet committed: those
+ * bytes are valid for this process, only not yet durable. */
+static int covered_locked(const Manifest *m, int i, uint64_t begin, uint64_t end, int with_written) {
+    uint64_t at = begin;
+    while (at < end) {
+        uint64_t next = recorded_end(&m->f[i], at);
+        for (int k = 0; with_written && next == at && k < m->n_w; k++)
+            if (m->w[k].file == i && m->w[k].r.begin <= at && m->w[k].r.end > at) next = m->w[k].r.end;
+        if (next == at) return 0;
+        at = next;
+    }
+    return 1;
 }
 
 int manifest_has(Manifest *m, int i, uint64_t begin, uint64_t end) {
     pthread_mutex_lock(&m->mu);
-    int has = begin >= end || has_locked(&m->f[i], begin, end);
+    int has = covered_locked(m, i, begin, end, 1);
+    pthread_mutex_unlock(&m->mu);
+    return has;
+}
+
+int manifest_has_durable(Manifest *m, int i, uint64_t begin, uint64_t end) {
+    pthread_mutex_lock(&m->mu);
+    int has = covered_locked(m, i, begin, end, 0);
     pthread_mutex_unlock(&m->mu);
     return has;
 }

@@ -64,8 +64,11 @@ int manifest_find(Manifest *m, const char *name);
 void manifest_reset(Manifest *m, int i);
 void manifest_set_verified(Manifest *m, int i, int verified);
 
-/* 1 when [begin, end) of entry i is wholly present. */
+/* 1 when [begin, end) of entry i is wholly present: recorded, or written by this process and
+ * awaiting the next commit (valid bytes, not yet durable). */
 int manifest_has(Manifest *m, int i, uint64_t begin, uint64_t end);
+/* 1 when [begin, end) is recorded in the manifest file (survives a crash). */
+int manifest_has_durable(Manifest *m, int i, uint64_t begin, uint64_t end);
 uint64_t manifest_present_bytes(Manifest *m, int i);
 /* Appends the parts of [begin, end) not present in entry i to *out (grown with df_realloc). */
 void manifest_missing(Manifest *m, int i, uint64_t begin, uint64_t end, Range **out, int *n, int *cap);

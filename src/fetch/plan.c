@@ -27,6 +27,7 @@ void plan_add(Installer *in, FetchPlan *p, int file, uint64_t begin, uint64_t en
 /* Adds the missing parts of a sorted, merged wanted-range list of one shard. Adjacent missing
  * pieces were merged by ranges_insert, so neighbouring experts become one request. */
 static void add_missing(Installer *in, FetchPlan *p, int s, const Range *want, int n_want) {
+    if (in->unmanaged) return;
     int e = in->shard_entry[s];
     Range *miss = NULL;
     int n = 0, cap = 0;
@@ -38,7 +39,7 @@ static void add_missing(Installer *in, FetchPlan *p, int s, const Range *want, i
 static int is_expert_tensor(const char *name) { return strstr(name, ".block_sparse_moe.experts.") != NULL; }
 
 void plan_headers_and_spine(Installer *in, FetchPlan *p) {
-    const Catalog *c = &in->cat;
+    const Catalog *c = in->cat;
     for (int s = 0; s < c->n_shards; s++) {
         Range *want = NULL;
         int n = 0, cap = 0;
@@ -53,15 +54,15 @@ void plan_headers_and_spine(Installer *in, FetchPlan *p) {
 }
 
 void plan_everything(Installer *in, FetchPlan *p) {
-    for (int s = 0; s < in->cat.n_shards; s++) {
-        Range whole = {0, in->cat.shards[s].size};
+    for (int s = 0; s < in->cat->n_shards; s++) {
+        Range whole = {0, in->cat->shards[s].size};
         add_missing(in, p, s, &whole, 1);
     }
 }
 
 /* Expert spans of one shard chosen by pick(layer, expert), as a merged range list. */
 static void plan_expert_set(Installer *in, FetchPlan *p, const uint8_t *chosen) {
-    const Catalog *c = &in->cat;
+    const Catalog *c = in->cat;
     const int E = c->cfg.n_experts;
     for (int s = 0; s < c->n_shards; s++) {
         Range *want = NULL;
@@ -77,7 +78,7 @@ static void plan_expert_set(Installer *in, FetchPlan *p, const uint8_t *chosen) 
 }
 
 void plan_layers(Installer *in, const uint8_t *want, FetchPlan *p) {
-    const K3Config *cfg = &in->cat.cfg;
+    const K3Config *cfg = &in->cat->cfg;
     uint8_t *chosen = df_calloc((size_t)cfg->n_layers * cfg->n_experts, 1);
     for (int l = cfg->first_dense; l < cfg->n_layers; l++)
         if (want[l]) memset(chosen + (size_t)l * cfg->n_experts, 1, (size_t)cfg->n_experts);
@@ -86,7 +87,7 @@ void plan_layers(Installer *in, const uint8_t *want, FetchPlan *p) {
 }
 
 void plan_experts(Installer *in, const int *layer, const int *expert, int n, FetchPlan *p) {
-    const Catalog *c = &in->cat;
+    const Catalog *c = in->cat;
     for (int k = 0; k < n; k++) {
         const ExpertSpan *sp = catalog_expert(c, layer[k], expert[k]);
         if (sp->shard < 0) continue;
@@ -97,8 +98,8 @@ void plan_experts(Installer *in, const int *layer, const int *expert, int n, Fet
 
 void installer_totals(Installer *in, uint64_t *full, uint64_t *present) {
     *full = *present = 0;
-    for (int s = 0; s < in->cat.n_shards; s++) {
-        *full += in->cat.shards[s].size;
-        *present += manifest_present_bytes(&in->man, in->shard_entry[s]);
+    for (int s = 0; s < in->cat->n_shards; s++) {
+        *full += in->cat->shards[s].size;
+        *present += in->unmanaged ? in->cat->shards[s].size : manifest_present_bytes(&in->man, in->shard_entry[s]);
     }
 }

@@ -27,7 +27,7 @@ typedef struct {
 static void *worker(void *arg) {
     Run *r = arg;
     Installer *in = r->in;
-    Conn *c = conn_new(&in->src);
+    Conn *c = conn_new(&in->src, in->urls);
     conn_set_counter(c, &r->received);
     while (!atomic_load(&r->stop)) {
         int k = atomic_fetch_add(&r->next, 1);
@@ -71,8 +71,8 @@ int installer_disk_free(Installer *in, uint64_t *free_bytes) {
 
 int installer_run(Installer *in, FetchPlan *p, const char *what) {
     if (!in->has_source) return df_fail("installer opened without a source");
-    if (p->n == 0) return 0;
-    for (int s = 0; s < in->cat.n_shards; s++)
+    if (p->n == 0 || in->unmanaged) return 0;
+    for (int s = 0; s < in->cat->n_shards; s++)
         if (installer_open_shard(in, s)) return -1;
     Run r = {.in = in, .plan = p};
     pthread_mutex_init(&r.mu, NULL);
@@ -103,7 +103,8 @@ int installer_run(Installer *in, FetchPlan *p, const char *what) {
 
 int installer_verify(Installer *in, int *checked, int *unpublished) {
     *checked = *unpublished = 0;
-    for (int s = 0; s < in->cat.n_shards; s++) {
+    if (in->unmanaged) return 0;
+    for (int s = 0; s < in->cat->n_shards; s++) {
         int e = in->shard_entry[s];
         ManifestFile *f = &in->man.f[e];
         if (!manifest_has(&in->man, e, 0, f->size)) continue;

@@ -3,8 +3,9 @@
  * BF16: the upper 16 bits of an IEEE fp32; widening is a shift and loses nothing.
  * MXFP4 (OCP microscaling, "mxfp4-pack-quantized"): a row of C values is C/2 bytes of 4-bit E2M1
  * codes (low nibble = even column) and C/32 E8M0 scale bytes, one per 32 consecutive input columns.
- * Value = E2M1[code] * 2^(scale - 127). Every such product is exactly representable in fp32 for
- * scale bytes 1..254. Scale byte 0 means 2^-127 as in the OCP spec (the products are fp32
+ * Value = E2M1[code] * 2^(scale - 127). Every such product is exactly representable in fp32
+ * unless it overflows: with scale bytes 253 and 254, codes of magnitude >= 2 become +-inf (the
+ * forward pass then refuses the non-finite logits). Scale byte 0 means 2^-127 as in the OCP spec (the products are fp32
  * subnormals, still exact). Scale byte 255 is the OCP NaN: decoding yields NaN, which propagates to
  * the logits, where the forward pass refuses to emit a token from non-finite values. */
 #ifndef DF_NUMFMT_H

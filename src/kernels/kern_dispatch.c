@@ -1,6 +1,6 @@
 /* kern_dispatch.c - which implementation runs: chosen once per process from the CPU's features
- * and K3_KERNELS (auto | avx2 | portable). A bad value is fatal with a message, like every other
- * setting read from the environment. */
+ * and K3_KERNELS (auto | avx512 | avx2 | portable). auto takes the widest the CPU supports. A bad
+ * value is fatal with a message, like every other setting read from the environment. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,31 +8,41 @@
 #include "kernels/kernels_impl.h"
 #include "util/err.h"
 
+static const char *const isa_names[KERN_N_ISA] = {"portable", "avx2", "avx512"};
+static const char *const isa_cpu[KERN_N_ISA] = {"", "AVX2 with FMA", "AVX-512F"};
+
 static KernIsa selected;
 static pthread_once_t selected_once = PTHREAD_ONCE_INIT;
 
-int kern_avx2_available(void) {
-#if KERN_HAVE_AVX2
+int kern_isa_available(KernIsa isa) {
+    if (isa == KERN_PORTABLE) return 1;
+#if KERN_HAVE_X86
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return 0;
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (isa == KERN_AVX2) return avx2;
+    if (isa == KERN_AVX512) return avx2 && __builtin_cpu_supports("avx512f");
 #endif
+    return 0;
 }
+
+const char *kern_isa_name(KernIsa isa) { return isa >= 0 && isa < KERN_N_ISA ? isa_names[isa] : "?"; }
 
 static void select_isa(void) {
     const char *v = getenv("K3_KERNELS");
-    int avx2 = kern_avx2_available();
     if (!v || !*v || !strcmp(v, "auto")) {
-        selected = avx2 ? KERN_AVX2 : KERN_PORTABLE;
-    } else if (!strcmp(v, "portable")) {
         selected = KERN_PORTABLE;
-    } else if (!strcmp(v, "avx2")) {
-        if (!avx2) df_die("K3_KERNELS=avx2: this CPU does not support AVX2 with FMA (use auto or portable)");
-        selected = KERN_AVX2;
-    } else {
-        df_die("K3_KERNELS: '%s' is not one of auto, avx2, portable", v);
+        for (int i = 0; i < KERN_N_ISA; i++)
+            if (kern_isa_available((KernIsa)i)) selected = (KernIsa)i;
+        return;
     }
+    for (int i = 0; i < KERN_N_ISA; i++)
+        if (!strcmp(v, isa_names[i])) {
+            if (!kern_isa_available((KernIsa)i))
+                df_die("K3_KERNELS=%s: this CPU does not support %s (use auto or portable)", v, isa_cpu[i]);
+            selected = (KernIsa)i;
+            return;
+        }
+    df_die("K3_KERNELS: '%s' is not one of auto, avx512, avx2, portable", v);
 }
 
 KernIsa kern_selected(void) {
@@ -40,4 +50,4 @@ KernIsa kern_selected(void) {
     return selected;
 }
 
-const char *kern_isa(void) { return kern_selected() == KERN_AVX2 ? "avx2-fma" : "portable"; }
+const char *kern_isa(void) { return kern_isa_name(kern_selected()); }

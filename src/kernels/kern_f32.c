@@ -6,30 +6,52 @@ static void f32_expand(const KernJob *j, int r, int c, int n, float *w) {
     memcpy(w, (const float *)j->W + (size_t)r * (size_t)j->cols + (size_t)c, sizeof(float) * (size_t)n);
 }
 
-#if KERN_HAVE_AVX2
+#if KERN_HAVE_X86
 #include "kernels/kern_avx2.h"
+#include "kernels/kern_avx512.h"
 
-KERN_AVX2_INLINE void f32_tile(const KernJob *j, int r, int nr, int t0, int nt) {
+KERN_AVX2_INLINE void f32_tile_avx2(const KernJob *j, int r, int nr, int t0, int nt) {
     const size_t cols = (size_t)j->cols;
     const float *W = (const float *)j->W + (size_t)r * cols, *X = j->X + (size_t)t0 * cols;
-    Acc acc[KERN_TILE_MAX];
-    acc_zero(acc, nr * nt);
-    for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES)
+    const size_t ahead = kern_prefetch_ahead(4 * cols, nr);
+    Acc256 acc[KERN_TILE_MAX];
+    acc256_zero(acc, nr * nt);
+    for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES) {
         KERN_UNROLL
         for (int i = 0; i < nr; i++) {
             const float *w = W + i * cols + c;
-            acc_fma(acc + i * nt, nt, _mm256_loadu_ps(w), _mm256_loadu_ps(w + 8), X, cols, c);
+            KERN_PREFETCH_AT(w, ahead);
+            acc256_fma(acc + i * nt, nt, _mm256_loadu_ps(w), _mm256_loadu_ps(w + 8), X, cols, c);
         }
-    acc_done(j, acc, r, nr, t0, nt);
+    }
+    acc256_done(j, acc, r, nr, t0, nt);
 }
 
-KERN_AVX2_ROWS(f32_rows_avx2, f32_tile)
+KERN_AVX512_INLINE void f32_tile_avx512(const KernJob *j, int r, int nr, int t0, int nt) {
+    const size_t cols = (size_t)j->cols;
+    const float *W = (const float *)j->W + (size_t)r * cols, *X = j->X + (size_t)t0 * cols;
+    const size_t ahead = kern_prefetch_ahead(4 * cols, nr);
+    __m512 acc[KERN_TILE_MAX];
+    acc512_zero(acc, nr * nt);
+    for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES) {
+        KERN_UNROLL
+        for (int i = 0; i < nr; i++) {
+            const float *w = W + i * cols + c;
+            KERN_PREFETCH_AT(w, ahead);
+            acc512_fma(acc + i * nt, nt, _mm512_loadu_ps(w), X, cols, c);
+        }
+    }
+    acc512_done(j, acc, r, nr, t0, nt);
+}
+
+KERN_DEFINE_ROWS(KERN_AVX2_FN, f32_rows_avx2, f32_tile_avx2, KERN_OUTS_AVX2)
+KERN_DEFINE_ROWS(KERN_AVX512_FN, f32_rows_avx512, f32_tile_avx512, KERN_OUTS_AVX512)
 #endif
 
 void kern_matmul_f32_isa(KernIsa isa, Pool *pool, float *Y, const float *W, const float *X, int T, int rows,
                          int cols) {
-    KernJob j = {.rows_fn = KERN_ROWS(isa, f32_rows_avx2), .expand = f32_expand, .Y = Y, .W = W, .X = X,
-                 .T = T, .rows = rows, .cols = cols, .row_bytes = sizeof(float) * (size_t)cols};
+    KernJob j = {.rows_fn = KERN_ROWS(isa, f32_rows_avx2, f32_rows_avx512), .expand = f32_expand, .Y = Y, .W = W,
+                 .X = X, .T = T, .rows = rows, .cols = cols, .row_bytes = sizeof(float) * (size_t)cols};
     kern_run(pool, &j);
 }
 

@@ -33,6 +33,7 @@ static int rows_per_chunk(const KernJob *j, int threads) {
         size_t even = ((size_t)j->rows + (size_t)threads * CHUNKS_PER_THREAD - 1) / ((size_t)threads * CHUNKS_PER_THREAD);
         if (per > even) per = even;
     }
+    if (per >= KERN_TILE_MAX) per -= per % KERN_TILE_MAX; /* whole micro-tiles */
     return per < CHUNK_MIN_ROWS ? CHUNK_MIN_ROWS : (int)per;
 }
 

@@ -3,11 +3,13 @@
  * All kernels compute Y[t][r] = sum_c W[r][c] * X[t][c] for t < T, with W row-major [rows][cols]
  * in its storage format, expanded exactly to fp32 and accumulated in fp32. Each output element is
  * reduced by one thread in a fixed order (fixed lane split, fixed final sum), so results are
- * bit-identical for any thread count. The AVX2/FMA path and the portable path use the same lane
- * structure and fused multiply-adds, so they agree bit-for-bit too.
+ * bit-identical for any thread count. The AVX-512, AVX2/FMA and portable paths use the same lane
+ * structure and fused multiply-adds, so they agree bit-for-bit too. Each format gives exactly what
+ * the F32 kernel gives on its dequantised weights.
  *
  * For T > 1 the kernels walk each weight row once per chunk of X rows (the weight is the large
- * operand: read it once, reuse it from cache for all T). Pointers need no particular alignment.
+ * operand: read it once, reuse it from cache for all T); row t of Y is bit-identical to what a
+ * T = 1 call on row t of X gives, so prefill equals decode. Pointers need no particular alignment.
  * `pool` may be NULL (single-threaded). */
 #ifndef DF_KERNELS_H
 #define DF_KERNELS_H
@@ -26,8 +28,9 @@ void kern_matmul_mxfp4(Pool *pool, float *Y, const uint8_t *packed, const uint8_
 /* Dot product with the kernels' reduction order (for small ops that must match the kernels). */
 float kern_dot_f32(const float *a, const float *b, int n);
 
-/* Which implementation was selected at start-up ("avx2-fma" or "portable"). K3_KERNELS=portable
- * forces the portable path (used by tests to prove the two agree). */
+/* Which implementation was selected at start-up: "avx512", "avx2" or "portable" (the widest the
+ * CPU supports, or the one K3_KERNELS names; a value the CPU cannot run is fatal). All three give
+ * bit-identical results; the exact reduction order is written down in kernels_impl.h. */
 const char *kern_isa(void);
 
 #endif

@@ -9,9 +9,10 @@
  *   The weight w[c] is the exact fp32 expansion of the stored value (BF16 by a shift; MXFP4 as
  *   E2M1[code] * 2^(scale-127), an exact product), so each format computes bit-for-bit what the F32
  *   kernel computes on the dequantised matrix.
- * The AVX2 path holds the 16 lanes in two ymm registers; the portable path holds them in a float[16]
- * and uses fmaf(). Tiling (several weight rows or X rows per pass) and threading (row chunks) only
- * decide which outputs are computed together, never how one output is reduced. */
+ * The AVX-512 path holds the 16 lanes in one zmm register, the AVX2 path in two ymm registers, the
+ * portable path in a float[16] with fmaf(); fused multiply-add is correctly rounded everywhere, so
+ * the three agree bit for bit. Tiling (several weight rows or X rows per pass) and threading (row
+ * chunks) only decide which outputs are computed together, never how one output is reduced. */
 #ifndef DF_KERNELS_IMPL_H
 #define DF_KERNELS_IMPL_H
 
@@ -25,20 +26,23 @@
 #define KERN_LANES 16
 #define KERN_TT 4 /* X rows per weight-row pass */
 
+/* Whether the x86 SIMD paths are compiled in (they are selected at run time, never by -march). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define KERN_HAVE_AVX2 1
+#define KERN_HAVE_X86 1
 #else
-#define KERN_HAVE_AVX2 0
+#define KERN_HAVE_X86 0
 #endif
 
-typedef enum { KERN_PORTABLE, KERN_AVX2 } KernIsa;
+typedef enum { KERN_PORTABLE, KERN_AVX2, KERN_AVX512, KERN_N_ISA } KernIsa;
 
 /* The implementation chosen once per process (K3_KERNELS, CPU features). */
 KernIsa kern_selected(void);
-/* Whether this CPU (and OS) can run the AVX2+FMA path. */
-int kern_avx2_available(void);
+/* Whether this CPU (and OS) can run an implementation. */
+int kern_isa_available(KernIsa isa);
+/* Its name as kern_isa() prints it. */
+const char *kern_isa_name(KernIsa isa);
 
-/* ---- portable lane helpers (the definition of the order; the AVX2 path mirrors them) ---- */
+/* ---- portable lane helpers (the definition of the order; the SIMD paths mirror them) ---- */
 
 typedef struct {
     float l[KERN_LANES];
@@ -98,11 +102,52 @@ void kern_rows_portable(const KernJob *j, int r0, int r1, int t0, int nt);
  * adds the tail columns (cols % 16, expanded by j->expand), sums the lanes, stores into Y. */
 void kern_finish(const KernJob *j, Lanes *acc, int r, int nr, int t0, int nt);
 
-#if KERN_HAVE_AVX2
-#define KERN_ROWS(isa, avx2_fn) ((isa) == KERN_AVX2 ? (avx2_fn) : kern_rows_portable)
+/* The rows function of an ISA, from a format's SIMD rows functions. */
+#if KERN_HAVE_X86
+#define KERN_ROWS(isa, avx2_fn, avx512_fn) \
+    ((isa) == KERN_AVX512 ? (avx512_fn) : (isa) == KERN_AVX2 ? (avx2_fn) : kern_rows_portable)
 #else
-#define KERN_ROWS(isa, avx2_fn) kern_rows_portable
+#define KERN_ROWS(isa, avx2_fn, avx512_fn) kern_rows_portable
 #endif
+
+/* Defines `static void name(const KernJob *, int r0, int r1, int t0, int nt)` from a SIMD
+ * micro-tile `tile(j, r, nr, t0, nt)` (nr weight rows x nt X rows). A lane's FMAs form one
+ * dependency chain, so a tile computes `outs` outputs at once (nr = outs / nt rows; more rows per
+ * pass for fewer X rows) to keep enough chains in flight; rows left over go in halving tiles. The
+ * shapes are compile-time constants so the compiler keeps the accumulators in registers. `attr` is
+ * the function's target attribute. */
+#define KERN_TILE_MAX 8 /* also the row multiple kern_run gives each chunk */
+#define KERN_ROWS_NT(tile, outs, NT)                                           \
+    do {                                                                       \
+        enum { NR = (outs) / (NT) > 1 ? (outs) / (NT) : 1 };                   \
+        int r = r0;                                                            \
+        for (; r + NR <= r1; r += NR) tile(j, r, NR, t0, NT);                  \
+        if (NR > 4 && r + 4 <= r1) tile(j, r, 4, t0, NT), r += 4;              \
+        if (NR > 2 && r + 2 <= r1) tile(j, r, 2, t0, NT), r += 2;              \
+        for (; r < r1; r++) tile(j, r, 1, t0, NT);                             \
+    } while (0)
+#define KERN_DEFINE_ROWS(attr, name, tile, outs)                               \
+    attr static void name(const KernJob *j, int r0, int r1, int t0, int nt) {  \
+        switch (nt) {                                                          \
+        case 1: KERN_ROWS_NT(tile, outs, 1); break;                            \
+        case 2: KERN_ROWS_NT(tile, outs, 2); break;                            \
+        case 3: KERN_ROWS_NT(tile, outs, 3); break;                            \
+        default: KERN_ROWS_NT(tile, outs, 4); break;                           \
+        }                                                                      \
+    }
+
+/* Software prefetch of the weight stream, which decode reads from DRAM (the hardware prefetchers
+ * alone leave the kernels short of the read bandwidth). A tile walks nr rows side by side, so the
+ * prefetch runs KERN_PREFETCH bytes ahead within each row when rows are long, and otherwise (expert
+ * rows are under 2 KB) at the same column of the row nr below, i.e. in the next tile. */
+#define KERN_PREFETCH 2048
+static inline size_t kern_prefetch_ahead(size_t row_bytes, int nr) {
+    return row_bytes >= 2 * KERN_PREFETCH ? KERN_PREFETCH : (size_t)nr * row_bytes;
+}
+#define KERN_PREFETCH_AT(p, ahead) __builtin_prefetch((const char *)(p) + (ahead), 0, 3)
+
+/* Tile loops are unrolled so the accumulators live in registers. */
+#define KERN_UNROLL _Pragma("GCC unroll 8")
 
 /* The public kernels with the implementation pinned (an ISA the CPU lacks is a caller error). */
 void kern_matmul_bf16_isa(KernIsa isa, Pool *pool, float *Y, const uint16_t *W, const float *X, int T, int rows,
@@ -113,12 +158,12 @@ void kern_matmul_mxfp4_isa(KernIsa isa, Pool *pool, float *Y, const uint8_t *pac
                            const float *X, int T, int rows, int cols);
 float kern_dot_f32_isa(KernIsa isa, const float *a, const float *b, int n);
 
-/* E8M0 scale byte -> 2^(s-127) as float bits: 0 -> 2^-127 (subnormal), 255 -> NaN. */
-static inline float kern_e8m0(uint8_t s) {
-    uint32_t bits = s == 0 ? 0x00400000u : s == 255 ? 0x7fc00000u : (uint32_t)s << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
+/* E8M0 scale byte s -> 2^(s-127) as a float: 0 -> 2^-127 (subnormal), 255 -> NaN. A table so the
+ * SIMD paths fetch a block's scale with one broadcast load. kern_mxfp4.c. */
+typedef union {
+    uint32_t bits[256];
+    float f[256];
+} KernE8m0Table;
+extern const KernE8m0Table kern_e8m0_table;
 
 #endif

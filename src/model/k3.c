@@ -182,9 +182,10 @@ static int check_tokens(const Model *m, const State *st, const int *tokens, int 
 static int acquire_spine_layer(Model *m, int l) {
     if (!m->spine) return 0;
     double t0 = model_now();
-    if (m->spine->acquire_layer(m->spine, l)) return -1;
+    int moved = m->spine->acquire_layer(m->spine, l);
     m->stats.spine_wait_s += model_now() - t0;
-    return weights_bind_layer_mats(&m->w, m->cat, l, m->spine->bytes, m->spine);
+    if (moved < 0) return -1;
+    return moved ? weights_bind_layer_mats(&m->w, m->cat, l, m->spine->bytes, m->spine) : 0;
 }
 
 int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, int all_rows) {

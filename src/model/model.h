@@ -28,9 +28,10 @@ typedef struct ExpertSource {
 } ExpertSource;
 
 /* Supplies the spine one layer at a time when it is not all resident. acquire_layer makes layer
- * l's tensors readable through bytes (provider = the source) until release_layer(l); the model
- * rebinds the layer's matrices after every acquire, so a source may move a layer between buffers.
- * The model holds at most one layer at a time and releases it before acquiring the next. */
+ * l's tensors readable through bytes (provider = the source) until release_layer(l), and returns
+ * 1 when they may sit elsewhere than at the previous acquire (the model then rebinds the layer's
+ * matrices), 0 when they have not moved, -1 with a message on failure. The model holds at most
+ * one layer at a time and releases it before acquiring the next. */
 typedef struct SpineSource {
     int (*acquire_layer)(struct SpineSource *src, int layer);
     void (*release_layer)(struct SpineSource *src, int layer);

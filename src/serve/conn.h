@@ -12,6 +12,7 @@
 #include "serve/memo.h"
 #include "serve/server.h"
 #include "serve/session.h"
+#include "serve/watchdog.h"
 #include "text/strbuf.h"
 
 typedef struct {
@@ -21,10 +22,12 @@ typedef struct {
     Gate gate;
     Memo *memo;
     ExchangeEnv env;
+    Watchdog dog;      /* request-arrival deadlines */
     FILE *log;
     volatile int stopping;
     pthread_mutex_t stats_mu;
     uint64_t requests, generations, tokens, disconnects, memo_hits, busy;
+    uint64_t admitted;  /* generations given the model so far (guarded by gate) */
 } Server;
 
 typedef enum { ROUTE_MODELS, ROUTE_MODEL, ROUTE_CHAT, ROUTE_COMPLETIONS } Route;
@@ -39,6 +42,8 @@ typedef struct {
     int too_large, responded, status;
     int gone;          /* the client hung up */
     int holds_gate;
+    uint64_t seq;      /* this request's turn at the model (1-based), 0 if none */
+    double wait_s;     /* time spent waiting for the model */
     int have_x, stream, include_usage;
     Exchange x;
     StrBuf sse;        /* stream bytes not yet handed to MHD */

@@ -9,6 +9,12 @@
 
 #define STREAM_BLOCK 4096
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 enum MHD_Result endpoint_models(Req *q, int one) {
     char *body = wire_models((int64_t)time(NULL));
     if (one) { /* the single model object is the list's only element */
@@ -57,8 +63,9 @@ static enum MHD_Result answer_whole(Req *q) {
     if (rc < 0) return internal_error(q, "generation failed");
     count_finish(q);
     WireUsage u = usage_of(&q->x);
-    const Reply *r = &q->x.reply;
-    char *body = wire_response(&q->x.head, r->reasoning.p, r->reasoning.n, r->content.p, r->content.n, q->x.finish, &u);
+    const Exchange *x = &q->x;
+    char *body = wire_response(&x->head, x->reasoning.p, x->reasoning.n, x->content.p, x->content.n, x->finish,
+                               exchange_tool_calls(x), &u);
     return conn_respond(q, 200, body, "application/json", NULL, NULL);
 }
 
@@ -91,6 +98,8 @@ static int stream_more(Req *q) {
         sse_add(q, wire_error_event(&err));
     } else {
         count_finish(q);
+        const json_t *calls = exchange_tool_calls(&q->x);
+        if (calls) sse_add(q, wire_tool_chunk(h, calls, q->include_usage));
         sse_add(q, wire_chunk(h, 0, NULL, 0, NULL, 0, q->x.finish, q->include_usage));
         if (q->include_usage) {
             WireUsage u = usage_of(&q->x);
@@ -148,7 +157,9 @@ enum MHD_Result endpoint_generate(Req *q) {
     api_request_free(&r);
     if (rc) return conn_respond_error(q, &err);
     if (!q->x.from_memo) {
+        double t0 = now_s();
         int g = gate_acquire(&srv->gate, conn_cancelled, q);
+        q->wait_s = now_s() - t0;
         if (g == GATE_CANCELLED) return MHD_NO;
         if (g == GATE_FULL) {
             pthread_mutex_lock(&srv->stats_mu);
@@ -161,6 +172,7 @@ enum MHD_Result endpoint_generate(Req *q) {
             return conn_respond(q, 429, body, "application/json", "Retry-After", "1");
         }
         q->holds_gate = 1;
+        q->seq = ++srv->admitted;
     }
     /* generation may take longer than the idle timeout: suspend it until the answer is done */
     MHD_set_connection_option(q->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);

@@ -24,8 +24,11 @@ static int render(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiE
     if (r->kind == API_CHAT) {
         XtmlOptions opt = XTML_OPTIONS_DEFAULT;
         opt.effort = r->effort ? r->effort : getenv("K3_REASONING_EFFORT");
-        if (xtml_render(env->tok, r->messages, &opt, &x->prompt))
-            return api_invalid(err, "invalid_value", "messages", "Invalid 'messages': %s", df_errmsg());
+        opt.tools = r->tools;
+        if (xtml_render(env->tok, r->messages, &opt, &x->prompt)) {
+            const char *msg = df_errmsg();
+            return api_invalid(err, "invalid_value", strncmp(msg, "tools", 5) ? "messages" : "tools", "Invalid request: %s", msg);
+        }
         return 0;
     }
     if (r->prompt) {
@@ -57,9 +60,17 @@ int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiE
     if (env->max_tokens_cap >= 0 && (max < 0 || max > env->max_tokens_cap)) max = env->max_tokens_cap;
     x->max_new = (int)max;
     if (reply_init(&x->reply, env->tok, r->kind == API_CHAT)) return api_error(err, 500, "server_error", NULL, NULL, "%s", df_errmsg());
-    /* memo key: endpoint, budget, prompt ids */
+    /* memo key: endpoint, budget, stop sequences (bytes, each closed by -1), prompt ids */
     tokids_push(&x->key, (int32_t)r->kind);
     tokids_push(&x->key, (int32_t)x->max_new);
+    stopseq_init(&x->stop);
+    for (int i = 0; i < r->n_stop; i++) {
+        const char *seq = json_string_value(r->stop[i]);
+        size_t len = json_string_length(r->stop[i]);
+        stopseq_add(&x->stop, seq, len);
+        for (size_t b = 0; b < len; b++) tokids_push(&x->key, (unsigned char)seq[b]);
+        tokids_push(&x->key, -1);
+    }
     tokids_reserve(&x->key, x->prompt.n);
     memcpy(x->key.v + x->key.n, x->prompt.v, x->prompt.n * sizeof *x->prompt.v);
     x->key.n += x->prompt.n;
@@ -73,14 +84,31 @@ void exchange_free(Exchange *x) {
     tokids_free(&x->out);
     tokids_free(&x->replay);
     reply_free(&x->reply);
+    stopseq_free(&x->stop);
+    sb_free(&x->reasoning);
+    sb_free(&x->content);
+}
+
+/* Passes a delta's answer text through the stop filter and records what the client gets. */
+static void deliver(Exchange *x, ReplyDelta *d, int last) {
+    x->stop.out.n = 0;
+    stopseq_push(&x->stop, d->content, d->content_len);
+    if (last) stopseq_flush(&x->stop);
+    d->content = x->stop.out.p;
+    d->content_len = x->stop.out.n;
+    sb_add(&x->reasoning, d->reasoning ? d->reasoning : "", d->reasoning_len);
+    sb_add(&x->content, d->content ? d->content : "", d->content_len);
 }
 
 /* d: where the reply's held tail goes, or NULL when the reply ended itself (<|end_of_msg|>). */
 static int finish(Exchange *x, const ExchangeEnv *env, const char *why, ReplyDelta *d) {
-    if (d) reply_finish(&x->reply, d);
+    if (d) {
+        reply_finish(&x->reply, d);
+        deliver(x, d, 1);
+    }
     x->finished = 1;
     x->finish = why;
-    if (!x->from_memo) memo_put(env->memo, x->key.v, x->key.n, x->out.v, x->out.n, !strcmp(why, "stop"));
+    if (!x->from_memo) memo_put(env->memo, x->key.v, x->key.n, x->out.v, x->out.n, strcmp(why, "length") != 0);
     return 1;
 }
 
@@ -91,13 +119,19 @@ static int next_token(Exchange *x, Session *s, CancelFn cancel, void *ctx, int *
         *tok = x->replay.v[x->replay_at++];
         return 0;
     }
-    if (!x->started) {
-        double t0 = s->prefill_s;
-        int rc = session_prefill(s, x->prompt.v, x->prompt.n, cancel, ctx, &x->reused);
-        x->prefill_s = s->prefill_s - t0;
-        if (rc) return rc > 0 ? 2 : -1;
-    }
-    return session_next(s, tok, cancel, ctx);
+    double p0 = s->prefill_s, d0 = s->decode_s;
+    int rc = 0;
+    if (!x->started) rc = session_prefill(s, x->prompt.v, x->prompt.n, cancel, ctx, &x->reused);
+    if (!rc) rc = session_next(s, tok, cancel, ctx);
+    else rc = rc > 0 ? 2 : -1;
+    x->prefill_s += s->prefill_s - p0;
+    x->model_s += s->prefill_s - p0 + s->decode_s - d0;
+    return rc;
+}
+
+const json_t *exchange_tool_calls(const Exchange *x) {
+    const json_t *calls = x->kind == API_CHAT ? xtml_parser_tool_calls(x->reply.parser) : NULL;
+    return json_array_size(calls) ? calls : NULL;
 }
 
 int exchange_step(Exchange *x, const ExchangeEnv *env, Session *s, CancelFn cancel, void *ctx, ReplyDelta *d) {
@@ -110,7 +144,12 @@ int exchange_step(Exchange *x, const ExchangeEnv *env, Session *s, CancelFn canc
     if (rc) return rc;
     tokids_push(&x->out, tok);
     if (reply_feed(&x->reply, tok, d)) return -1;
-    if (d->done) return finish(x, env, "stop", NULL);
+    if (d->done) {
+        deliver(x, d, 1);
+        return finish(x, env, exchange_tool_calls(x) ? "tool_calls" : "stop", NULL);
+    }
     x->completion++;
+    deliver(x, d, 0);
+    if (x->stop.hit) return finish(x, env, "stop", NULL);
     return 0;
 }

@@ -13,6 +13,7 @@
 #include "serve/reply.h"
 #include "serve/request.h"
 #include "serve/session.h"
+#include "serve/stopseq.h"
 #include "serve/wire.h"
 
 typedef struct {
@@ -25,10 +26,12 @@ typedef struct {
     size_t replay_at;
     int replay_stop, from_memo;
     Reply reply;
+    StopSeq stop;            /* cuts the answer at a stop sequence */
+    StrBuf reasoning, content; /* what the client got so far (after the stop filter) */
     size_t reused;           /* prompt tokens the Session already held */
     int started, finished, completion;
-    const char *finish;      /* "stop" | "length" once finished */
-    double prefill_s;
+    const char *finish;      /* "stop" | "length" | "tool_calls" once finished */
+    double prefill_s, model_s; /* prefill; all time in the model (prefill and decode steps) */
 } Exchange;
 
 typedef struct {
@@ -47,5 +50,9 @@ void exchange_free(Exchange *x);
  * finished (x->finish set; *d holds any released tail text), 2 when cancelled, or -1 with a
  * message. s is used unless the reply comes from the memo (it may then be NULL). */
 int exchange_step(Exchange *x, const ExchangeEnv *env, Session *s, CancelFn cancel, void *ctx, ReplyDelta *d);
+
+/* The tool calls of a chat reply so far (OpenAI {"type", "function": {"name", "arguments"}}
+ * objects, without ids), or NULL when there are none. Borrowed from the reply parser. */
+const json_t *exchange_tool_calls(const Exchange *x);
 
 #endif

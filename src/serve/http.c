@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "serve/conn.h"
 #include "util/err.h"
@@ -17,8 +18,14 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static void arm(Server *srv, struct MHD_Connection *c, int on) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci) watch_arm(&srv->dog, ci->socket_context, on);
+}
+
 enum MHD_Result conn_respond(Req *q, int status, char *body, const char *content_type, const char *hname,
                              const char *hvalue) {
+    arm(q->srv, q->conn, 0);
     struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(body);
@@ -149,6 +156,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    arm(srv, c, 0); /* the request is in: answering it may take long */
     if (q->too_large) return too_large(q);
     return endpoint_generate(q);
 }
@@ -158,10 +166,12 @@ static void log_request(Req *q, enum MHD_RequestTerminationCode toe) {
     double dt = now_s() - q->t0;
     int aborted = q->have_x && !q->x.finished && q->status == 200;
     if (aborted && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) q->gone = 1;
-    char gen[160] = "";
-    if (q->have_x)
-        snprintf(gen, sizeof gen, " prompt=%zu cached=%zu completion=%d finish=%s", q->x.prompt.n, q->x.reused,
-                 q->x.completion, q->x.finished ? q->x.finish : q->gone ? "aborted" : "none");
+    char gen[256] = "";
+    if (q->have_x && (q->x.started || q->status == 200))
+        snprintf(gen, sizeof gen, " id=%s prompt=%zu cached=%zu completion=%d finish=%s seq=%llu wait=%.3fs model=%.3fs",
+                 q->x.id, q->x.prompt.n, q->x.reused, q->x.completion,
+                 q->x.finished ? q->x.finish : q->gone ? "aborted" : "none", (unsigned long long)q->seq, q->wait_s,
+                 q->x.model_s);
     fprintf(srv->log, "serve: %s %s %d%s time=%.3fs%s%s%s\n", q->method, q->path, q->gone && !q->status ? 499 : q->status,
             gen, dt, q->stream ? " stream" : "", q->have_x && q->x.from_memo ? " memo" : "",
             q->gone ? " client-disconnected" : "");
@@ -173,7 +183,8 @@ static void log_request(Req *q, enum MHD_RequestTerminationCode toe) {
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)c;
+    Server *srv = cls;
+    arm(srv, c, 1); /* the next request on this connection must arrive in time too */
     Req *q = *con_cls;
     if (!q) return;
     endpoint_release(q);
@@ -183,6 +194,18 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     sb_free(&q->sse);
     free(q);
     *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    Server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? watch_add(&srv->dog, ci->connect_fd) : NULL;
+    } else {
+        watch_remove(&srv->dog, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 static int parse_host(const char *host, int port, struct sockaddr_storage *ss, unsigned *flags) {
@@ -204,28 +227,40 @@ static int parse_host(const char *host, int port, struct sockaddr_storage *ss, u
     return df_fail("--host: '%s' is not an IPv4 or IPv6 address", host);
 }
 
-static int wait_for_signal(void) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    int sig = 0;
-    sigwait(&set, &sig);
-    return sig;
+/* SIGINT/SIGTERM may land on any thread (the compute pool's included): the handler only writes
+ * to a pipe that the main thread waits on. */
+static int stop_pipe[2] = {-1, -1};
+
+static void on_stop_signal(int sig) {
+    char c = (char)sig;
+    ssize_t n = write(stop_pipe[1], &c, 1);
+    (void)n;
+}
+
+static void wait_for_stop(void) {
+    char c;
+    while (read(stop_pipe[0], &c, 1) < 0 && errno == EINTR) {}
 }
 
 static void print_summary(Server *srv) {
     fprintf(srv->log,
             "serve: stopped after %llu requests: %llu generations (%llu tokens), %llu replayed from the memo, "
-            "%llu stopped by a client disconnect, %llu turned away busy\n",
+            "%llu stopped by a client disconnect, %llu turned away busy, %lu cut for arriving too slowly\n",
             (unsigned long long)srv->requests, (unsigned long long)srv->generations, (unsigned long long)srv->tokens,
-            (unsigned long long)srv->memo_hits, (unsigned long long)srv->disconnects, (unsigned long long)srv->busy);
+            (unsigned long long)srv->memo_hits, (unsigned long long)srv->disconnects, (unsigned long long)srv->busy, srv->dog.expired);
+}
+
+int serve_check(const ServeConfig *cfg) {
+    struct sockaddr_storage ss;
+    unsigned flags = 0;
+    return parse_host(cfg->host, cfg->port, &ss, &flags);
 }
 
 int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log) {
     unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION;
     struct sockaddr_storage ss;
     if (parse_host(cfg->host, cfg->port, &ss, &flags)) return -1;
+    if (pipe(stop_pipe)) return df_fail("serve: pipe: %s", strerror(errno));
     Server *srv = df_calloc(1, sizeof *srv);
     srv->cfg = *cfg;
     srv->e = e;
@@ -235,16 +270,18 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
     srv->memo = memo_new(cfg->memo_entries);
     srv->env = (ExchangeEnv){tok, srv->memo, cfg->max_tokens, e->max_context};
     pthread_mutex_init(&srv->stats_mu, NULL);
-    /* the connection threads inherit this mask; only this thread takes SIGINT/SIGTERM */
-    sigset_t set, old;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, &old);
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     signal(SIGPIPE, SIG_IGN);
+    watchdog_start(&srv->dog, cfg->timeout_s);
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_END);
     int rc = 0;
     if (!d) rc = df_fail("serve: cannot listen on %s:%d (%s)", cfg->host, cfg->port, errno ? strerror(errno) : "address in use?");
@@ -258,12 +295,16 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
                 v6 ? "[" : "", cfg->host, v6 ? "]" : "", di ? di->port : (unsigned)cfg->port, SERVE_MODEL_ID, cfg->queue,
                 cfg->memo_entries, cap, cfg->api_key ? "required" : "not required");
         fflush(log);
-        wait_for_signal();
+        wait_for_stop();
         srv->stopping = 1;
         MHD_stop_daemon(d);
-        print_summary(srv);
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    watchdog_stop(&srv->dog);
+    if (d) print_summary(srv);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    close(stop_pipe[0]);
+    close(stop_pipe[1]);
     memo_free(srv->memo);
     gate_destroy(&srv->gate);
     session_free(&srv->session);

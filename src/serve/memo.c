@@ -56,9 +56,7 @@ int memo_get(Memo *m, const int32_t *key, size_t key_n, TokIds *out, int *finish
     Entry *e = find(m, key, key_n);
     if (e) {
         e->used = ++m->clock;
-        tokids_reserve(out, e->n);
-        memcpy(out->v + out->n, e->ids, e->n * sizeof *e->ids);
-        out->n += e->n;
+        for (size_t i = 0; i < e->n; i++) tokids_push(out, e->ids[i]);
         *finish_stop = e->stop;
     }
     pthread_mutex_unlock(&m->mu);

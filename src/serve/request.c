@@ -93,6 +93,27 @@ static int unsupported(ApiError *err, const char *key, const char *what) {
     return api_invalid(err, "unsupported_parameter", key, "Unsupported value for '%s': %s.", key, what);
 }
 
+/* stop: a string or an array of up to 4 strings, each 1..256 bytes ("" and [] mean none). */
+static int check_stop(ApiRequest *r, ApiError *err) {
+    const json_t *v = field(r->root, "stop");
+    if (!v || (json_is_string(v) && !json_string_length(v))) return 0;
+    if (json_is_string(v)) {
+        if (json_string_length(v) > 256) return api_invalid(err, "invalid_value", "stop", "Invalid 'stop': longer than 256 bytes.");
+        r->stop[r->n_stop++] = v;
+        return 0;
+    }
+    if (!json_is_array(v)) return wrong_type(err, "stop", "a string or an array of strings", v);
+    if (json_array_size(v) > 4) return api_invalid(err, "invalid_value", "stop", "Invalid 'stop': at most 4 sequences.");
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const json_t *e = json_array_get(v, i);
+        if (!json_is_string(e)) return wrong_type(err, "stop", "an array of strings", e);
+        if (!json_string_length(e) || json_string_length(e) > 256)
+            return api_invalid(err, "invalid_value", "stop", "Invalid 'stop': sequence %zu is empty or longer than 256 bytes.", i);
+        r->stop[r->n_stop++] = e;
+    }
+    return 0;
+}
+
 /* Fields both endpoints share. */
 static int check_common(ApiRequest *r, ApiError *err) {
     const json_t *root = r->root;
@@ -123,11 +144,7 @@ static int check_common(ApiRequest *r, ApiError *err) {
         if (!json_is_object(v)) return wrong_type(err, "logit_bias", "an object", v);
         if (json_object_size(v)) return unsupported(err, "logit_bias", "logit biases are not supported");
     }
-    if ((v = field(root, "stop"))) {
-        if (!json_is_string(v) && !json_is_array(v)) return wrong_type(err, "stop", "a string or an array", v);
-        if (json_is_string(v) ? json_string_length(v) > 0 : json_array_size(v) > 0)
-            return unsupported(err, "stop", "stop sequences are not supported yet");
-    }
+    if (check_stop(r, err)) return -1;
     if ((v = field(root, "stream_options"))) {
         if (!json_is_object(v)) return wrong_type(err, "stream_options", "an object", v);
         if (!r->stream)
@@ -178,8 +195,7 @@ static int check_messages(ApiRequest *r, ApiError *err) {
         if (check_content(err, field(msg, "content"), m)) return -1;
         snprintf(key, sizeof key, "messages[%zu].tool_calls", m);
         const json_t *tc = field(msg, "tool_calls");
-        if (tc && (!json_is_array(tc) || json_array_size(tc)))
-            return unsupported(err, key, "tool calls are not supported yet");
+        if (tc && !json_is_array(tc)) return wrong_type(err, key, "an array", tc);
     }
     r->messages = msgs;
     return 0;
@@ -199,13 +215,16 @@ static int check_chat(ApiRequest *r, ApiError *err) {
     if (field(root, "top_logprobs")) return unsupported(err, "top_logprobs", "log probabilities are not supported");
     if ((v = field(root, "tools"))) {
         if (!json_is_array(v)) return wrong_type(err, "tools", "an array", v);
-        if (json_array_size(v)) return unsupported(err, "tools", "tool calling is not supported yet");
+        for (size_t i = 0; i < json_array_size(v); i++)
+            if (!json_is_object(json_array_get(v, i))) return wrong_type(err, "tools", "an array of objects", json_array_get(v, i));
+        if (json_array_size(v)) r->tools = v;
     }
+    /* K3's texts for forcing or forbidding calls are not known: only the model's own choice */
     if ((v = field(root, "tool_choice")) &&
-        !(json_is_string(v) && (!strcmp(json_string_value(v), "auto") || !strcmp(json_string_value(v), "none"))))
-        return unsupported(err, "tool_choice", "only \"auto\" or \"none\" without tools");
-    if (field(root, "functions")) return unsupported(err, "functions", "function calling is not supported yet");
-    if (field(root, "function_call")) return unsupported(err, "function_call", "function calling is not supported yet");
+        !(json_is_string(v) && (!strcmp(json_string_value(v), "auto") || (!r->tools && !strcmp(json_string_value(v), "none")))))
+        return unsupported(err, "tool_choice", "only \"auto\" (the model decides)");
+    if (field(root, "functions")) return unsupported(err, "functions", "use 'tools' instead of the legacy 'functions'");
+    if (field(root, "function_call")) return unsupported(err, "function_call", "use 'tools' instead of 'function_call'");
     if (field(root, "audio")) return unsupported(err, "audio", "audio output is not supported");
     if ((v = field(root, "response_format"))) {
         if (!json_is_object(v)) return wrong_type(err, "response_format", "an object", v);

@@ -1,10 +1,11 @@
 /* request.h - validating the body of POST /v1/chat/completions and /v1/completions.
  *
  * Every field the server reads is checked for type and range; fields that would change the
- * answer but cannot be honoured (n > 1, logprobs, tools, images, penalties, stop sequences,
- * echo, suffix...) are refused; sampling knobs (temperature, top_p, seed) are range-checked and
- * ignored, since decoding is greedy; unknown fields are ignored. A refusal is an ApiError
- * naming the field, in OpenAI's terms. The ApiRequest owns the parsed JSON; the pointers into
+ * answer but cannot be honoured (n > 1, logprobs, images, penalties, echo, suffix, forced
+ * tool choice...)
+ * are refused; sampling knobs (temperature, top_p, seed) are range-checked and ignored, since
+ * decoding is greedy; unknown fields are ignored. `stop` sequences are honoured (on the answer;
+ * a chat's reasoning is not cut). A refusal is an ApiError naming the field, in OpenAI's terms. The ApiRequest owns the parsed JSON; the pointers into
  * it stay valid until api_request_free. */
 #ifndef DF_REQUEST_H
 #define DF_REQUEST_H
@@ -29,11 +30,14 @@ typedef struct {
     ApiKind kind;
     json_t *root;             /* owned */
     const json_t *messages;   /* chat */
+    const json_t *tools;      /* chat: OpenAI tools array, or NULL */
     const char *effort;       /* chat: NULL = default */
     const char *prompt;       /* completion: text, or NULL when given as token ids */
     size_t prompt_len;
     const json_t *prompt_ids; /* completion: array of token ids, or NULL */
     int64_t max_tokens;       /* -1 when not given */
+    const json_t *stop[4];    /* stop sequences (non-empty strings) */
+    int n_stop;
     int stream, include_usage;
 } ApiRequest;
 

@@ -22,10 +22,13 @@ typedef struct {
     int queue;            /* requests that may wait for the model; 0: answer 429 at once */
     int64_t max_tokens;   /* K3_SERVER_MAX_TOKENS, -1 for none */
     int memo_entries;     /* K3_RESPONSE_MEMO_ENTRIES */
-    int timeout_s;        /* idle connection timeout (slow headers, slow bodies, keep-alive) */
+    int timeout_s;        /* idle timeout, and the most a request may take to arrive */
     size_t max_body;      /* bytes; larger bodies get 413 before they are read */
     int max_connections;
 } ServeConfig;
+
+/* Checks what can be checked before the model loads (the address). Returns 0 or -1. */
+int serve_check(const ServeConfig *cfg);
 
 /* Serves until SIGINT or SIGTERM, then prints a summary. Borrows e and tok. Returns 0, or -1
  * with a message when the server cannot start. */

@@ -56,7 +56,7 @@ int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel
         return df_fail("the prompt's %zu tokens exceed the context limit of %d", n, s->e->max_context);
     s->pending = -1;
     size_t common = s->held.n;
-    if (common >= n || memcmp(s->held.v, prompt, common * sizeof *prompt) != 0) {
+    if (common >= n || (common && memcmp(s->held.v, prompt, common * sizeof *prompt) != 0)) {
         session_reset(s);
         common = 0;
     }

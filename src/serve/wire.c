@@ -40,14 +40,30 @@ static json_t *head_object(const WireHead *h, int chunk) {
 
 static json_t *str(const char *s, size_t n) { return json_stringn(s ? s : "", n); }
 
+/* The calls with OpenAI's ids ("call_<response id>_<i>"); with index fields for stream deltas. */
+static json_t *calls_with_ids(const WireHead *h, const json_t *calls, int indexed) {
+    json_t *out = json_array();
+    for (size_t i = 0; i < json_array_size(calls); i++) {
+        const json_t *c = json_array_get(calls, i);
+        char id[96];
+        snprintf(id, sizeof id, "call_%s_%zu", h->id, i);
+        json_t *o = json_pack("{s:s, s:s, s:O}", "id", id, "type", "function", "function", json_object_get(c, "function"));
+        if (indexed) json_object_set_new(o, "index", json_integer((json_int_t)i));
+        json_array_append_new(out, o);
+    }
+    return out;
+}
+
 char *wire_response(const WireHead *h, const char *reasoning, size_t reasoning_len, const char *content,
-                    size_t content_len, const char *finish, const WireUsage *u) {
+                    size_t content_len, const char *finish, const json_t *tool_calls, const WireUsage *u) {
     json_t *o = head_object(h, 0), *choice;
-    if (h->kind == API_CHAT)
-        choice = json_pack("{s:i, s:{s:s, s:o, s:o}, s:n, s:s}", "index", 0, "message", "role", "assistant", "content",
-                           str(content, content_len), "reasoning_content", str(reasoning, reasoning_len), "logprobs",
-                           "finish_reason", finish);
-    else
+    if (h->kind == API_CHAT) {
+        json_t *msg = json_pack("{s:s, s:o, s:o}", "role", "assistant", "content",
+                                tool_calls && !content_len ? json_null() : str(content, content_len), "reasoning_content",
+                                str(reasoning, reasoning_len));
+        if (tool_calls) json_object_set_new(msg, "tool_calls", calls_with_ids(h, tool_calls, 0));
+        choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "message", msg, "logprobs", "finish_reason", finish);
+    } else
         choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "text", str(content, content_len), "logprobs",
                            "finish_reason", finish);
     json_object_set_new(o, "choices", json_pack("[o]", choice));
@@ -79,6 +95,15 @@ char *wire_chunk(const WireHead *h, int role, const char *reasoning, size_t reas
     } else
         choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "text", str(content, content_len), "logprobs",
                            "finish_reason", fr);
+    json_object_set_new(o, "choices", json_pack("[o]", choice));
+    if (with_usage) json_object_set_new(o, "usage", json_null());
+    return event(o);
+}
+
+char *wire_tool_chunk(const WireHead *h, const json_t *tool_calls, int with_usage) {
+    json_t *o = head_object(h, 1);
+    json_t *choice = json_pack("{s:i, s:{s:o}, s:n, s:n}", "index", 0, "delta", "tool_calls", calls_with_ids(h, tool_calls, 1),
+                               "logprobs", "finish_reason");
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     if (with_usage) json_object_set_new(o, "usage", json_null());
     return event(o);

@@ -4,6 +4,7 @@
 #define DF_WIRE_H
 
 #include <stddef.h>
+#include <jansson.h>
 #include <stdint.h>
 
 #include "serve/request.h"
@@ -22,13 +23,16 @@ typedef struct {
 char *wire_error(const ApiError *e);
 /* GET /v1/models */
 char *wire_models(int64_t created);
-/* A whole (non-streamed) response. finish: "stop" or "length". */
+/* A whole (non-streamed) response. finish: "stop", "length" or "tool_calls". tool_calls: the
+ * parsed calls (borrowed; ids are added here), or NULL; with calls, empty content is null. */
 char *wire_response(const WireHead *h, const char *reasoning, size_t reasoning_len, const char *content,
-                    size_t content_len, const char *finish, const WireUsage *u);
+                    size_t content_len, const char *finish, const json_t *tool_calls, const WireUsage *u);
 /* One "data: {...}\n\n" event. role: first chat chunk; finish: last chunk (NULL otherwise);
  * with_usage: include "usage": null (include_usage streams carry it on every chunk). */
 char *wire_chunk(const WireHead *h, int role, const char *reasoning, size_t reasoning_len, const char *content,
                  size_t content_len, const char *finish, int with_usage);
+/* The event carrying a reply's tool calls (sent whole, once they are complete). */
+char *wire_tool_chunk(const WireHead *h, const json_t *tool_calls, int with_usage);
 /* The include_usage event: empty choices and the usage. */
 char *wire_usage_chunk(const WireHead *h, const WireUsage *u);
 /* An error inside a stream (after the 200 was sent). */

@@ -17,10 +17,16 @@ void cidx_init(CacheIndex *ci, CachePolicy policy, int n_slots, int n_keys) {
     ci->locked = df_calloc((size_t)n_slots, 1);
     ci->uses = df_calloc((size_t)n_keys, sizeof *ci->uses);
     ci->halve_at = (uint64_t)n_slots * 8;
+    ci->free_slots = df_malloc(sizeof(int) * (size_t)n_slots);
+    ci->free_pos = df_malloc(sizeof(int) * (size_t)n_slots);
+    for (int s = 0; s < n_slots; s++) ci->free_slots[s] = n_slots - 1 - s, ci->free_pos[n_slots - 1 - s] = s;
+    ci->n_free = n_slots;
+    ci->rng = 0x9e3779b97f4a7c15ull;
 }
 
 void cidx_free(CacheIndex *ci) {
     free(ci->slot_of_key), free(ci->key_of_slot), free(ci->last_use), free(ci->locked), free(ci->uses);
+    free(ci->free_slots), free(ci->free_pos);
     memset(ci, 0, sizeof *ci);
 }
 
@@ -39,15 +45,28 @@ static uint64_t keep_score(const CacheIndex *ci, int slot) {
     return ((uint64_t)ci->uses[ci->key_of_slot[slot]] << 40) | (ci->last_use[slot] & ((1ull << 40) - 1));
 }
 
-int cidx_victim(const CacheIndex *ci) {
+static int better_victim(const CacheIndex *ci, int best, int s) {
+    return best < 0 || keep_score(ci, s) < keep_score(ci, best) ? s : best;
+}
+
+static uint64_t next_rand(CacheIndex *ci) {
+    ci->rng ^= ci->rng << 13, ci->rng ^= ci->rng >> 7, ci->rng ^= ci->rng << 17;
+    return ci->rng;
+}
+
+int cidx_victim(CacheIndex *ci) {
+    for (int i = ci->n_free - 1; i >= 0; i--)
+        if (!ci->locked[ci->free_slots[i]]) return ci->free_slots[i];
     int best = -1;
-    uint64_t best_score = 0;
-    for (int s = 0; s < ci->n_slots; s++) {
-        if (ci->locked[s]) continue;
-        if (ci->key_of_slot[s] < 0) return s;
-        uint64_t score = keep_score(ci, s);
-        if (best < 0 || score < best_score) best = s, best_score = score;
+    if (ci->n_slots > CIDX_SAMPLE) {
+        for (int i = 0; i < CIDX_SAMPLE; i++) {
+            int s = (int)(next_rand(ci) % (uint64_t)ci->n_slots);
+            if (!ci->locked[s]) best = better_victim(ci, best, s);
+        }
+        if (best >= 0) return best;
     }
+    for (int s = 0; s < ci->n_slots; s++) /* small caches, or a sample that was all locked */
+        if (!ci->locked[s]) best = better_victim(ci, best, s);
     return best;
 }
 
@@ -56,6 +75,13 @@ void cidx_assign(CacheIndex *ci, int slot, int key) {
     if (old >= 0) ci->slot_of_key[old] = -1;
     ci->key_of_slot[slot] = key;
     if (key >= 0) ci->slot_of_key[key] = slot;
+    if (key >= 0 && ci->free_pos[slot] >= 0) { /* leaves the free stack: move the top into its place */
+        int at = ci->free_pos[slot], top = ci->free_slots[--ci->n_free];
+        ci->free_slots[at] = top, ci->free_pos[top] = at;
+        ci->free_pos[slot] = -1;
+    } else if (key < 0 && ci->free_pos[slot] < 0) {
+        ci->free_pos[slot] = ci->n_free, ci->free_slots[ci->n_free++] = slot;
+    }
 }
 
 int cache_policy_parse(const char *name, CachePolicy *out) {

@@ -7,6 +7,8 @@
  *   LFU - evict the key used least often (counts over all keys, cached or not, halved every
  *         `n_slots * 8` uses so the counts follow drift), ties broken by recency.
  * Empty slots are always taken first; locked slots (in use, or being filled) are never evicted.
+ * With more than CIDX_SAMPLE slots the victim is the policy's choice among CIDX_SAMPLE slots
+ * drawn at random (deterministic sequence), so an eviction costs the same at any cache size.
  * Not thread-safe: the owner serialises calls. */
 #ifndef DF_CACHE_INDEX_H
 #define DF_CACHE_INDEX_H
@@ -24,7 +26,12 @@ typedef struct {
     uint8_t *locked;      /* [n_slots] nonzero: not evictable */
     uint32_t *uses;       /* [n_keys] decayed use counts (LFU) */
     uint64_t tick, halve_at;
+    int *free_slots, n_free; /* empty slots (a stack) and each slot's place in it, or -1 */
+    int *free_pos;
+    uint64_t rng;
 } CacheIndex;
+
+#define CIDX_SAMPLE 64
 
 void cidx_init(CacheIndex *ci, CachePolicy policy, int n_slots, int n_keys);
 void cidx_free(CacheIndex *ci);
@@ -32,7 +39,7 @@ static inline int cidx_lookup(const CacheIndex *ci, int key) { return ci->slot_o
 /* Records a use of key (held in slot, or -1 when it is not cached). */
 void cidx_use(CacheIndex *ci, int key, int slot);
 /* The slot to fill next (an empty one, else the policy's victim), or -1 when all are locked. */
-int cidx_victim(const CacheIndex *ci);
+int cidx_victim(CacheIndex *ci);
 /* Makes slot hold key (forgetting its previous key). */
 void cidx_assign(CacheIndex *ci, int slot, int key);
 

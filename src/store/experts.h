@@ -39,7 +39,9 @@ typedef struct {
     pthread_cond_t done;
     CacheIndex ci;
     ExpertSlot *slots;
-    uint64_t slot_bytes;
+    uint64_t slot_bytes;     /* stride of the slots in the arena (a multiple of SHARD_ALIGN) */
+    uint8_t *arena;
+    size_t arena_bytes;
     int *pinned, n_pinned;   /* slots handed out by the last acquire */
     int *predict;            /* [n_layers][top_k]: each layer's last selection, -1 = none */
     int prefetch;

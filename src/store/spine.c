@@ -220,7 +220,7 @@ static SpineBuf *free_buf(SpineStore *ss) {
 /* The next streamed layer after l, cyclically (the next token starts over at layer 0). */
 static void prefetch_after(SpineStore *ss, int l) {
     const int L = ss->cat->cfg.n_layers;
-    if (!ss->bufs || ss->n_pinned >= L) return;
+    if (!ss->bufs || ss->n_pinned >= L || !ss->prefetch) return;
     int next = l + 1 < L && l + 1 >= ss->n_pinned ? l + 1 : ss->n_pinned;
     if (holding(ss, next)) return;
     SpineBuf *b = free_buf(ss);
@@ -244,7 +244,7 @@ static int spine_acquire(SpineSource *src, int l) {
     }
     if (!rc) prefetch_after(ss, l);
     pthread_mutex_unlock(&ss->mu);
-    return rc;
+    return rc ? -1 : !ss->resident[l]; /* a streamed layer may be in either buffer */
 }
 
 static void spine_release(SpineSource *src, int l) {

@@ -36,6 +36,7 @@ typedef struct {
     uint64_t *tensor_off;           /* [n_tensors]: offset in the group's buffer */
     uint8_t **resident;             /* [n_groups]: buffer of a pinned layer / globals / smalls */
     int n_pinned;
+    int prefetch;                   /* read the next streamed layer ahead (K3_PREFETCH) */
     SpineBuf *bufs;                 /* [2] stream buffers (NULL when every layer is pinned) */
     SpineBuf *cur;                  /* the acquired streamed layer's buffer */
     const uint8_t *embed;           /* mapping of the embedding's pages */

@@ -97,7 +97,7 @@ static int make_plan(StreamPlan *p, const Catalog *cat, const SpineStore *sp, in
 
 static int settings(StreamStore *s, int *direct) {
     const char *pol = getenv("K3_CACHE_POLICY");
-    s->policy = POLICY_LRU;
+    s->policy = POLICY_LFU; /* chosen on router traces: docs/PERFORMANCE.md, Streaming */
     if (pol && *pol && cache_policy_parse(pol, &s->policy)) return -1;
     return env_int("K3_PREFETCH", 0, 1, 1, &s->prefetch) || env_int("K3_DIRECT", 0, 1, 1, direct) ? -1 : 0;
 }
@@ -111,6 +111,7 @@ int stream_open(StreamStore *s, const Catalog *cat, int context) {
         return -1;
     }
     s->io = iopool_create(IO_THREADS);
+    s->spine.prefetch = s->prefetch;
     if (spine_start(&s->spine, &s->shards, s->io, s->plan.pinned) ||
         (s->plan.slots > 0 && experts_open(&s->experts, cat, &s->shards, s->io, s->plan.slots, s->policy, s->prefetch))) {
         stream_close(s);

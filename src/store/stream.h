@@ -5,9 +5,9 @@
  * rest, then the expert cache from what remains - and opens the shards, the I/O threads, the
  * spine store and the expert store accordingly. Every buffer is allocated here, once.
  *
- * Settings: K3_RAM_GB, K3_PIN_LAYERS, K3_CACHE_POLICY (lru | lfu), K3_PREFETCH (0 disables
- * prefetch), K3_DIRECT (0 forces buffered reads), K3_IO_THREADS. The StreamStore owns all of
- * it until stream_close. */
+ * Settings: K3_RAM_GB, K3_PIN_LAYERS, K3_CACHE_POLICY (lfu, the default, or lru), K3_PREFETCH
+ * (0: no expert guesses, no read-ahead of the next streamed layer), K3_DIRECT (0 forces buffered
+ * reads), K3_IO_THREADS (default 8). The StreamStore owns all of it until stream_close. */
 #ifndef DF_STREAM_H
 #define DF_STREAM_H
 

@@ -91,4 +91,14 @@ pl=$(field "$t/stats.2" 1 1) r=$(field "$t/stats.2" 2 3)
 tm send-keys -t chat "/exit" Enter
 for i in $(seq 50); do tm has-session -t chat 2>/dev/null || break; sleep 0.1; done
 ! tm has-session -t chat 2>/dev/null
+
+# --- the sanitizer build over a pipe: turns, /reset, a system message, shown thinking
+printf 'hello\nand again\n/reset\nfresh start\n' |
+    "$DF_ASAN" chat --model "$t/tiny" --max-new 5 --stats --show-thinking --system "Be brief." >"$t/asan.out" 2>"$t/asan.err"
+cat "$t/asan.err"
+grep "^stats: turn" "$t/asan.err" >"$t/asan.turns"
+[ "$(wc -l <"$t/asan.turns")" -eq 3 ]
+sed -n 2p "$t/asan.turns" | grep -q "turn 2:.*(reused [1-9]"   # the second turn continued the first
+sed -n 3p "$t/asan.turns" | grep -q "turn 1:.*(reused 0 "      # /reset started over
+! grep -q Sanitizer "$t/asan.err"
 echo PASS

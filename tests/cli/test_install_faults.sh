@@ -53,4 +53,43 @@ grep -q "retrying" "$T/404.out" && fail "a 404 must not be retried"
 # HF_TOKEN is sent as a bearer token
 HF_TOKEN=hf_test123 "$DFI" setup --stream --root "$T/root.tok" >/dev/null 2>&1 || fail "setup with a token"
 grep -q "Bearer_hf_test123" "$FLOG" || fail "HF_TOKEN was not sent as a bearer token"
+
+# Hugging Face's shape: resolve URLs of shards redirect (302) to a CDN URL, and the SHA-256 is
+# published on the redirect; faults then hit the CDN's responses
+start_faults "$SRC" --redirect --publish-sha --faults "503@14,drop@20" --retry-after 1
+R="$T/root.redirect"
+K3_FETCH_RETRIES=3 "$DFI" setup --full --root "$R" >"$T/redirect.out" 2>&1 || { cat "$T/redirect.out"; fail "install through redirects"; }
+grep -q "SHA-256 of 5 shard(s) against the published hash" "$T/redirect.out" || { cat "$T/redirect.out"; fail "hashes published on the redirect were not verified"; }
+grep -q "^GET model-00001-of-000005.safetensors bytes=0-7 302" "$FLOG" || fail "no redirect happened"
+grep -q ":503" "$FLOG" && grep -q ":drop" "$FLOG" || fail "faults behind the redirect were not injected"
+grep -q "HTTP 503; retrying in 1.0 s" "$T/redirect.out" || { cat "$T/redirect.out"; fail "Retry-After was not honoured"; }
+check_install "$R" --full >/dev/null || fail "install through redirects differs from the source"
+# later requests for a shard go straight to the CDN URL (also when retrying): one redirect per shard
+redirects=$(grep -c " 302 " "$FLOG")
+[ "$redirects" -eq 5 ] || fail "$redirects redirects for 5 shards (redirect targets not reused)"
+stop_faults
+# a CDN URL that expired (403) sends the request back to the resolve URL, without using a retry
+start_faults "$SRC" --redirect --faults "forbid@14"
+K3_FETCH_RETRIES=0 "$DFI" setup --full --root "$T/root.expired" >"$T/expired.out" 2>&1 || { cat "$T/expired.out"; fail "expired CDN URL"; }
+grep -q ":forbid" "$FLOG" || fail "the expiry was not injected"
+check_install "$T/root.expired" --full >/dev/null || fail "install after an expired URL differs from the source"
+stop_faults
+
+# a shard that changed upstream between runs (same size, new bytes): the published SHA-256 differs
+# from the one recorded, so the rerun fetches that shard again and matches the new source
+R="$T/root.changed"
+start_faults "$SRC" --publish-sha
+"$DFI" setup --full --root "$R" >"$T/changed.1" 2>&1 || { cat "$T/changed.1"; fail "install before the change"; }
+stop_faults
+"$PYTHON" - "$SRC/model-00003-of-000005.safetensors" <<'PY'
+import os, sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(os.path.getsize(sys.argv[1]) - 100); b = f.read(1); f.seek(-1, 1); f.write(bytes([b[0] ^ 0xff]))
+PY
+start_faults "$SRC" --publish-sha
+"$DFI" setup --full --root "$R" >"$T/changed.2" 2>&1 || { cat "$T/changed.2"; fail "rerun after the change"; }
+grep -q "model-00003-of-000005.safetensors changed on the server" "$T/changed.2" || { cat "$T/changed.2"; fail "change not reported"; }
+check_install "$R" --full >/dev/null || fail "install differs from the changed source"
+[ "$(grep -c '^GET model-0000[1245].* 206' "$FLOG")" -eq 8 ] || fail "unchanged shards were fetched again"
+stop_faults
 echo ok

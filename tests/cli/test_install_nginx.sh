@@ -15,6 +15,18 @@ R="$T/root"
 grep -q "plan: streaming install" "$T/dry.out" || fail "dry run printed no plan"
 [ ! -e "$R" ] || fail "dry run created $R"
 
+# disk space: no flag picks full when it fits, else streaming (saying what full needs); too
+# little for either is refused before anything is written (reserve: 1% + 64 MiB)
+K3_DISK_FREE_BYTES=200000000 "$DF" setup --dry-run --root "$R" >"$T/d1.out" 2>&1 || fail "dry run (roomy disk)"
+grep -q "plan: full install" "$T/d1.out" || { cat "$T/d1.out"; fail "a roomy disk should get a full install"; }
+K3_DISK_FREE_BYTES=85000000 "$DF" setup --dry-run --root "$R" >"$T/d2.out" 2>&1 || fail "dry run (small disk)"
+grep -q "a full install needs 20.82 MB more (20.82 MB in all) and 67.32 MB kept free, but 85.00 MB is free: installing in streaming mode" "$T/d2.out" \
+    || { cat "$T/d2.out"; fail "small disk: no streaming fallback message"; }
+grep -q "plan: streaming install" "$T/d2.out" || fail "small disk should get a streaming install"
+K3_DISK_FREE_BYTES=85000000 "$DF" setup --full --root "$R" >"$T/d3.out" 2>&1 && fail "--full on a small disk must fail"
+grep -q "21.39 MB to fetch and 67.32 MB to keep free, but only 85.00 MB free" "$T/d3.out" || { cat "$T/d3.out"; fail "disk-space message"; }
+[ ! -e "$R/model-00001-of-000005.safetensors" ] || fail "a refused install wrote a shard"
+
 # streaming install: headers + spine
 "$DF" setup --stream --root "$R" >"$T/setup.out" 2>&1 || { cat "$T/setup.out"; fail "setup --stream failed"; }
 grep -q "experts 0 of 288 local (streaming install)" "$T/setup.out" || { cat "$T/setup.out"; fail "streaming summary"; }
@@ -75,9 +87,31 @@ before=$(wc -l <"$DF_TEST_TMP/nginx/access.log")
 "$(dirname "$DF")/bench/bench_expert_fetch" "$R2" 40 8 --dup >"$T/ondemand.out" || { cat "$T/ondemand.out"; fail "on-demand fetch"; }
 after=$(wc -l <"$DF_TEST_TMP/nginx/access.log")
 grep -q "experts=40 requests=80 .* not_recorded=0" "$T/ondemand.out" || { cat "$T/ondemand.out"; fail "on-demand summary"; }
+grep -q "streaming install: 40 of 288 experts local (13.9%).*deltafin fetch --root $R2" "$T/ondemand.out" \
+    || { cat "$T/ondemand.out"; fail "start-up reminder"; }
 [ $((after - before)) -eq 40 ] || fail "on-demand: $((after - before)) requests for 40 experts"
 check_install "$R2" >/dev/null || fail "on-demand fetch wrote bytes that differ from the source"
 "$DF" doctor --root "$R2" | grep -q "experts 40 of 288" || fail "doctor after on-demand fetches"
+
+# run time, on demand: a fresh streaming install runs logits directly; the engine fetches exactly
+# the experts the tokens route to (through both stores), results are identical to the source,
+# and without network access a missing expert is an error, never zeros
+for store in mapped stream; do
+    R3="$T/root3-$store"
+    "$DF" setup --stream --root "$R3" >/dev/null 2>&1 || fail "streaming install for on-demand"
+    if K3_OFFLINE=1 K3_STORE=$store "$DF" logits --model "$R3" --tokens "$TOKENS" --out "$T/off.f32" 2>"$T/off.err"; then
+        fail "offline logits on a streaming install must fail"
+    fi
+    grep -q "not installed\|could not be fetched\|does not hold" "$T/off.err" || { cat "$T/off.err"; fail "offline: unclear error"; }
+    before=$(wc -l <"$DF_TEST_TMP/nginx/access.log")
+    K3_STORE=$store "$DF" logits --model "$R3" --tokens "$TOKENS" --out "$T/od.f32" 2>"$T/od.err" || { cat "$T/od.err"; fail "on-demand logits ($store)"; }
+    after=$(wc -l <"$DF_TEST_TMP/nginx/access.log")
+    cmp "$T/od.f32" "$T/source.f32" || fail "on-demand logits ($store) differ from the source's"
+    "$DF" doctor --root "$R3" | grep -q "experts $NEED of 288" || fail "on-demand ($store): expected exactly $NEED experts local"
+    [ $((after - before)) -le "$NEED" ] || fail "on-demand ($store): $((after - before)) requests for $NEED experts"
+    check_install "$R3" >/dev/null || fail "on-demand ($store) wrote bytes that differ from the source"
+    echo "on-demand ($store): $NEED experts fetched in $((after - before)) requests; logits identical to the source"
+done
 
 # some layers, then everything
 "$DF" fetch --root "$R" --layers 2-3,5 >"$T/fetch1.out" 2>&1 || { cat "$T/fetch1.out"; fail "fetch --layers"; }

@@ -45,6 +45,13 @@ grep -q "prefetch [1-9][0-9]* started" "$t/s.err" || fail "no prefetch under a m
 check all-streamed-lfu-noprefetch-buffered "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_CACHE_POLICY=lfu K3_PREFETCH=0 K3_DIRECT=0
 grep -q "buffered" "$t/s.err" || fail "K3_DIRECT=0 not applied"
 check all-streamed-one-io-thread "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_IO_THREADS=1
+# Peak RSS stays under the budget (the budget covers the process, not only the weights).
+if [ -x /usr/bin/time ]; then
+    K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 /usr/bin/time -v "$DF" run --model "$m" --tokens "$prompt" --max-new 24 \
+        >/dev/null 2>"$t/time.err"
+    rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$t/time.err")
+    awk -v r="$rss" -v b="$tight" 'BEGIN { exit !(r * 1024 < b * 1e9) }' || fail "peak RSS $rss kB over the $tight GB budget"
+fi
 check asan-all-streamed "$DF_ASAN" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_THREADS=2
 
 # Router traces: one line per position, the same selections as the mapped path.

@@ -12,7 +12,11 @@ misbehaves on chosen range requests to .safetensors files (counted from 1 in arr
     stall    send half the body, then stop sending (the client must time out)
     resize   report the file one MiB larger in Content-Range (the file "changed" upstream)
     corrupt  flip one byte of the body (only a published hash can catch it)
+    forbid   answer 403, as a CDN does for an expired signed URL
   --publish-sha   send X-Linked-ETag: "<sha256>" for shards, as Hugging Face does for LFS files
+  --retry-after S send Retry-After: S with 503 answers
+  --redirect      answer /resolve/ URLs of shards with 302 to /cdn/FILE, as Hugging Face does for LFS
+                  files (the X-Linked-ETag then rides on the 302, not on the file's response)
   --delay-ms N    wait N ms before answering each shard range request (to slow an install down)
   --log FILE      one line per request: "METHOD FILE RANGE STATUS AUTHORIZATION"
 The port it listens on is written to --port-file once it accepts connections.
@@ -55,6 +59,7 @@ def sha_of(path):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as separate writes
 
     def log_message(self, *a):
         pass
@@ -65,8 +70,10 @@ class Handler(BaseHTTPRequestHandler):
                 auth = (self.headers.get("Authorization") or "-").replace(" ", "_")
                 f.write(f"{self.command} {name} {rng or '-'} {status} {auth}\n")
 
-    def simple(self, status, body=b""):
+    def simple(self, status, body=b"", retry_after=None):
         self.send_response(status)
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD":
@@ -83,6 +90,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         prefix = "/" + ARGS.path + "/resolve/" + ARGS.revision + "/"
+        cdn = self.path.startswith("/cdn/")
+        if cdn:
+            prefix = "/cdn/"
         if not self.path.startswith(prefix) or "/" in self.path[len(prefix):] or ".." in self.path:
             self.log(self.path, None, 404)
             return self.simple(404, b"not found\n")
@@ -91,6 +101,14 @@ class Handler(BaseHTTPRequestHandler):
         if not os.path.isfile(path):
             self.log(name, None, 404)
             return self.simple(404, b"Entry not found\n")
+        if ARGS.redirect and not cdn and name.endswith(".safetensors"):
+            self.log(name, self.headers.get("Range"), 302)
+            self.send_response(302)
+            self.send_header("Location", "/cdn/" + name)
+            self.extra_headers(name, path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         size = os.path.getsize(path)
         rng = self.headers.get("Range")
         fault = None
@@ -117,7 +135,10 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(ARGS.delay_ms / 1000)
         if fault in ("500", "503"):
             self.log(name, rng, fault + ":" + fault)
-            return self.simple(int(fault), b"try again\n")
+            return self.simple(int(fault), b"try again\n", ARGS.retry_after if fault == "503" else None)
+        if fault == "forbid":
+            self.log(name, rng, "403:forbid")
+            return self.simple(403, b"Request has expired\n")
         n = b - a + 1
         total = size + (1 << 20 if fault == "resize" else 0)
         self.log(name, rng, 206 if not fault else "206:" + fault)
@@ -129,7 +150,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_file(path, a, n - 1 if fault == "badlen" else n, fault)
 
     def extra_headers(self, name, path):
-        if ARGS.publish_sha and name.endswith(".safetensors"):
+        if ARGS.publish_sha and name.endswith(".safetensors") and not (ARGS.redirect and self.path.startswith("/cdn/")):
             self.send_header("X-Linked-ETag", '"' + sha_of(path) + '"')
 
     def send_file(self, path, off, n, fault):
@@ -162,6 +183,8 @@ def main():
     p.add_argument("--revision", default="main")
     p.add_argument("--faults", default="")
     p.add_argument("--publish-sha", action="store_true")
+    p.add_argument("--redirect", action="store_true")
+    p.add_argument("--retry-after", type=int, help="Retry-After seconds sent with 503")
     p.add_argument("--stall-s", type=float, default=20)
     p.add_argument("--delay-ms", type=float, default=0)
     p.add_argument("--log")

@@ -8,6 +8,7 @@
 #include "fetch/manifest.h"
 #include "fetch/sha256.h"
 #include "fetch/source.h"
+#include "fetch/trace.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
@@ -61,11 +62,13 @@ static void test_manifest_roundtrip(void) {
     int reset;
     int a = manifest_entry(&m, "model-00001-of-000002.safetensors", 1000, "", 0, &reset);
     manifest_add_written(&m, a, 100, 200);
-    CHECK(!manifest_has(&m, a, 100, 200)); /* written is not yet recorded */
+    CHECK(!manifest_has_durable(&m, a, 100, 200)); /* written is usable, not yet recorded */
+    CHECK(manifest_has(&m, a, 100, 200) && !manifest_has(&m, a, 100, 201));
+    CHECK(manifest_present_bytes(&m, a) == 0);
     manifest_add_written(&m, a, 0, 100);
     manifest_add_written(&m, a, 500, 600);
     CHECK(manifest_commit(&m) == 0);
-    CHECK(manifest_has(&m, a, 0, 200) && manifest_has(&m, a, 150, 160) && !manifest_has(&m, a, 150, 250));
+    CHECK(manifest_has_durable(&m, a, 0, 200) && manifest_has(&m, a, 150, 160) && !manifest_has(&m, a, 150, 250));
     CHECK(manifest_present_bytes(&m, a) == 300);
     Range *miss = NULL;
     int n = 0, cap = 0;
@@ -147,6 +150,36 @@ static void test_source_validation(void) {
     free(u);
 }
 
+static int count_text(const char *text, uint64_t *counts, uint64_t *tokens) {
+    char *path = path_join(dir, "trace.jsonl");
+    int rc = file_write_atomic(path, text, strlen(text));
+    K3Config c = {.n_layers = 4, .first_dense = 1, .n_experts = 8};
+    memset(counts, 0, sizeof(uint64_t) * 32);
+    if (!rc) rc = router_trace_count(path, &c, counts, tokens);
+    unlink(path);
+    free(path);
+    return rc;
+}
+
+static void test_router_trace(void) {
+    uint64_t counts[32], tokens;
+    /* both spellings: a bare layer map, and store/trace.h's {"pos","layers"} */
+    CHECK(count_text("{\"1\":[3,5],\"3\":[7]}\n\n{\"pos\":1,\"layers\":{\"1\":[3],\"2\":[0]}}\n", counts, &tokens) == 0);
+    CHECK(tokens == 2 && counts[1 * 8 + 3] == 2 && counts[1 * 8 + 5] == 1 && counts[3 * 8 + 7] == 1 && counts[2 * 8 + 0] == 1);
+    uint64_t sum = 0;
+    for (int i = 0; i < 32; i++) sum += counts[i];
+    CHECK(sum == 5);
+    CHECK(count_text("{\"0\":[1]}\n", counts, &tokens) != 0);          /* dense layer */
+    CHECK(count_text("{\"4\":[1]}\n", counts, &tokens) != 0);          /* past the last layer */
+    CHECK(count_text("{\"1\":[8]}\n", counts, &tokens) != 0);          /* expert out of range */
+    CHECK(count_text("{\"1\":[-1]}\n", counts, &tokens) != 0);
+    CHECK(count_text("{\"1\":\"3\"}\n", counts, &tokens) != 0);        /* not a list */
+    CHECK(count_text("{\"x\":[1]}\n", counts, &tokens) != 0);
+    CHECK(count_text("[1,2]\n", counts, &tokens) != 0);
+    CHECK(count_text("{\"layers\":[1]}\n", counts, &tokens) != 0);
+    CHECK(strstr(df_errmsg(), ":1:") != NULL); /* names the line */
+}
+
 int main(void) {
     if (!mkdtemp(dir)) return 1;
     RUN(test_sha256_vectors);
@@ -154,6 +187,7 @@ int main(void) {
     RUN(test_manifest_roundtrip);
     RUN(test_manifest_rejects_malformed);
     RUN(test_source_validation);
+    RUN(test_router_trace);
     char *p = path_join(dir, MANIFEST_FILE);
     unlink(p);
     free(p);

@@ -1,6 +1,7 @@
 /* The matrix kernels against an fp64 dequantise-then-multiply reference, and the bit-identities
- * the engine relies on: any thread count, batched rows vs one row at a time, AVX2 vs portable,
- * and every format vs the F32 kernel on its dequantised weights. */
+ * the engine relies on: any thread count, batched rows vs one row at a time, every SIMD path vs
+ * the portable one, and every format vs the F32 kernel on its dequantised weights. Every test runs
+ * each implementation this CPU supports. */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -106,8 +107,11 @@ static int check_reference(const Case *k, const float *Y) {
     return bad;
 }
 
-static int n_isas(void) { return kern_avx2_available() ? 2 : 1; }
-static KernIsa isa_at(int i) { return i == 0 ? KERN_PORTABLE : KERN_AVX2; }
+/* The implementations this CPU runs, portable first. */
+static KernIsa isas[KERN_N_ISA];
+static int n_isa;
+static int n_isas(void) { return n_isa; }
+static KernIsa isa_at(int i) { return isas[i]; }
 
 static const int odd_cols[] = {1, 5, 15, 16, 17, 31, 33, 100, 255, 301};
 static const int mx_cols[] = {32, 64, 96, 160, 544};
@@ -174,20 +178,22 @@ static void results_do_not_depend_on_thread_count(void) {
     for (int p = 1; p < 4; p++) pool_destroy(pools[p]);
 }
 
-static void avx2_and_portable_paths_agree_bitwise(void) {
-    if (!kern_avx2_available()) {
-        printf("     (no AVX2+FMA on this CPU: only the portable path ran)\n");
-        return;
-    }
+static void simd_and_portable_paths_agree_bitwise(void) {
+    for (int i = 0; i < KERN_N_ISA; i++)
+        if (!kern_isa_available((KernIsa)i)) printf("     (this CPU cannot run %s: not tested)\n", kern_isa_name((KernIsa)i));
     for (int f = 0; f < 3; f++)
         for (int s = 0; s < 6; s++) {
             Case k;
             int cols = f == FMT_MXFP4 ? 32 * (1 + 3 * s) : 1 + 37 * s;
             case_make(&k, (Fmt)f, 9 + 4 * s, cols, 1 + s, 3000 + 10 * f + s);
-            float *Yp = run_new(&k, KERN_PORTABLE, NULL), *Ya = run_new(&k, KERN_AVX2, NULL);
-            CHECK_MSG(!memcmp(Yp, Ya, sizeof(float) * (size_t)k.T * k.rows), "%s %dx%d T=%d", fmt_name[f], k.rows,
-                      k.cols, k.T);
-            free(Yp), free(Ya);
+            float *Yp = run_new(&k, KERN_PORTABLE, NULL);
+            for (int i = 1; i < n_isas(); i++) {
+                float *Ys = run_new(&k, isa_at(i), NULL);
+                CHECK_MSG(!memcmp(Yp, Ys, sizeof(float) * (size_t)k.T * k.rows), "%s %s %dx%d T=%d",
+                          kern_isa_name(isa_at(i)), fmt_name[f], k.rows, k.cols, k.T);
+                free(Ys);
+            }
+            free(Yp);
             case_free(&k);
         }
 }
@@ -245,6 +251,13 @@ static void mxfp4_edge_scale_bytes(void) {
     }
 }
 
+static void e8m0_table_is_the_numfmt_scale(void) {
+    for (int s = 0; s < 256; s++) {
+        float want = mxfp4_scale((uint8_t)s), got = kern_e8m0_table.f[s];
+        CHECK_MSG(s == 255 ? isnan(got) : got == want, "scale byte %d: %g vs %g", s, got, want);
+    }
+}
+
 static void dot_f32_is_the_kernel_order(void) {
     for (int n = 0; n < 70; n += 7) {
         Case k;
@@ -287,12 +300,20 @@ static int child_isa(const char *setting, char *out, size_t n) {
 }
 
 static void k3_kernels_selects_the_path(void) {
-    char out[512];
-    CHECK(child_isa("portable", out, sizeof out) == 0 && !strcmp(out, "portable\n"));
-    CHECK(child_isa("auto", out, sizeof out) == 0);
-    CHECK(!strcmp(out, kern_avx2_available() ? "avx2-fma\n" : "portable\n"));
-    CHECK(child_isa("sse9", out, sizeof out) == 1 && strstr(out, "K3_KERNELS") && strstr(out, "sse9"));
-    if (kern_avx2_available()) CHECK(child_isa("avx2", out, sizeof out) == 0 && !strcmp(out, "avx2-fma\n"));
+    char out[512], want[64];
+    for (int i = 0; i < KERN_N_ISA; i++) {
+        const char *name = kern_isa_name((KernIsa)i);
+        int rc = child_isa(name, out, sizeof out);
+        snprintf(want, sizeof want, "%s\n", name);
+        if (kern_isa_available((KernIsa)i))
+            CHECK_MSG(rc == 0 && !strcmp(out, want), "K3_KERNELS=%s: rc %d, '%s'", name, rc, out);
+        else
+            CHECK_MSG(rc == 1 && strstr(out, "does not support"), "K3_KERNELS=%s: rc %d, '%s'", name, rc, out);
+    }
+    snprintf(want, sizeof want, "%s\n", kern_isa_name(isa_at(n_isas() - 1)));
+    CHECK(child_isa("auto", out, sizeof out) == 0 && !strcmp(out, want)); /* the widest available */
+    CHECK(child_isa("", out, sizeof out) == 0 && !strcmp(out, want));
+    CHECK(child_isa("sse9", out, sizeof out) == 1 && strstr(out, "deltafin: K3_KERNELS") && strstr(out, "sse9"));
 }
 
 int main(int argc, char **argv) {
@@ -300,13 +321,16 @@ int main(int argc, char **argv) {
         printf("%s\n", kern_isa());
         return 0;
     }
+    for (int i = 0; i < KERN_N_ISA; i++)
+        if (kern_isa_available((KernIsa)i)) isas[n_isa++] = (KernIsa)i;
     RUN(each_format_matches_fp64_reference_at_odd_shapes);
     RUN(batched_rows_equal_one_row_at_a_time);
     RUN(results_do_not_depend_on_thread_count);
-    RUN(avx2_and_portable_paths_agree_bitwise);
+    RUN(simd_and_portable_paths_agree_bitwise);
     RUN(formats_equal_f32_kernel_on_dequantised_weights);
     RUN(mxfp4_hand_computed_row);
     RUN(mxfp4_edge_scale_bytes);
+    RUN(e8m0_table_is_the_numfmt_scale);
     RUN(dot_f32_is_the_kernel_order);
     RUN(empty_shapes_write_nothing_or_zero);
     RUN(k3_kernels_selects_the_path);

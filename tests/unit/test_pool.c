@@ -29,6 +29,8 @@ static void count_task(void *ctx, int task) {
     }
 }
 
+static void mark_task(void *ctx, int task) { atomic_fetch_add(&((atomic_uchar *)ctx)[task], 1); }
+
 /* Runs n tasks and checks each ran once; returns how many the calling thread ran. */
 static int run_and_check(Pool *p, Count *c, int n) {
     for (int i = 0; i < MAX_TASKS; i++) atomic_store(&c->runs[i], 0);
@@ -74,6 +76,18 @@ static void many_short_runs_back_to_back(void) {
     Pool *p = pool_create(4);
     c.spin = 0;
     for (int rep = 0; rep < 20000; rep++) run_and_check(p, &c, 1 + rep % 9);
+    pool_destroy(p);
+}
+
+/* More tasks than one published word can count: the run is split, every index still runs once. */
+static void runs_larger_than_one_batch(void) {
+    enum { N = (1 << 21) + 5 };
+    static atomic_uchar seen[N];
+    Pool *p = pool_create(3);
+    pool_run(p, N, mark_task, seen);
+    int wrong = 0;
+    for (int i = 0; i < N; i++) wrong += atomic_load(&seen[i]) != 1;
+    CHECK_MSG(wrong == 0, "%d of %d indices ran a wrong number of times", wrong, N);
     pool_destroy(p);
 }
 
@@ -133,6 +147,7 @@ int main(int argc, char **argv) {
     RUN(every_task_runs_exactly_once_for_1_to_4_threads);
     RUN(the_caller_takes_part);
     RUN(many_short_runs_back_to_back);
+    RUN(runs_larger_than_one_batch);
     RUN(zero_threads_means_all_cores);
     RUN(k3_threads_accepts_only_positive_counts);
     return check_summary();

@@ -1,0 +1,59 @@
+#include "store/fetching.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+
+/* Fetches the missing ones among ids[0..n) of `layer` (ids may repeat). */
+static int fetch_missing(FetchingSource *fs, int layer, const int *ids, int n) {
+    int *layers = df_malloc(sizeof *layers * (size_t)(n ? n : 1)), *missing = df_malloc(sizeof *missing * (size_t)(n ? n : 1));
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        int dup = 0;
+        for (int j = 0; j < m && !dup; j++) dup = missing[j] == ids[i];
+        if (!dup && !installer_has_expert(fs->inst, layer, ids[i])) layers[m] = layer, missing[m++] = ids[i];
+    }
+    int rc = 0;
+    if (m > 0) {
+        FetchPlan plan = {0};
+        char what[64];
+        plan_experts(fs->inst, layers, missing, m, &plan);
+        snprintf(what, sizeof what, "fetching %d expert%s of layer %d", m, m == 1 ? "" : "s", layer);
+        rc = installer_run(fs->inst, &plan, what);
+        plan_free(&plan);
+        for (int i = 0; i < m && !rc; i++)
+            if (!installer_has_expert(fs->inst, layer, missing[i]))
+                rc = df_fail("expert %d of layer %d is not installed and could not be fetched", missing[i], layer);
+        if (rc) df_failctx("layer %d needs experts this install does not hold (deltafin fetch completes it)", layer);
+        else fs->fetched += (uint64_t)m;
+    }
+    free(layers), free(missing);
+    return rc;
+}
+
+static void fetching_route(ExpertSource *src, int layer, const int *sel, int T, int k) {
+    FetchingSource *fs = (FetchingSource *)src;
+    if (fetch_missing(fs, layer, sel, T * k)) fs->failed = 1; /* the acquire that follows reports it */
+    else if (fs->inner->route) fs->inner->route(fs->inner, layer, sel, T, k);
+}
+
+static int fetching_acquire(ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans) {
+    FetchingSource *fs = (FetchingSource *)src;
+    if (fs->failed) {
+        fs->failed = 0;
+        return -1;
+    }
+    if (fetch_missing(fs, layer, ids, n)) return -1;
+    return fs->inner->acquire(fs->inner, layer, ids, n, spans);
+}
+
+void fetching_wrap(FetchingSource *fs, ExpertSource *inner, Installer *inst) {
+    memset(fs, 0, sizeof *fs);
+    fs->src.acquire = fetching_acquire;
+    fs->src.route = fetching_route;
+    fs->src.max_batch = inner->max_batch;
+    fs->inner = inner;
+    fs->inst = inst;
+}
