@@ -64,7 +64,7 @@ int generate(Engine *e, State *st, const int *prompt, int n_prompt, const GenOpt
 void generate_print_stats(const Engine *e, const GenResult *r, FILE *f) {
     const ModelStats *s = model_stats(e->model);
     double per_tok = r->generated > 1 ? r->decode_s / (r->generated - 1) : 0;
-    fprintf(f, "stats: prompt %d tokens in %.3f s (%.2f tok/s) | generated %d tokens, %.3f s/token (%.2f tok/s)\n",
+    fprintf(f, "stats: prompt %d tokens in %.4f s (%.2f tok/s) | generated %d tokens, %.5f s/token (%.2f tok/s)\n",
             r->prompt_tokens, r->prefill_s, r->prefill_s > 0 ? r->prompt_tokens / r->prefill_s : 0, r->generated, per_tok,
             per_tok > 0 ? 1 / per_tok : 0);
     fprintf(f, "stats: phases over %llu positions: attention %.3f s, ffn %.3f s (expert wait %.3f s, experts %.3f s), "

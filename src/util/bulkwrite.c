@@ -2,12 +2,41 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "util/err.h"
 #include "util/fileio.h"
+
+/* Writes a full buffer; O_DIRECT refused at write time (some file systems accept it at open)
+ * means: continue buffered. */
+static int write_block(BulkWriter *w, const uint8_t *buf, size_t n) {
+    if (file_write_full(w->fd, buf, n, w->label) == 0) return 0;
+    if (!w->direct) return -1;
+    w->direct = 0;
+    if (fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_DIRECT) != 0) return df_fail("%s: fcntl: %s", w->label, strerror(errno));
+    return file_write_full(w->fd, buf, n, w->label);
+}
+
+static void *writer_main(void *arg) {
+    BulkWriter *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->pending && !w->stop) pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->pending) break;
+        const uint8_t *buf = w->buf[!w->cur]; /* the caller fills the other one meanwhile */
+        pthread_mutex_unlock(&w->mu);
+        int rc = write_block(w, buf, BULK_BUF);
+        pthread_mutex_lock(&w->mu);
+        if (rc && !w->failed) w->failed = 1, snprintf(w->err, sizeof w->err, "%s", df_errmsg());
+        w->pending = 0;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
 
 int bulk_open(BulkWriter *w, const char *path) {
     memset(w, 0, sizeof *w);
@@ -16,29 +45,43 @@ int bulk_open(BulkWriter *w, const char *path) {
     w->direct = w->fd >= 0;
     if (w->fd < 0 && errno == EINVAL) w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) return df_fail("%s: cannot create: %s", path, strerror(errno));
-    w->buf = df_aligned_alloc(4096, BULK_BUF);
+    w->buf[0] = df_aligned_alloc(4096, BULK_BUF);
+    w->buf[1] = df_aligned_alloc(4096, BULK_BUF);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->thread, NULL, writer_main, w) != 0) df_die("cannot start a writer thread");
     return 0;
 }
 
-static int flush_full(BulkWriter *w) {
-    if (file_write_full(w->fd, w->buf, w->used, w->label) == 0) return w->used = 0, 0;
-    if (!w->direct) return -1;
-    /* some file systems accept O_DIRECT at open but not on write: continue buffered */
-    w->direct = 0;
-    if (fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_DIRECT) != 0) return df_fail("%s: fcntl: %s", w->label, strerror(errno));
-    if (file_write_full(w->fd, w->buf, w->used, w->label)) return -1;
+/* Waits until the writer is idle; returns -1 with its message if a write failed. */
+static int wait_writer(BulkWriter *w) {
+    pthread_mutex_lock(&w->mu);
+    while (w->pending) pthread_cond_wait(&w->cv, &w->mu);
+    int failed = w->failed;
+    pthread_mutex_unlock(&w->mu);
+    return failed ? df_fail("%s", w->err) : 0;
+}
+
+/* Hands the full current buffer to the writer and switches to the other. */
+static int hand_over(BulkWriter *w) {
+    if (wait_writer(w)) return -1;
+    pthread_mutex_lock(&w->mu);
+    w->cur = !w->cur;
+    w->pending = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
     w->used = 0;
     return 0;
 }
 
 uint8_t *bulk_reserve(BulkWriter *w, size_t *avail) {
     *avail = BULK_BUF - w->used;
-    return w->buf + w->used;
+    return w->buf[w->cur] + w->used;
 }
 
 int bulk_commit(BulkWriter *w, size_t n) {
     w->used += n;
-    return w->used == BULK_BUF ? flush_full(w) : 0;
+    return w->used == BULK_BUF ? hand_over(w) : 0;
 }
 
 int bulk_write(BulkWriter *w, const void *data, size_t n) {
@@ -54,17 +97,29 @@ int bulk_write(BulkWriter *w, const void *data, size_t n) {
     return 0;
 }
 
+static void stop_writer(BulkWriter *w) {
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
 int bulk_close(BulkWriter *w) {
-    int rc = 0;
+    int rc = wait_writer(w);
+    stop_writer(w);
+    const uint8_t *buf = w->buf[w->cur];
     size_t aligned = w->direct ? w->used & ~(size_t)4095 : w->used;
-    if (aligned) rc = file_write_full(w->fd, w->buf, aligned, w->label);
+    if (!rc && aligned) rc = write_block(w, buf, aligned);
     if (!rc && w->used > aligned) { /* the unaligned tail goes through the page cache */
         if (fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_DIRECT) != 0) rc = df_fail("%s: fcntl: %s", w->label, strerror(errno));
-        if (!rc) rc = file_write_full(w->fd, w->buf + aligned, w->used - aligned, w->label);
+        if (!rc) rc = file_write_full(w->fd, buf + aligned, w->used - aligned, w->label);
     }
     if (!rc && fsync(w->fd) != 0) rc = df_fail("%s: fsync failed: %s", w->label, strerror(errno));
     if (close(w->fd) != 0 && !rc) rc = df_fail("%s: close failed: %s", w->label, strerror(errno));
-    free(w->buf);
-    w->buf = NULL;
+    free(w->buf[0]), free(w->buf[1]);
+    w->buf[0] = w->buf[1] = NULL;
     return rc;
 }

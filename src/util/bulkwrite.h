@@ -1,24 +1,36 @@
 /* bulkwrite.h - sequential writing of large files at disk speed.
  *
- * Data is gathered in an aligned staging buffer and written with O_DIRECT in large blocks, so
- * tens of gigabytes go to disk without being copied through (and evicting) the page cache. The
- * unaligned tail is written after O_DIRECT is switched off. Where the file system refuses
- * O_DIRECT (tmpfs, some overlays) it falls back to ordinary buffered writes. */
+ * Data is gathered in aligned staging buffers and written with O_DIRECT in large blocks, so tens
+ * of gigabytes go to disk without being copied through (and evicting) the page cache. Two
+ * buffers alternate: while a background thread writes a full one, the caller fills the other, so
+ * producing the bytes and writing them overlap. The unaligned tail is written after O_DIRECT is
+ * switched off. Where the file system refuses O_DIRECT (tmpfs, some overlays) it falls back to
+ * ordinary buffered writes. */
 #ifndef DF_BULKWRITE_H
 #define DF_BULKWRITE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#define BULK_BUF (16u << 20)
 
 typedef struct {
     int fd;
     int direct;
-    uint8_t *buf;       /* staging buffer, BULK_BUF bytes, 4096-aligned */
+    uint8_t *buf[2];     /* staging buffers, BULK_BUF bytes each, 4096-aligned */
+    int cur;             /* the one being filled */
     size_t used;
-    const char *label;  /* file name for messages (borrowed) */
+    const char *label;   /* file name for messages (borrowed) */
+    /* the writer thread's hand-over: one full buffer at a time */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending;         /* a full buffer waits for / is in the writer */
+    int stop;
+    int failed;
+    char err[512];
 } BulkWriter;
-
-#define BULK_BUF (16u << 20)
 
 /* Creates/truncates path. */
 int bulk_open(BulkWriter *w, const char *path);
