@@ -15,10 +15,21 @@ typedef struct {
 static const Command commands[] = {DF_COMMANDS(DF_ENTRY)};
 #undef DF_ENTRY
 
+/* A command's C name spells '-' as '_' (convert_spine is typed convert-spine). */
+static int name_is(const char *name, const char *typed) {
+    for (; *name && *typed; name++, typed++)
+        if (*typed != (*name == '_' ? '-' : *name)) return 0;
+    return !*name && !*typed;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: deltafin COMMAND [options]   (deltafin COMMAND --help for options)\n\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char typed[32];
+        snprintf(typed, sizeof typed, "%s", commands[i].name);
+        for (char *p = typed; *p; p++) *p = *p == '_' ? '-' : *p;
+        fprintf(f, "  %-14s %s\n", typed, commands[i].summary);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -27,7 +38,7 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (name_is(commands[i].name, argv[1])) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "deltafin: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

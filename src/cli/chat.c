@@ -260,7 +260,7 @@ int cmd_chat(int argc, char **argv) {
     if (engine_open(&c.e, model)) df_die("%s", df_errmsg());
     engine_print_settings(&c.e, stderr);
     if (!(c.tok = tok_load(c.e.cat.dir))) df_die("%s", df_errmsg());
-    session_init(&c.s, &c.e);
+    if (session_init(&c.s, &c.e)) df_die("%s", df_errmsg());
     c.xo = (XtmlOptions)XTML_OPTIONS_DEFAULT;
     c.xo.effort = effort;
     c.tty = isatty(STDOUT_FILENO);

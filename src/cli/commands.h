@@ -10,6 +10,7 @@
     X(logits, "write fp32 logits [T, vocab] of a token sequence")                        \
     X(run, "generate greedily from a prompt")                                            \
     X(nll, "average negative log-likelihood of a token sequence")                         \
+    X(convert_spine, "write the int8 spine beside a checkpoint (K3_SPINE=int8, lossy)")    \
     X(tokenize, "print the token ids of text on stdin or of a rendered chat")            \
     X(detokenize, "print the text of token ids read on stdin")                          \
     X(setup, "install K3 from Hugging Face or a mirror (full or streaming)")             \

@@ -29,6 +29,49 @@ static int context_from_env(int *out) {
     return 0;
 }
 
+/* K3_MOE_TOP_K=N: route each token to its N best experts only (renormalised over them). */
+static int top_k_from_env(Engine *e) {
+    const char *v = getenv("K3_MOE_TOP_K");
+    K3Config *c = &e->cat.cfg;
+    e->top_k_full = c->top_k;
+    if (!v || !*v) return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < 1 || n > c->top_k)
+        return df_fail("K3_MOE_TOP_K: '%s' is not an expert count in 1..%d (the model's num_experts_per_token)", v,
+                       c->top_k);
+    c->top_k = (int)n;
+    return 0;
+}
+
+/* K3_SPINE=auto|int8|bf16: auto takes the int8 spine when convert-spine has written all of it
+ * and the spine is mapped; the streamed spine reads only BF16 (int8 is refused there). */
+static int spine_from_env(Engine *e, TensorBytesFn bytes, void *provider) {
+    const char *v = getenv("K3_SPINE");
+    if (!v || !*v) v = "auto";
+    if (strcmp(v, "auto") && strcmp(v, "int8") && strcmp(v, "bf16"))
+        return df_fail("K3_SPINE: '%s' is not one of auto, int8, bf16", v);
+    if (!strcmp(v, "bf16")) return 0;
+    int done, total;
+    if (i8spine_converted(&e->cat, &done, &total)) return -1;
+    int full = total > 0 && done == total;
+    if (!strcmp(v, "auto") && (!full || e->streaming)) {
+        e->i8_unused = full;
+        return 0;
+    }
+    if (e->streaming)
+        return df_fail("K3_SPINE=int8 is not supported with the streamed spine (K3_STORE=stream): use K3_STORE=mapped, "
+                       "or K3_SPINE=bf16");
+    if (!full)
+        return df_fail("K3_SPINE=int8: %d of %d spine tensors are converted in %s/%s: "
+                       "run deltafin convert-spine --model %s",
+                       done, total, e->cat.dir, I8SPINE_SUBDIR, e->cat.dir);
+    if (i8spine_open(&e->i8, &e->cat)) return -1;
+    e->spine_int8 = 1;
+    return model_override_mats(e->model, bytes, provider, i8spine_mat, &e->i8);
+}
+
 /* A streaming install (made by setup --stream) may lack experts, never the spine. K3_OFFLINE=1
  * forbids fetching: a missing expert is then an error. */
 static int attach_install(Engine *e) {
@@ -80,6 +123,7 @@ int engine_open(Engine *e, const char *dir) {
     if (!dir || !*dir) dir = ".";
     if (model_a_log_mode_from_env(&e->a_log) || context_from_env(&e->max_context)) return -1;
     if (catalog_open(&e->cat, dir)) return -1;
+    if (top_k_from_env(e)) return engine_close(e), -1;
     if (open_store(e)) return engine_close(e), -1;
     e->pool = pool_create(pool_threads_from_env());
     e->threads = pool_threads(e->pool);
@@ -89,6 +133,7 @@ int engine_open(Engine *e, const char *dir) {
         engine_close(e);
         return -1;
     }
+    if (spine_from_env(e, bytes, provider)) return engine_close(e), -1;
     if (e->streaming) {
         model_set_spine(e->model, &e->stream.spine.src);
         stream_end_load(&e->stream);
@@ -105,6 +150,7 @@ void engine_close(Engine *e) {
     if (e->pool) pool_destroy(e->pool);
     if (trace_close(&e->trace)) fprintf(stderr, "deltafin: %s\n", df_errmsg());
     if (e->store.base) mapped_close(&e->store);
+    i8spine_close(&e->i8);
     if (e->streaming) stream_close(&e->stream);
     installer_close(e->inst);
     if (e->cat.dir) catalog_free(&e->cat);
@@ -115,10 +161,15 @@ void engine_print_settings(const Engine *e, FILE *f) {
     const K3Config *c = &e->cat.cfg;
     uint64_t total = (uint64_t)(c->n_layers - c->first_dense) * (uint64_t)c->n_experts, local = total;
     if (e->inst) installer_expert_counts(e->inst, &local, &total);
+    char topk[64] = "";
+    if (c->top_k != e->top_k_full)
+        snprintf(topk, sizeof topk, " | experts top-%d of %d (lossy)", c->top_k, e->top_k_full);
     fprintf(f, "deltafin: model %s (%d layers, %d experts, top-%d) | device cpu (%s kernels) | threads %d | "
-               "spine bf16 (exact) | experts local %llu/%llu (%s) | context %d | A_log %s | fp32 greedy\n",
-            e->cat.dir, c->n_layers, c->n_experts, c->top_k, kern_isa(), e->threads, (unsigned long long)local,
-            (unsigned long long)total, e->streaming ? "streamed" : "mapped", e->max_context,
+               "spine %s%s | experts local %llu/%llu (%s)%s | context %d | A_log %s | fp32 greedy\n",
+            e->cat.dir, c->n_layers, c->n_experts, e->top_k_full, kern_isa(), e->threads,
+            e->spine_int8 ? "int8 (lossy)" : "bf16 (exact)",
+            e->i8_unused ? "; int8 files unused: streamed spine" : "", (unsigned long long)local,
+            (unsigned long long)total, e->streaming ? "streamed" : "mapped", topk, e->max_context,
             e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)");
     if (e->streaming) stream_print_plan(&e->stream, f);
     if (e->inst) {

@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "fetch/installer.h"
 #include "store/fetching.h"
+#include "store/i8spine.h"
 #include "store/mapped.h"
 #include "store/stream.h"
 #include "store/trace.h"
@@ -32,6 +33,10 @@ typedef struct {
     int threads;
     int max_context;
     ALogMode a_log;
+    I8Spine i8;              /* K3_SPINE: mapped int8 spine when spine_int8 */
+    int spine_int8;          /* 1: the spine matrices are the lossy int8 ones */
+    int i8_unused;           /* converted, but auto kept bf16 (streamed spine) */
+    int top_k_full;          /* the checkpoint's experts per token; cat.cfg.top_k is K3_MOE_TOP_K's */
 } Engine;
 
 /* dir NULL: $DELTAFIN_ROOT, else the current directory. Fails with a message. */

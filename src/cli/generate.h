@@ -6,6 +6,7 @@
 #define DF_GENERATE_H
 
 #include "cli/engine.h"
+#include "cli/spec.h"
 
 /* Called with each generated token; return nonzero to stop. */
 typedef int (*TokenFn)(void *ctx, int token);
@@ -14,17 +15,21 @@ typedef struct {
     int max_new;       /* stop after this many tokens */
     int stop_token;    /* stop (without emitting) at this id; -1 for none */
     int chunk;         /* prefill chunk */
+    DraftFn draft;     /* NULL: n-gram drafts from the text so far */
+    void *draft_ctx;
 } GenOptions;
 
 typedef struct {
     int prompt_tokens, generated;
     double prefill_s, decode_s;
     int interrupted, hit_stop, hit_context;
+    Spec spec;         /* speculation's counts (K3_SPEC) */
 } GenResult;
 
 void generate_install_sigint(void);
 int generate_interrupted(void);
-/* Prefills prompt into st (continuing its state) and decodes greedily. */
+/* Prefills prompt into st (continuing its state) and decodes greedily, speculating with n-gram
+ * drafts unless K3_SPEC=0: the tokens, and the state left behind, are the same either way. */
 int generate(Engine *e, State *st, const int *prompt, int n_prompt, const GenOptions *opt, TokenFn fn, void *ctx,
              GenResult *res);
 /* --stats: tokens/s, s/token and the per-phase breakdown. */

@@ -43,6 +43,7 @@ int cmd_nll(int argc, char **argv) {
     if (!file == !text) df_die("nll: give exactly one of --tokens-file and --text");
     Engine e;
     if (engine_open(&e, model)) df_die("%s", df_errmsg());
+    engine_print_settings(&e, stderr); /* says which lossy modes (int8 spine, top-k) are on */
     const int V = e.cat.cfg.vocab;
     int *ids;
     int n = file ? read_token_file(file, &ids, V) : read_text_tokens(&e, text, &ids);

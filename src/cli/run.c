@@ -115,7 +115,7 @@ int cmd_run(int argc, char **argv) {
     if (max_new < 0) max_new = chat ? e.max_context : 256;
     generate_install_sigint();
     State *st = state_create(e.model);
-    GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, (int)chunk};
+    GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, (int)chunk, NULL, NULL};
     GenResult res;
     int rc = generate(&e, st, ids, n, &opt, print_token, &pr, &res);
     finish_output(&pr);

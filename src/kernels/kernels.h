@@ -24,6 +24,9 @@ void kern_matmul_f32(Pool *pool, float *Y, const float *W, const float *X, int T
 /* packed: [rows][cols/2] E2M1 nibbles, scales: [rows][cols/32] E8M0; cols % 32 == 0. */
 void kern_matmul_mxfp4(Pool *pool, float *Y, const uint8_t *packed, const uint8_t *scales,
                        const float *X, int T, int rows, int cols);
+/* W: int8 [rows][cols], scales: fp32 [rows]; weight = (float)W[r][c] * scales[r] (kern_i8row.c). */
+void kern_matmul_i8row(Pool *pool, float *Y, const int8_t *W, const float *scales, const float *X, int T, int rows,
+                       int cols);
 
 /* Dot product with the kernels' reduction order (for small ops that must match the kernels). */
 float kern_dot_f32(const float *a, const float *b, int n);

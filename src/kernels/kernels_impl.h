@@ -7,7 +7,7 @@
  *   order with one fused multiply-add each, starting from +0. The lanes are then summed by a fixed
  *   tree: s8[i] = a[i] + a[i+8], s4[i] = s8[i] + s8[i+4], s2[i] = s4[i] + s4[i+2], y = s2[0] + s2[1].
  *   The weight w[c] is the exact fp32 expansion of the stored value (BF16 by a shift; MXFP4 as
- *   E2M1[code] * 2^(scale-127), an exact product), so each format computes bit-for-bit what the F32
+ *   E2M1[code] * 2^(scale-127), an exact product; I8ROW as one fp32 multiply q * row_scale), so each format computes bit-for-bit what the F32
  *   kernel computes on the dequantised matrix.
  * The AVX-512 path holds the 16 lanes in one zmm register, the AVX2 path in two ymm registers, the
  * portable path in a float[16] with fmaf(); fused multiply-add is correctly rounded everywhere, so
@@ -156,6 +156,8 @@ void kern_matmul_f32_isa(KernIsa isa, Pool *pool, float *Y, const float *W, cons
                          int cols);
 void kern_matmul_mxfp4_isa(KernIsa isa, Pool *pool, float *Y, const uint8_t *packed, const uint8_t *scales,
                            const float *X, int T, int rows, int cols);
+void kern_matmul_i8row_isa(KernIsa isa, Pool *pool, float *Y, const int8_t *W, const float *scales, const float *X,
+                           int T, int rows, int cols);
 float kern_dot_f32_isa(KernIsa isa, const float *a, const float *b, int n);
 
 /* E8M0 scale byte s -> 2^(s-127) as a float: 0 -> 2^-127 (subnormal), 255 -> NaN. A table so the

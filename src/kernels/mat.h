@@ -15,6 +15,7 @@ typedef enum {
     WF_BF16,  /* data: uint16 [rows][cols] */
     WF_F32,   /* data: float  [rows][cols] */
     WF_MXFP4, /* data: E2M1 nibbles [rows][cols/2], aux: E8M0 scales [rows][cols/32] */
+    WF_I8ROW, /* data: int8 [rows][cols], aux: fp32 scale [rows]; weight = (float)q * scale (lossy spine) */
 } WeightFormat;
 
 typedef struct {

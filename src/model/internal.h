@@ -10,6 +10,12 @@ typedef struct {
     float *S;       /* KDA: [heads][head_dim (key)][head_dim (value)] */
     float *keys;    /* MLA: [cap][heads][qk_nope + qk_rope] */
     float *values;  /* MLA: [cap][heads][v_head] */
+    /* KDA, during a verification (allocated at the first one): what replaying a prefix of the
+     * rows needs; see kda_commit */
+    float *v_S;     /* S before the verify pass */
+    float *v_conv;  /* conv windows before the verify pass */
+    float *v_raw;   /* [3][MODEL_MAX_VERIFY][width] raw conv inputs per row */
+    float *v_step;  /* [MODEL_MAX_VERIFY][3 * width + heads]: normalised k, v, decay, beta per row */
 } LayerState;
 
 struct State {
@@ -17,6 +23,7 @@ struct State {
     LayerState *layers;
     int len;        /* positions consumed */
     int cap;        /* MLA cache capacity in positions */
+    int verify_rows; /* rows of a pending verification, 0 when none */
 };
 
 /* Scratch for one chunk, sized for MODEL_MAX_CHUNK rows; allocated once per model. */
@@ -26,6 +33,8 @@ typedef struct {
     /* MLA */ float *cq, *qf, *ckv, *kvf, *att, *scores;
     /* FFN */ float *h1, *h3, *router, *z, *eo, *y, *ex_in, *ex_h1, *ex_h3, *ex_out;
     int *sel;       /* [T][top_k] selected experts */
+    int *look_sel;  /* [T][top_k] router lookahead's guess at the next layer's selections */
+    float *look_w;  /* [T][top_k] (unused weights of the guess) */
     float *sel_w;   /* [T][top_k] their weights */
 } Scratch;
 
@@ -38,6 +47,8 @@ struct Model {
     Pool *pool;
     Scratch s;
     int max_context;
+    int look_layer; /* the layer look_sel guesses at, -1 for none */
+    int verifying;  /* the current forward records KDA replay data (model_forward_verify) */
     ModelStats stats;
 };
 
@@ -45,8 +56,17 @@ void kda_forward(Model *m, const LayerWeights *L, LayerState *st, const float *x
 void mla_forward(Model *m, const LayerWeights *L, LayerState *st, int base, const float *xn, int T, float *out);
 void mlp_forward(Model *m, const MlpWeights *w, int width, const float *u, int T, float *out);
 int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int T, float *out);
+/* Router lookahead, called once layer's selections (s->sel) are known: scores the guess made
+ * for this layer and guesses the next layer's from u (this layer's FFN input). */
+void lookahead(Model *m, int layer, const float *u, int T);
 /* Top-k over bias-corrected sigmoid scores; weights renormalised over the unbiased scores. */
 void moe_route(const float *logits, const float *bias, int n_experts, int k, int *ids, float *weights);
+
+/* Rolls a KDA layer back to the state after the first n rows of the verify pass (n < T). */
+void kda_commit(const Model *m, LayerState *st, int n);
+
+/* Allocates the KDA replay records of a State (once). */
+void state_prepare_verify(State *s);
 
 /* Ensures the MLA caches hold `need` positions (grows geometrically). */
 int state_reserve(State *s, int need);

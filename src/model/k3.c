@@ -46,14 +46,16 @@ static void scratch_alloc(Scratch *s, const K3Config *c, int max_context) {
     s->ex_h1 = rows_of(c->moe_inter), s->ex_h3 = rows_of(c->moe_inter);
     s->sel = df_calloc((size_t)MODEL_MAX_CHUNK * c->top_k, sizeof(int));
     s->sel_w = rows_of(c->top_k);
+    s->look_sel = df_calloc((size_t)MODEL_MAX_CHUNK * c->top_k, sizeof(int));
+    s->look_w = rows_of(c->top_k);
 }
 
 static void scratch_free(Scratch *s) {
     float *all[] = {s->P, s->anchors, s->x, s->xn, s->attn_out, s->ffn_out, s->q, s->k, s->v, s->g, s->fa,
                     s->f, s->beta_raw, s->o, s->cq, s->qf, s->ckv, s->kvf, s->att, s->scores, s->h1, s->h3,
-                    s->router, s->z, s->eo, s->y, s->ex_in, s->ex_h1, s->ex_h3, s->ex_out, s->sel_w};
+                    s->router, s->z, s->eo, s->y, s->ex_in, s->ex_h1, s->ex_h3, s->ex_out, s->sel_w, s->look_w};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
-    free(s->sel);
+    free(s->sel), free(s->look_sel);
 }
 
 int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *provider, ExpertSource *experts,
@@ -63,6 +65,7 @@ int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *pro
     m->cat = cat;
     m->experts = experts;
     m->pool = pool;
+    m->look_layer = -1;
     if (max_context < 1) max_context = 1;
     m->max_context = (int64_t)max_context > m->cfg.max_positions ? (int)m->cfg.max_positions : max_context;
     if (weights_bind(&m->w, cat, bytes, provider, mode)) {
@@ -82,6 +85,10 @@ void model_destroy(Model *m) {
 }
 
 void model_set_spine(Model *m, SpineSource *src) { m->spine = src; }
+
+int model_override_mats(Model *m, TensorBytesFn bytes, void *provider, MatOverrideFn fn, void *ctx) {
+    return weights_override_mats(&m->w, m->cat, bytes, provider, fn, ctx);
+}
 
 const K3Config *model_config(const Model *m) { return &m->cfg; }
 int model_max_context(const Model *m) { return m->max_context; }
@@ -190,7 +197,9 @@ static int acquire_spine_layer(Model *m, int l) {
 
 int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, int all_rows) {
     if (check_tokens(m, st, tokens, T)) return -1;
+    st->verify_rows = 0;
     embed(m, tokens, T);
+    m->look_layer = -1;
     int n_anchors = 0;
     for (int l = 0; l < m->cfg.n_layers; l++) {
         if (acquire_spine_layer(m, l)) return -1;
@@ -203,6 +212,16 @@ int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, 
     m->stats.positions += (uint64_t)T;
     m->stats.forwards++;
     return logits ? tail(m, n_anchors, T, all_rows ? 0 : T - 1, logits) : 0;
+}
+
+int model_forward_verify(Model *m, State *st, const int *tokens, int T, float *logits) {
+    if (T > MODEL_MAX_VERIFY) return df_fail("verify: %d rows (at most %d)", T, MODEL_MAX_VERIFY);
+    state_prepare_verify(st);
+    m->verifying = 1;
+    int rc = model_forward(m, st, tokens, T, logits, 1);
+    m->verifying = 0;
+    if (!rc) st->verify_rows = T;
+    return rc;
 }
 
 int model_argmax(const Model *m, const float *logits) { return op_argmax(logits, m->cfg.vocab); }

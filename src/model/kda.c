@@ -1,6 +1,12 @@
 /* kda.c - Kimi Delta Attention for T positions (k3-model.md 3.3 and 3.8). Projections run
  * batched over the chunk; the short convolution and the delta-rule recurrence run position by
- * position, one head per pool task (heads are independent, so the result is thread-count free). */
+ * position, one head per pool task (heads are independent, so the result is thread-count free).
+ *
+ * Verification (model_forward_verify) rolls back by replay rather than by a copy of the state
+ * after every row: the pass records the state before it and each row's recurrence inputs (raw
+ * conv inputs; normalised k, v, decay, beta), and kda_commit re-runs only the cheap sequential
+ * part over the kept rows. The same delta_step on the same inputs gives the same bits, and the
+ * record is a fraction of per-row state copies (one S per layer instead of one per row). */
 #include <math.h>
 #include <string.h>
 
@@ -53,12 +59,21 @@ static void delta_step(float *S, const float *q, const float *k, const float *v,
     }
 }
 
+/* One row's recurrence inputs for head h, in the layout of LayerState.v_step. */
+static void record_step(float *rec, int W, int h, int D, const float *k, const float *v, const float *decay, float beta) {
+    memcpy(rec + (size_t)h * D, k, sizeof *k * (size_t)D);
+    memcpy(rec + W + (size_t)h * D, v, sizeof *v * (size_t)D);
+    memcpy(rec + 2 * (size_t)W + (size_t)h * D, decay, sizeof *decay * (size_t)D);
+    rec[3 * (size_t)W + h] = beta;
+}
+
 static void kda_head(void *ctx, int h) {
     KdaTask *a = ctx;
     const K3Config *c = &a->m->cfg;
     Scratch *s = &a->m->s;
     const int D = c->kda_head_dim, W = config_kda_width(c);
     float *S = a->st->S + (size_t)h * D * D, decay[1024];
+    if (a->m->verifying) memcpy(a->st->v_S + (size_t)h * D * D, S, sizeof *S * (size_t)D * D);
     for (int t = 0; t < a->T; t++) {
         size_t row = (size_t)t * W + (size_t)h * D;
         float *q = s->q + row, *k = s->k + row, *v = s->v + row, *f = s->f + row, *o = s->o + row;
@@ -70,6 +85,7 @@ static void kda_head(void *ctx, int h) {
             decay[d] = expf(g);
         }
         float beta = op_sigmoid(s->beta_raw[(size_t)t * c->kda_heads + h]);
+        if (a->m->verifying) record_step(a->st->v_step + (size_t)t * (3 * W + c->kda_heads), W, h, D, k, v, decay, beta);
         delta_step(S, q, k, v, decay, beta, o, D);
         op_rmsnorm(o, o, a->w->o_norm, D, c->rms_eps);
         for (int j = 0; j < D; j++) o[j] *= op_sigmoid(s->g[row + j]);
@@ -81,12 +97,15 @@ void kda_forward(Model *m, const LayerWeights *L, LayerState *st, const float *x
     const KdaWeights *w = &L->kda;
     Scratch *s = &m->s;
     const int W = config_kda_width(c), K = c->conv_kernel;
-    mat_mul(m->pool, s->o, &w->q, xn, T); /* raw projections land in o/h1/h3 scratch, conv writes q/k/v */
-    short_conv(w->conv_q, st->conv, s->o, s->q, T, W, K);
-    mat_mul(m->pool, s->o, &w->k, xn, T);
-    short_conv(w->conv_k, st->conv + (size_t)W * (K - 1), s->o, s->k, T, W, K);
-    mat_mul(m->pool, s->o, &w->v, xn, T);
-    short_conv(w->conv_v, st->conv + 2 * (size_t)W * (K - 1), s->o, s->v, T, W, K);
+    const Mat *proj[3] = {&w->q, &w->k, &w->v};
+    const float *conv_w[3] = {w->conv_q, w->conv_k, w->conv_v};
+    float *conv_out[3] = {s->q, s->k, s->v};
+    if (m->verifying) memcpy(st->v_conv, st->conv, sizeof(float) * 3 * (size_t)W * (K - 1));
+    for (int i = 0; i < 3; i++) { /* raw projections land in o scratch, the conv writes q/k/v */
+        mat_mul(m->pool, s->o, proj[i], xn, T);
+        if (m->verifying) memcpy(st->v_raw + (size_t)i * MODEL_MAX_VERIFY * W, s->o, sizeof(float) * (size_t)T * W);
+        short_conv(conv_w[i], st->conv + (size_t)i * W * (K - 1), s->o, conv_out[i], T, W, K);
+    }
     mat_mul(m->pool, s->g, &w->g, xn, T);
     mat_mul(m->pool, s->fa, &w->f_a, xn, T);
     mat_mul(m->pool, s->f, &w->f_b, s->fa, T);
@@ -94,4 +113,39 @@ void kda_forward(Model *m, const LayerWeights *L, LayerState *st, const float *x
     KdaTask task = {m, w, st, T};
     pool_run(m->pool, c->kda_heads, kda_head, &task);
     mat_mul(m->pool, out, &w->o, s->o, T);
+}
+
+typedef struct {
+    const Model *m;
+    LayerState *st;
+    int n;
+} CommitTask;
+
+/* Head h's recurrent matrix: the one before the verify pass, stepped through rows 0..n-1. */
+static void commit_head(void *ctx, int h) {
+    CommitTask *a = ctx;
+    const K3Config *c = &a->m->cfg;
+    const int D = c->kda_head_dim, W = config_kda_width(c);
+    float *S = a->st->S + (size_t)h * D * D, o[1024];
+    memcpy(S, a->st->v_S + (size_t)h * D * D, sizeof *S * (size_t)D * D);
+    for (int t = 0; t < a->n; t++) {
+        const float *rec = a->st->v_step + (size_t)t * (3 * W + c->kda_heads);
+        const float *k = rec + (size_t)h * D; /* q only shapes the output, which is discarded */
+        delta_step(S, k, k, rec + W + (size_t)h * D, rec + 2 * (size_t)W + (size_t)h * D, rec[3 * (size_t)W + h], o, D);
+    }
+}
+
+void kda_commit(const Model *m, LayerState *st, int n) {
+    const K3Config *c = &m->cfg;
+    const int W = config_kda_width(c), K = c->conv_kernel;
+    /* the window after row n-1 is the last K-1 entries of [old window, raw rows 0..n-1] */
+    for (int i = 0; i < 3; i++)
+        for (int ch = 0; ch < W; ch++) {
+            const float *old = st->v_conv + ((size_t)i * W + ch) * (K - 1);
+            float *win = st->conv + ((size_t)i * W + ch) * (K - 1);
+            for (int j = 0; j < K - 1; j++)
+                win[j] = n + j < K - 1 ? old[n + j] : st->v_raw[((size_t)i * MODEL_MAX_VERIFY + (n + j - (K - 1))) * W + ch];
+        }
+    CommitTask task = {m, st, n};
+    pool_run(m->pool, c->kda_heads, commit_head, &task);
 }

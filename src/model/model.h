@@ -20,11 +20,14 @@
  * next acquire. Returns 0, or -1 with a message (the forward then fails). max_batch > 0 caps n
  * (the model then acquires a layer's experts in several batches); 0 means no cap. route, when
  * not NULL, is told each layer's selections before its experts are acquired: sel[t][k] for the
- * chunk's T rows (router traces). */
+ * chunk's T rows (router traces). predict, when not NULL, is told a guess at a later layer's
+ * selections (router lookahead), in the same form; the source may start reading them, and must
+ * keep serving the current layer's experts as if it had not been told. */
 typedef struct ExpertSource {
     int (*acquire)(struct ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans);
     int max_batch;
     void (*route)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
+    void (*predict)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
 } ExpertSource;
 
 /* Supplies the spine one layer at a time when it is not all resident. acquire_layer makes layer
@@ -36,6 +39,7 @@ typedef struct SpineSource {
     int (*acquire_layer)(struct SpineSource *src, int layer);
     void (*release_layer)(struct SpineSource *src, int layer);
     TensorBytesFn bytes;
+    int resident_layers;    /* layers [0, resident_layers) never move: readable at any time */
 } SpineSource;
 
 /* Time and bytes per phase, accumulated over forwards (model_stats_reset clears). */
@@ -43,6 +47,7 @@ typedef struct {
     double attention_s, ffn_s, spine_wait_s, expert_wait_s, experts_s, head_s, other_s;
     uint64_t expert_bytes, spine_bytes;
     uint64_t positions, forwards;
+    uint64_t look_routed, look_hits;  /* router lookahead: experts routed in guessed layers, and guessed */
 } ModelStats;
 
 #define MODEL_MAX_CHUNK 64
@@ -57,6 +62,9 @@ int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *pro
 /* Streams the spine through src (borrowed): every forward acquires each layer before using it.
  * Without it, the matrices bound at model_create stay in place. */
 void model_set_spine(Model *m, SpineSource *src);
+/* Rebinds the spine matrices through an override (weights_override_mats; bytes/provider as given
+ * to model_create), e.g. to the int8 spine. Not with a streamed spine, which rebinds layers. */
+int model_override_mats(Model *m, TensorBytesFn bytes, void *provider, MatOverrideFn fn, void *ctx);
 void model_destroy(Model *m);
 const K3Config *model_config(const Model *m);
 int model_max_context(const Model *m);
@@ -74,6 +82,15 @@ void state_copy(State *dst, const State *src);
  * Fails (state unchanged only on argument errors) on a bad token id, a full context, an expert
  * that cannot be read, or non-finite logits. */
 int model_forward(Model *m, State *s, const int *tokens, int T, float *logits, int all_rows);
+
+/* Speculative verification: like model_forward with every row's logits ([T][vocab]), T <=
+ * MODEL_MAX_VERIFY, but the state also keeps what state_commit needs to keep only a prefix of
+ * the rows. Any later forward (or state_commit) ends the verification. */
+#define MODEL_MAX_VERIFY 9
+int model_forward_verify(Model *m, State *s, const int *tokens, int T, float *logits);
+/* Keeps the first n (1..T) rows of the last model_forward_verify: afterwards the state is
+ * bit-identical to one that was fed only those n tokens. No-op without a pending verification. */
+void state_commit(State *s, int n);
 
 /* Greedy choice over logits: the largest, lowest index on ties. */
 int model_argmax(const Model *m, const float *logits);

@@ -115,6 +115,7 @@ int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int 
     /* announce the selections first: a streaming store reads the experts while the latent
      * projection and the shared experts compute */
     if (m->experts->route) m->experts->route(m->experts, layer, s->sel, T, K);
+    lookahead(m, layer, u, T);
     mat_mul(m->pool, s->z, &w->latent_down, u, T);
     if (c->n_shared > 0) mlp_forward(m, &w->shared, c->shared_inter, u, T, s->xn); /* xn is free during the FFN */
     if (routed_experts(m, layer, T)) return -1;

@@ -29,6 +29,7 @@ void state_destroy(State *s) {
     for (int l = 0; l < s->model->cfg.n_layers; l++) {
         LayerState *L = &s->layers[l];
         free(L->conv), free(L->S), free(L->keys), free(L->values);
+        free(L->v_S), free(L->v_conv), free(L->v_raw), free(L->v_step);
     }
     free(s->layers);
     free(s);
@@ -42,6 +43,7 @@ void state_reset(State *s) {
         if (L->S) memset(L->S, 0, recurrent_floats(c) * sizeof(float));
     }
     s->len = 0;
+    s->verify_rows = 0;
 }
 
 int state_length(const State *s) { return s->len; }
@@ -78,4 +80,29 @@ void state_copy(State *dst, const State *src) {
         }
     }
     dst->len = src->len;
+    dst->verify_rows = 0;
+}
+
+void state_prepare_verify(State *s) {
+    const K3Config *c = &s->model->cfg;
+    const size_t W = (size_t)config_kda_width(c);
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerState *L = &s->layers[l];
+        if (c->layer_kind[l] != LAYER_KDA || L->v_S) continue;
+        L->v_S = df_malloc(recurrent_floats(c) * sizeof(float));
+        L->v_conv = df_malloc(conv_floats(c) * sizeof(float));
+        L->v_raw = df_malloc(3 * MODEL_MAX_VERIFY * W * sizeof(float));
+        L->v_step = df_malloc(MODEL_MAX_VERIFY * (3 * W + (size_t)c->kda_heads) * sizeof(float));
+    }
+}
+
+void state_commit(State *s, int n) {
+    const K3Config *c = &s->model->cfg;
+    int T = s->verify_rows;
+    s->verify_rows = 0;
+    if (T == 0 || n >= T) return;
+    if (n < 1) n = 1;
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->layer_kind[l] == LAYER_KDA) kda_commit(s->model, &s->layers[l], n);
+    s->len -= T - n; /* MLA rows past the kept prefix are simply abandoned */
 }

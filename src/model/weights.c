@@ -15,6 +15,8 @@ typedef struct {
     void *provider;
     int layer;
     int failed;
+    MatOverrideFn override; /* NULL, or a replacement for each matrix it has */
+    void *override_ctx;
 } Binder;
 
 static const TensorInfo *lookup(Binder *b, const char *suffix) {
@@ -29,6 +31,8 @@ static const TensorInfo *lookup(Binder *b, const char *suffix) {
 static Mat bind_mat(Binder *b, const char *suffix) {
     const TensorInfo *t = lookup(b, suffix);
     if (!t) return (Mat){0};
+    Mat m;
+    if (b->override && b->override(b->override_ctx, t, &m)) return m;
     int cols = (int)t->shape[t->ndim - 1], rows = (int)(t->nbytes / dtype_size(t->dtype) / (uint64_t)cols);
     return (Mat){t->dtype == DT_F32 ? WF_F32 : WF_BF16, rows, cols, b->bytes(b->provider, t), NULL};
 }
@@ -146,8 +150,17 @@ static void bind_layer(Binder *b, LayerWeights *L, const K3Config *c, ALogMode m
 }
 
 int weights_bind_layer_mats(Weights *w, const Catalog *cat, int layer, TensorBytesFn bytes, void *provider) {
-    Binder b = {cat, bytes, provider, layer, 0};
+    Binder b = {cat, bytes, provider, layer, 0, NULL, NULL};
     bind_layer_mats(&b, &w->layers[layer], &cat->cfg);
+    return b.failed ? -1 : 0;
+}
+
+int weights_override_mats(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *provider, MatOverrideFn fn,
+                          void *ctx) {
+    Binder b = {cat, bytes, provider, -1, 0, fn, ctx};
+    w->lm_head = bind_mat(&b, "lm_head.weight");
+    for (b.layer = 0; b.layer < cat->cfg.n_layers && !b.failed; b.layer++)
+        bind_layer_mats(&b, &w->layers[b.layer], &cat->cfg);
     return b.failed ? -1 : 0;
 }
 
@@ -155,7 +168,7 @@ int weights_bind(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *prov
     const K3Config *c = &cat->cfg;
     memset(w, 0, sizeof *w);
     w->a_log_mode = mode;
-    Binder b = {cat, bytes, provider, -1, 0};
+    Binder b = {cat, bytes, provider, -1, 0, NULL, NULL};
     const TensorInfo *emb = lookup(&b, "model.embed_tokens.weight");
     w->embed = emb ? bytes(provider, emb) : NULL;
     w->final_norm = bind_vec(&b, "model.norm.weight");

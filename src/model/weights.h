@@ -65,4 +65,12 @@ int weights_bind(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *prov
 int weights_bind_layer_mats(Weights *w, const Catalog *cat, int layer, TensorBytesFn bytes, void *provider);
 void weights_free(Weights *w, const K3Config *c);
 
+/* Another representation of some matrices (the int8 spine): returns 1 and fills *m when it has
+ * tensor t, else 0 (the matrix keeps its bytes). */
+typedef int (*MatOverrideFn)(void *ctx, const TensorInfo *t, Mat *m);
+/* Rebinds every matrix (all layers and lm_head): to fn's Mat where it has one, else to bytes from
+ * the provider (the one weights_bind used). Call before any forward. */
+int weights_override_mats(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *provider, MatOverrideFn fn,
+                          void *ctx);
+
 #endif

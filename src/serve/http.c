@@ -265,7 +265,11 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
     srv->cfg = *cfg;
     srv->e = e;
     srv->log = log;
-    session_init(&srv->session, e);
+    if (session_init(&srv->session, e)) {
+        close(stop_pipe[0]), close(stop_pipe[1]);
+        free(srv);
+        return -1;
+    }
     gate_init(&srv->gate, cfg->queue);
     srv->memo = memo_new(cfg->memo_entries);
     srv->env = (ExchangeEnv){tok, srv->memo, cfg->max_tokens, e->max_context};

@@ -12,18 +12,21 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-void session_init(Session *s, Engine *e) {
+int session_init(Session *s, Engine *e) {
     memset(s, 0, sizeof *s);
+    if (spec_init(&s->spec)) return -1;
     s->e = e;
     s->st = state_create(e->model);
-    s->logits = df_malloc(sizeof *s->logits * (size_t)e->cat.cfg.vocab);
+    s->rows = df_malloc(sizeof *s->rows * (size_t)e->cat.cfg.vocab * MODEL_MAX_VERIFY);
+    s->ready = 1;
     s->pending = -1;
+    return 0;
 }
 
 void session_free(Session *s) {
     if (s->st) state_destroy(s->st);
     tokids_free(&s->held);
-    free(s->logits);
+    free(s->rows);
     memset(s, 0, sizeof *s);
 }
 
@@ -32,16 +35,26 @@ void session_reset(Session *s) {
     s->held.n = 0;
     s->have_logits = 0;
     s->pending = -1;
+    s->ready = 1, s->at = 0;
+}
+
+/* Cuts the State back to the held tokens after a verify pass (rows past the ones handed out
+ * were never part of the text) and moves the current row's logits first. */
+static void settle(Session *s) {
+    state_commit(s->st, s->at + 1);
+    if (s->at > 0) memcpy(s->rows, s->rows + (size_t)s->at * s->e->cat.cfg.vocab, sizeof *s->rows * (size_t)s->e->cat.cfg.vocab);
+    s->ready = 1, s->at = 0;
 }
 
 /* Feeds toks[0..n) in chunks, appending them to held. */
 static int feed(Session *s, const int32_t *toks, size_t n, CancelFn cancel, void *ctx) {
+    settle(s);
     for (size_t at = 0; at < n;) {
         if (cancel && cancel(ctx)) return 1;
         int T = n - at < MODEL_MAX_CHUNK ? (int)(n - at) : MODEL_MAX_CHUNK;
         int ids[MODEL_MAX_CHUNK];
         for (int i = 0; i < T; i++) ids[i] = toks[at + (size_t)i];
-        if (model_forward(s->e->model, s->st, ids, T, s->logits, 0)) return -1;
+        if (model_forward(s->e->model, s->st, ids, T, s->rows, 0)) return -1;
         for (int i = 0; i < T; i++) tokids_push(&s->held, ids[i]);
         s->have_logits = 1;
         at += (size_t)T;
@@ -67,13 +80,42 @@ int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel
     return rc;
 }
 
+/* Feeds the pending token: nothing to compute when a verify pass already did (it was the next
+ * accepted draft token); else one forward, verifying a draft after it when there is one. */
+static int feed_pending(Session *s) {
+    int32_t tok = s->pending;
+    s->pending = -1;
+    if (s->at + 1 < s->ready) {
+        tokids_push(&s->held, tok);
+        s->at++;
+        return 0;
+    }
+    settle(s);
+    tokids_push(&s->held, tok);
+    int in[MODEL_MAX_VERIFY] = {tok}, n = (int)s->held.n, V = s->e->cat.cfg.vocab;
+    int d = spec_draft(&s->spec, s->held.v, n, s->e->max_context - n, in + 1);
+    s->spec.passes++;
+    double t0 = now_s();
+    if (d == 0) {
+        if (model_forward(s->e->model, s->st, in, 1, s->rows, 0)) return -1;
+        spec_plain(&s->spec, now_s() - t0);
+        return 0;
+    }
+    if (model_forward_verify(s->e->model, s->st, in, d + 1, s->rows)) return -1;
+    int a = 0;
+    while (a < d && model_argmax(s->e->model, s->rows + (size_t)a * V) == in[a + 1]) a++;
+    spec_record(&s->spec, d, a, now_s() - t0);
+    s->ready = a + 1;
+    return 0;
+}
+
 int session_commit(Session *s) {
     if (s->pending < 0) return 0;
-    int tok = s->pending;
-    s->pending = -1;
-    if (state_length(s->st) >= s->e->max_context) return df_fail("the context limit of %d is reached", s->e->max_context);
-    int32_t t = tok;
-    if (feed(s, &t, 1, NULL, NULL)) {
+    if ((int)s->held.n >= s->e->max_context) {
+        s->pending = -1;
+        return df_fail("the context limit of %d is reached", s->e->max_context);
+    }
+    if (feed_pending(s)) {
         session_reset(s);
         return -1;
     }
@@ -84,11 +126,11 @@ int session_next(Session *s, int *tok, CancelFn cancel, void *ctx) {
     if (cancel && cancel(ctx)) return 2;
     double t0 = now_s();
     if (s->pending >= 0) {
-        if (state_length(s->st) >= s->e->max_context) return 1;
+        if ((int)s->held.n >= s->e->max_context) return 1;
         if (session_commit(s)) return -1;
     }
     if (!s->have_logits) return df_fail("session: nothing was fed before generating");
-    *tok = model_argmax(s->e->model, s->logits);
+    *tok = model_argmax(s->e->model, s->rows + (size_t)s->at * s->e->cat.cfg.vocab);
     s->pending = *tok;
     s->decode_s += now_s() - t0;
     return 0;

@@ -4,6 +4,11 @@
  * Generation is lazy: session_next picks the greedy token from the last logits and feeds the
  * previously picked one first, so the token that ends a reply (a stop token, the last allowed
  * token, a cancelled step) is never fed and the held tokens stay exactly what the State saw.
+ * Feeding a picked token may verify an n-gram draft after it (K3_SPEC, cli/spec.h): the
+ * accepted draft tokens are then already in the State, uncommitted, and the next picks come
+ * from their rows without a forward. Before anything else is fed the State is cut back to the
+ * tokens actually handed out (state_commit), so the held tokens and the State always agree and
+ * the tokens are the same as with K3_SPEC=0.
  * A Session owns its State, logits and held-token list; it borrows the Engine, which must
  * outlive it. One thread at a time. */
 #ifndef DF_SESSION_H
@@ -13,6 +18,7 @@
 #include <stdint.h>
 
 #include "cli/engine.h"
+#include "cli/spec.h"
 #include "text/tokids.h"
 
 /* Polled between prefill chunks and before each decode step; nonzero cancels. */
@@ -21,14 +27,17 @@ typedef int (*CancelFn)(void *ctx);
 typedef struct {
     Engine *e;
     State *st;
-    TokIds held;     /* tokens the State holds, in order */
-    float *logits;   /* [vocab] of the last fed position */
+    TokIds held;     /* tokens the State holds (committed), in order */
+    float *rows;     /* [MODEL_MAX_VERIFY][vocab] logits of the last forward's rows */
+    int ready, at;   /* rows [0, ready) hold predictions; the next pick comes from row at */
     int have_logits;
     int pending;     /* picked but not yet fed, or -1 */
+    Spec spec;
     double prefill_s, decode_s;
 } Session;
 
-void session_init(Session *s, Engine *e);
+/* Fails only on a bad K3_SPEC (nothing to free then). */
+int session_init(Session *s, Engine *e);
 void session_free(Session *s);
 void session_reset(Session *s);
 

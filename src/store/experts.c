@@ -136,31 +136,48 @@ static void prefetch_next(ExpertStore *es, int layer) {
     }
 }
 
+/* The distinct non-negative ids among sel[0..n), ascending (the order the model acquires them). */
+static int distinct(const int *sel, int n_sel, int *ids) {
+    int n = 0;
+    for (int i = 0; i < n_sel; i++) {
+        int e = sel[i], at = n;
+        if (e < 0) continue;
+        while (at > 0 && ids[at - 1] > e) at--;
+        if (at > 0 && ids[at - 1] == e) continue;
+        memmove(ids + at + 1, ids + at, sizeof *ids * (size_t)(n - at));
+        ids[at] = e, n++;
+    }
+    return n;
+}
+
+/* Locks the cached ones among experts ids[0..n) of layer so that reads started now cannot evict
+ * them; returns how many it locked (held[], for set_locked afterwards). */
+static int hold_cached(ExpertStore *es, int layer, const int *ids, int n, int *held) {
+    int n_held = 0;
+    for (int j = 0; j < n; j++) {
+        int i = cidx_lookup(&es->ci, layer * es->cat->cfg.n_experts + ids[j]);
+        if (i < 0 || es->slots[i].state == SLOT_FAILED) continue;
+        if (es->slots[i].state == SLOT_LOADING) iopool_promote(es->io, &es->slots[i].job);
+        if (!es->ci.locked[i]) es->ci.locked[i] = 1, held[n_held++] = i;
+    }
+    return n_held;
+}
+
 /* The model announces a layer's selections before acquiring them: start reading every one that
  * is missing now (urgent), so the model can compute each expert as it arrives while the others
  * are still on their way; then guess at the next layer. Up to half the cache is used this way. */
 static void experts_route(ExpertSource *src, int layer, const int *sel, int T, int k) {
     ExpertStore *es = (ExpertStore *)src;
     const K3Config *c = &es->cat->cfg;
-    int ids[MODEL_MAX_CHUNK * 64], n = 0;
-    for (int i = 0; i < T * k; i++) { /* distinct, ascending: the order the model acquires them */
-        int e = sel[i], at = n;
-        while (at > 0 && ids[at - 1] > e) at--;
-        if (at > 0 && ids[at - 1] == e) continue;
-        memmove(ids + at + 1, ids + at, sizeof *ids * (size_t)(n - at));
-        ids[at] = e, n++;
-    }
+    int ids[MODEL_MAX_CHUNK * 64], n = distinct(sel, T * k, ids);
     pthread_mutex_lock(&es->mu);
     int *p = es->predict + (size_t)layer * c->top_k;
     for (int j = 0; j < c->top_k; j++) p[j] = j < n ? ids[j] : -1;
+    memcpy(es->routed, ids, sizeof *ids * (size_t)n);
+    es->n_routed = n, es->routed_layer = layer;
     /* hold what is cached while the missing ones (and the guesses) look for slots */
-    int held[MODEL_MAX_CHUNK * 64], n_held = 0, reads = es->ci.n_slots / 2;
-    for (int j = 0; j < n; j++) {
-        int i = cidx_lookup(&es->ci, layer * c->n_experts + ids[j]);
-        if (i < 0 || es->slots[i].state == SLOT_FAILED) continue;
-        if (es->slots[i].state == SLOT_LOADING) iopool_promote(es->io, &es->slots[i].job);
-        if (!es->ci.locked[i]) es->ci.locked[i] = 1, held[n_held++] = i;
-    }
+    int held[MODEL_MAX_CHUNK * 64], reads = es->ci.n_slots / 2;
+    int n_held = hold_cached(es, layer, ids, n, held);
     for (int j = 0; j < n && reads > 0; j++) {
         int i = cidx_lookup(&es->ci, layer * c->n_experts + ids[j]);
         if (i >= 0 && es->slots[i].state != SLOT_FAILED) continue;
@@ -169,6 +186,27 @@ static void experts_route(ExpertSource *src, int layer, const int *sel, int T, i
         reads--;
     }
     if (es->prefetch) prefetch_next(es, layer);
+    for (int j = 0; j < n_held; j++) set_locked(es, held[j]);
+    pthread_mutex_unlock(&es->mu);
+}
+
+/* Router lookahead's guess at a later layer: background reads of the guessed experts that are
+ * not cached, into slots that the layer being computed does not need (its routed experts are
+ * held meanwhile), at most a quarter of the cache per guess. */
+static void experts_predict(ExpertSource *src, int layer, const int *sel, int T, int k) {
+    ExpertStore *es = (ExpertStore *)src;
+    const K3Config *c = &es->cat->cfg;
+    int ids[MODEL_MAX_CHUNK * 64], n = distinct(sel, T * k, ids);
+    pthread_mutex_lock(&es->mu);
+    int held[MODEL_MAX_CHUNK * 64], reads = es->ci.n_slots / 4;
+    int n_held = hold_cached(es, es->routed_layer, es->routed, es->n_routed, held);
+    for (int j = 0; j < n && reads > 0; j++) {
+        if (cidx_lookup(&es->ci, layer * c->n_experts + ids[j]) >= 0) continue;
+        int i = cidx_victim(&es->ci);
+        if (i < 0) break;
+        start_read(es, i, layer, ids[j], 0);
+        reads--;
+    }
     for (int j = 0; j < n_held; j++) set_locked(es, held[j]);
     pthread_mutex_unlock(&es->mu);
 }
@@ -199,13 +237,15 @@ static int experts_acquire(ExpertSource *src, int layer, const int *ids, int n, 
 }
 
 int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPool *io, int n_slots,
-                 CachePolicy policy, int prefetch) {
+                 CachePolicy policy, int prefetch, int lookahead) {
     const K3Config *c = &cat->cfg;
     memset(es, 0, sizeof *es);
     if (n_slots < 1) return df_fail("expert store: no room for a single expert");
     es->src.acquire = experts_acquire;
     es->src.max_batch = 1; /* one expert per acquire: compute each as soon as it has arrived */
     es->src.route = experts_route;
+    es->src.predict = lookahead ? experts_predict : NULL;
+    es->routed_layer = -1;
     es->cat = cat, es->shards = shards, es->io = io, es->prefetch = prefetch;
     pthread_mutex_init(&es->mu, NULL);
     pthread_cond_init(&es->done, NULL);

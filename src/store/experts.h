@@ -4,7 +4,8 @@
  * page cache). A layer's missing experts are read in parallel on the I/O pool; experts already
  * cached are hits. After serving layer l, the store starts reading in the background what layer
  * l+1 selected for the previous token (consecutive tokens share many choices), so those reads
- * overlap the computation of layer l. Slots are allocated once at open; eviction follows the
+ * overlap the computation of layer l; router lookahead's guesses (predict) are read the same way.
+ * Slots are allocated once at open; eviction follows the
  * CacheIndex policy. A failed read is reported by the acquire that needs the expert, naming the
  * shard and byte range; a failed prefetch that is never needed is dropped.
  *
@@ -45,12 +46,14 @@ typedef struct {
     int *pinned, n_pinned;   /* slots handed out by the last acquire */
     int *predict;            /* [n_layers][top_k]: each layer's last selection, -1 = none */
     int prefetch;
+    int routed[MODEL_MAX_CHUNK * 64], n_routed, routed_layer; /* the last route's distinct experts */
     ExpertCounters c;        /* under mu */
 } ExpertStore;
 
-/* n_slots >= 1. prefetch: 0 disables background reads (K3_PREFETCH=0). */
+/* n_slots >= 1. prefetch: 0 disables background reads (K3_PREFETCH=0). lookahead: accept the
+ * model's router-lookahead guesses (ExpertSource.predict; K3_LOOKAHEAD). */
 int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPool *io, int n_slots,
-                 CachePolicy policy, int prefetch);
+                 CachePolicy policy, int prefetch, int lookahead);
 /* The I/O pool must be stopped first (no read may still target a slot). */
 void experts_close(ExpertStore *es);
 /* Buffer bytes of one slot. */

@@ -39,6 +39,14 @@ static void fetching_route(ExpertSource *src, int layer, const int *sel, int T, 
     else if (fs->inner->route) fs->inner->route(fs->inner, layer, sel, T, k);
 }
 
+/* A guess never fetches: only the guessed experts already installed go on to be read ahead. */
+static void fetching_predict(ExpertSource *src, int layer, const int *sel, int T, int k) {
+    FetchingSource *fs = (FetchingSource *)src;
+    int have[MODEL_MAX_CHUNK * 64];
+    for (int i = 0; i < T * k; i++) have[i] = installer_has_expert(fs->inst, layer, sel[i]) ? sel[i] : -1;
+    fs->inner->predict(fs->inner, layer, have, T, k);
+}
+
 static int fetching_acquire(ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans) {
     FetchingSource *fs = (FetchingSource *)src;
     if (fs->failed) {
@@ -53,6 +61,7 @@ void fetching_wrap(FetchingSource *fs, ExpertSource *inner, Installer *inst) {
     memset(fs, 0, sizeof *fs);
     fs->src.acquire = fetching_acquire;
     fs->src.route = fetching_route;
+    fs->src.predict = inner->predict ? fetching_predict : NULL;
     fs->src.max_batch = inner->max_batch;
     fs->inner = inner;
     fs->inst = inst;

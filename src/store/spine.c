@@ -291,6 +291,7 @@ int spine_start(SpineStore *ss, const Shards *shards, IoPool *io, int n_pinned) 
     const int L = ss->cat->cfg.n_layers;
     ss->shards = shards, ss->io = io, ss->n_pinned = n_pinned;
     ss->src.acquire_layer = spine_acquire;
+    ss->src.resident_layers = n_pinned;
     ss->src.release_layer = spine_release;
     ss->src.bytes = spine_bytes;
     pthread_mutex_init(&ss->mu, NULL);

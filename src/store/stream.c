@@ -49,7 +49,11 @@ static uint64_t fixed_bytes(const Catalog *cat, const SpineStore *sp, int contex
     int ctx = context < CONTEXT_PLANNED_MAX ? context : CONTEXT_PLANNED_MAX;
     uint64_t state = (uint64_t)c->n_kda_layers * 4 * (3 * W * (uint64_t)(c->conv_kernel - 1) + W * (uint64_t)c->kda_head_dim) +
                      (uint64_t)c->n_mla_layers * 4 * mla_row * (uint64_t)ctx * 3 / 2;
-    uint64_t logits = 4 * 4 * (uint64_t)c->vocab;
+    /* speculation's KDA replay records (state.c): S and the conv windows once, inputs per row */
+    state += (uint64_t)c->n_kda_layers * 4 *
+             (W * (uint64_t)c->kda_head_dim + 3 * W * (uint64_t)(c->conv_kernel - 1) +
+              (uint64_t)MODEL_MAX_VERIFY * (6 * W + (uint64_t)c->kda_heads));
+    uint64_t logits = 4 * (uint64_t)c->vocab * (4 + MODEL_MAX_VERIFY);
     return scratch + state + logits + (uint64_t)cat->n_tensors * 160 + 3 * spine_small_bytes(sp) + (96ull << 20);
 }
 
@@ -99,7 +103,8 @@ static int settings(StreamStore *s, int *direct) {
     const char *pol = getenv("K3_CACHE_POLICY");
     s->policy = POLICY_LFU; /* chosen on router traces: docs/PERFORMANCE.md, Streaming */
     if (pol && *pol && cache_policy_parse(pol, &s->policy)) return -1;
-    return env_int("K3_PREFETCH", 0, 1, 1, &s->prefetch) || env_int("K3_DIRECT", 0, 1, 1, direct) ? -1 : 0;
+    if (env_int("K3_PREFETCH", 0, 1, 1, &s->prefetch) || env_int("K3_LOOKAHEAD", 0, 1, 0, &s->lookahead)) return -1;
+    return env_int("K3_DIRECT", 0, 1, 1, direct) ? -1 : 0;
 }
 
 int stream_open(StreamStore *s, const Catalog *cat, int context) {
@@ -113,7 +118,8 @@ int stream_open(StreamStore *s, const Catalog *cat, int context) {
     s->io = iopool_create(IO_THREADS);
     s->spine.prefetch = s->prefetch;
     if (spine_start(&s->spine, &s->shards, s->io, s->plan.pinned) ||
-        (s->plan.slots > 0 && experts_open(&s->experts, cat, &s->shards, s->io, s->plan.slots, s->policy, s->prefetch))) {
+        (s->plan.slots > 0 &&
+         experts_open(&s->experts, cat, &s->shards, s->io, s->plan.slots, s->policy, s->prefetch, s->lookahead))) {
         stream_close(s);
         return -1;
     }
@@ -137,9 +143,9 @@ void stream_print_plan(const StreamStore *s, FILE *f) {
             p->budget / 1e9, p->how, p->fixed / 1e6, (p->spine_bytes + p->globals) / 1e9, p->pinned, p->n_layers,
             (p->pinned_bytes + p->globals) / 1e9);
     if (p->pinned < p->n_layers) fprintf(f, ", %d streamed through 2 x %.1f MB", p->n_layers - p->pinned, p->stream_buf / 1e6);
-    fprintf(f, " | expert cache %.2f GB = %d x %.2f MB (%s%s) | reads %s, %d I/O threads\n",
+    fprintf(f, " | expert cache %.2f GB = %d x %.2f MB (%s%s%s) | reads %s, %d I/O threads\n",
             (double)p->slots * p->slot_bytes / 1e9, p->slots, p->slot_bytes / 1e6, cache_policy_name(s->policy),
-            s->prefetch ? ", prefetch" : ", no prefetch",
+            s->prefetch ? ", prefetch" : ", no prefetch", s->lookahead ? ", router lookahead" : "",
             s->shards.direct    ? "O_DIRECT"
             : s->shards.refused ? "buffered + DONTNEED (the file system refuses O_DIRECT)"
                                 : "buffered + DONTNEED (K3_DIRECT=0)",

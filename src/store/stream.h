@@ -37,6 +37,7 @@ typedef struct {
     ExpertStore experts;
     CachePolicy policy;
     int prefetch;
+    int lookahead;           /* K3_LOOKAHEAD: prefetch router lookahead's guesses */
 } StreamStore;
 
 typedef struct {

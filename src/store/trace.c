@@ -40,6 +40,11 @@ static void trace_route(ExpertSource *src, int layer, const int *sel, int T, int
     memcpy(t->sel + (size_t)layer * MODEL_MAX_CHUNK * k, sel, sizeof *sel * (size_t)T * (size_t)k);
 }
 
+static void trace_predict(ExpertSource *src, int layer, const int *sel, int T, int k) {
+    TraceSource *t = (TraceSource *)src;
+    t->inner->predict(t->inner, layer, sel, T, k);
+}
+
 const char *trace_path_from_env(void) {
     const char *v = getenv("K3_TRACE");
     if (!v || !*v || !strcmp(v, "0")) return NULL;
@@ -53,6 +58,7 @@ int trace_open(TraceSource *t, ExpertSource *inner, const K3Config *c, const cha
     t->src.acquire = trace_acquire;
     t->src.max_batch = inner->max_batch;
     t->src.route = trace_route;
+    t->src.predict = inner->predict ? trace_predict : NULL;
     t->inner = inner;
     t->n_layers = c->n_layers, t->top_k = c->top_k, t->last_layer = -1;
     t->sel = df_malloc(sizeof *t->sel * (size_t)c->n_layers * MODEL_MAX_CHUNK * (size_t)c->top_k);

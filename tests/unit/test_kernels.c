@@ -15,8 +15,8 @@
 #include "kernels/kernels_impl.h"
 #include "util/rng.h"
 
-typedef enum { FMT_F32, FMT_BF16, FMT_MXFP4 } Fmt;
-static const char *const fmt_name[] = {"f32", "bf16", "mxfp4"};
+typedef enum { FMT_F32, FMT_BF16, FMT_MXFP4, FMT_I8ROW, N_FMT } Fmt;
+static const char *const fmt_name[] = {"f32", "bf16", "mxfp4", "i8row"};
 
 /* One random matrix and input, with its exact fp32 dequantisation. Buffers are offset by one
  * element from malloc's alignment: the kernels promise to take any pointer. */
@@ -26,6 +26,7 @@ typedef struct {
     void *w_alloc, *aux_alloc, *x_alloc;
     const void *W;
     const uint8_t *scales;
+    const float *row_scales; /* I8ROW */
     const float *X;
     float *Wf; /* [rows][cols] dequantised */
 } Case;
@@ -47,6 +48,16 @@ static void case_make(Case *k, Fmt fmt, int rows, int cols, int T, uint64_t seed
         uint16_t *w = (uint16_t *)(k->w_alloc = malloc(sizeof(uint16_t) * (n + 1))) + 1;
         for (size_t i = 0; i < n; i++) k->Wf[i] = bf16_to_f32(w[i] = f32_to_bf16((float)uniform(&r)));
         k->W = w;
+    } else if (fmt == FMT_I8ROW) {
+        /* row scales over many binades (the spine's rows differ a lot); q covers -127..127 */
+        int8_t *q = (int8_t *)(k->w_alloc = malloc(n + 1)) + 1;
+        float *s = (float *)(k->aux_alloc = malloc(sizeof(float) * ((size_t)rows + 1))) + 1;
+        for (int i = 0; i < rows; i++) s[i] = (float)((1.0 + uniform(&r)) * ldexp(1.0, (int)(rng_next(&r) % 20) - 16));
+        for (size_t i = 0; i < n; i++) {
+            q[i] = (int8_t)((int)(rng_next(&r) % 255) - 127);
+            k->Wf[i] = (float)q[i] * s[i / (size_t)cols];
+        }
+        k->W = q, k->row_scales = s;
     } else {
         uint8_t *p = (uint8_t *)(k->w_alloc = malloc(n / 2 + 1)) + 1;
         uint8_t *s = (uint8_t *)(k->aux_alloc = malloc(n / 32 + 1)) + 1;
@@ -73,6 +84,8 @@ static void run(const Case *k, KernIsa isa, Pool *pool, float *Y, int t_first, i
     case FMT_F32: kern_matmul_f32_isa(isa, pool, Y, k->W, X, T, k->rows, k->cols); break;
     case FMT_BF16: kern_matmul_bf16_isa(isa, pool, Y, k->W, X, T, k->rows, k->cols); break;
     case FMT_MXFP4: kern_matmul_mxfp4_isa(isa, pool, Y, k->W, k->scales, X, T, k->rows, k->cols); break;
+    case FMT_I8ROW: kern_matmul_i8row_isa(isa, pool, Y, k->W, k->row_scales, X, T, k->rows, k->cols); break;
+    case N_FMT: break;
     }
 }
 
@@ -118,7 +131,7 @@ static const int mx_cols[] = {32, 64, 96, 160, 544};
 static const int odd_rows[] = {1, 3, 17, 70};
 
 static void each_format_matches_fp64_reference_at_odd_shapes(void) {
-    for (int f = 0; f < 3; f++) {
+    for (int f = 0; f < N_FMT; f++) {
         const int *cols = f == FMT_MXFP4 ? mx_cols : odd_cols;
         int n_cols = f == FMT_MXFP4 ? 5 : 10;
         for (int ci = 0; ci < n_cols; ci++)
@@ -137,7 +150,7 @@ static void each_format_matches_fp64_reference_at_odd_shapes(void) {
 
 /* Prefill (T rows at once) must equal decode (one row at a time) bit for bit, for every T. */
 static void batched_rows_equal_one_row_at_a_time(void) {
-    for (int f = 0; f < 3; f++)
+    for (int f = 0; f < N_FMT; f++)
         for (int T = 1; T <= 9; T++) {
             Case k;
             case_make(&k, (Fmt)f, 23, f == FMT_MXFP4 ? 96 : 83, T, 1000 + 10 * f + T);
@@ -158,7 +171,7 @@ static void batched_rows_equal_one_row_at_a_time(void) {
 /* Sizes large enough that the kernels do split the rows over the pool. */
 static void results_do_not_depend_on_thread_count(void) {
     Pool *pools[4] = {NULL, pool_create(1), pool_create(2), pool_create(3)};
-    for (int f = 0; f < 3; f++)
+    for (int f = 0; f < N_FMT; f++)
         for (int T = 1; T <= 5; T += 4) {
             Case k;
             case_make(&k, (Fmt)f, 515, 544, T, 2000 + 10 * f + T);
@@ -181,7 +194,7 @@ static void results_do_not_depend_on_thread_count(void) {
 static void simd_and_portable_paths_agree_bitwise(void) {
     for (int i = 0; i < KERN_N_ISA; i++)
         if (!kern_isa_available((KernIsa)i)) printf("     (this CPU cannot run %s: not tested)\n", kern_isa_name((KernIsa)i));
-    for (int f = 0; f < 3; f++)
+    for (int f = 0; f < N_FMT; f++)
         for (int s = 0; s < 6; s++) {
             Case k;
             int cols = f == FMT_MXFP4 ? 32 * (1 + 3 * s) : 1 + 37 * s;
@@ -198,9 +211,9 @@ static void simd_and_portable_paths_agree_bitwise(void) {
         }
 }
 
-/* BF16 and MXFP4 expand exactly and reduce like F32: the same bits as the F32 kernel on Wf. */
+/* BF16, MXFP4 and I8ROW expand exactly and reduce like F32: the same bits as the F32 kernel on Wf. */
 static void formats_equal_f32_kernel_on_dequantised_weights(void) {
-    for (int f = FMT_BF16; f <= FMT_MXFP4; f++) {
+    for (int f = FMT_BF16; f < N_FMT; f++) {
         Case k;
         case_make(&k, (Fmt)f, 37, f == FMT_MXFP4 ? 352 : 349, 6, 4000 + f);
         for (int i = 0; i < n_isas(); i++) {

@@ -1,0 +1,73 @@
+#include "cli/spec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+
+#define MATCH_MAX 16          /* longer suffix matches predict no better; bounds the scan */
+#define ACCEPT_FLOOR 0.25     /* rolling acceptance below which drafting is paused */
+#define PAUSE_FIRST 16        /* plain tokens in the first pause; doubles up to PAUSE_MAX */
+#define PAUSE_MAX 1024
+
+int spec_init(Spec *s) {
+    memset(s, 0, sizeof *s);
+    s->on = 1;
+    s->accept = 1;
+    s->gain = 1;
+    s->pause_len = PAUSE_FIRST;
+    const char *v = getenv("K3_SPEC");
+    if (!v || !*v || !strcmp(v, "1")) return 0;
+    if (!strcmp(v, "0")) return s->on = 0, 0;
+    return df_fail("K3_SPEC: '%s' is not 0 or 1", v);
+}
+
+/* End of the most recent earlier occurrence of the longest suffix of hist; -1 if none. */
+static int longest_match(const int *hist, int n) {
+    int best = -1, best_len = 0;
+    for (int e = n - 2; e >= 0 && best_len < MATCH_MAX; e--) {
+        int len = 0;
+        while (len < MATCH_MAX && len <= e && hist[e - len] == hist[n - 1 - len]) len++;
+        if (len > best_len) best = e, best_len = len;
+    }
+    return best;
+}
+
+int spec_draft(Spec *s, const int *hist, int n, int limit, int *out) {
+    if (!s->on || n < 2) return 0;
+    if (s->pause_left > 0) {
+        s->pause_left--, s->paused++;
+        return 0;
+    }
+    /* a long draft costs rows of compute whether accepted or not: scale it with acceptance */
+    int cap = 1 + (int)(s->accept * (SPEC_MAX_DRAFT - 1) + 0.5);
+    if (limit > cap) limit = cap;
+    if (limit <= 0) return 0;
+    if (s->source) {
+        int d = s->source(s->source_ctx, hist, n, limit, out);
+        return d < limit ? d : limit;
+    }
+    int e = longest_match(hist, n), d = 0;
+    if (e < 0) return 0;
+    while (d < limit && e + 1 + d < n) out[d] = hist[e + 1 + d], d++;
+    return d;
+}
+
+void spec_plain(Spec *s, double seconds) { s->plain_s = s->plain_s > 0 ? 0.75 * s->plain_s + 0.25 * seconds : seconds; }
+
+void spec_record(Spec *s, int drafted, int accepted, double seconds) {
+    s->verifies++;
+    s->drafted += (uint64_t)drafted;
+    s->accepted += (uint64_t)accepted;
+    s->accept = 0.75 * s->accept + 0.25 * ((double)accepted / drafted);
+    if (s->plain_s > 0 && seconds > 0) s->gain = 0.75 * s->gain + 0.25 * ((1 + accepted) * s->plain_s / seconds);
+    if (s->accept >= ACCEPT_FLOOR && s->gain >= 1) {
+        if (s->accept >= 2 * ACCEPT_FLOOR) s->pause_len = PAUSE_FIRST;
+        return;
+    }
+    /* not paying: decode plainly for a while, then probe again from neutral estimates */
+    s->pause_left = s->pause_len;
+    if (s->pause_len < PAUSE_MAX) s->pause_len *= 2;
+    s->accept = 2 * ACCEPT_FLOOR;
+    s->gain = 1;
+}

@@ -1,0 +1,88 @@
+/* kern_i8row.c - per-row int8 weights (the converted spine, K3_SPINE=int8): q[r][c] in -127..127
+ * and one fp32 scale per row.
+ *
+ * Each weight is expanded as w = (float)q * scale, one correctly rounded fp32 multiply (the
+ * documented dequantisation, convert-spine's file format), and then enters the same 16-lane FMA
+ * order as every other format: the result is bit-for-bit the F32 kernel on the dequantised
+ * matrix. The scale is not factored out of the row sum, which would round differently. */
+#include "kernels/kernels_impl.h"
+
+static void i8row_expand(const KernJob *j, int r, int c, int n, float *w) {
+    const int8_t *src = (const int8_t *)j->W + (size_t)r * (size_t)j->cols + (size_t)c;
+    float s = ((const float *)j->aux)[r];
+    for (int i = 0; i < n; i++) w[i] = (float)src[i] * s;
+}
+
+#if KERN_HAVE_X86
+#include "kernels/kern_avx2.h"
+#include "kernels/kern_avx512.h"
+
+/* 8 int8 -> 8 fp32 times the row scale (sign-extend, exact conversion, one multiply). */
+KERN_AVX2_INLINE __m256 i8x8(const int8_t *w, __m256 s) {
+    __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)w));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(v), s);
+}
+
+KERN_AVX512_INLINE __m512 i8x16(const int8_t *w, __m512 s) {
+    __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)w));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), s);
+}
+
+KERN_AVX2_INLINE void i8row_tile_avx2(const KernJob *j, int r, int nr, int t0, int nt) {
+    const size_t cols = (size_t)j->cols;
+    const int8_t *W = (const int8_t *)j->W + (size_t)r * cols;
+    const float *S = (const float *)j->aux + r;
+    const float *X = j->X + (size_t)t0 * cols;
+    const size_t ahead = kern_prefetch_ahead(cols, nr);
+    Acc256 acc[KERN_TILE_MAX];
+    __m256 s[KERN_TILE_MAX];
+    acc256_zero(acc, nr * nt);
+    KERN_UNROLL
+    for (int i = 0; i < nr; i++) s[i] = _mm256_set1_ps(S[i]);
+    for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES) {
+        KERN_UNROLL
+        for (int i = 0; i < nr; i++) {
+            const int8_t *w = W + i * cols + c;
+            KERN_PREFETCH_AT(w, ahead);
+            acc256_fma(acc + i * nt, nt, i8x8(w, s[i]), i8x8(w + 8, s[i]), X, cols, c);
+        }
+    }
+    acc256_done(j, acc, r, nr, t0, nt);
+}
+
+KERN_AVX512_INLINE void i8row_tile_avx512(const KernJob *j, int r, int nr, int t0, int nt) {
+    const size_t cols = (size_t)j->cols;
+    const int8_t *W = (const int8_t *)j->W + (size_t)r * cols;
+    const float *S = (const float *)j->aux + r;
+    const float *X = j->X + (size_t)t0 * cols;
+    const size_t ahead = kern_prefetch_ahead(cols, nr);
+    __m512 acc[KERN_TILE_MAX], s[KERN_TILE_MAX];
+    acc512_zero(acc, nr * nt);
+    KERN_UNROLL
+    for (int i = 0; i < nr; i++) s[i] = _mm512_set1_ps(S[i]);
+    for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES) {
+        KERN_UNROLL
+        for (int i = 0; i < nr; i++) {
+            const int8_t *w = W + i * cols + c;
+            KERN_PREFETCH_AT(w, ahead);
+            acc512_fma(acc + i * nt, nt, i8x16(w, s[i]), X, cols, c);
+        }
+    }
+    acc512_done(j, acc, r, nr, t0, nt);
+}
+
+KERN_DEFINE_ROWS(KERN_AVX2_FN, i8row_rows_avx2, i8row_tile_avx2, KERN_OUTS_AVX2)
+KERN_DEFINE_ROWS(KERN_AVX512_FN, i8row_rows_avx512, i8row_tile_avx512, KERN_OUTS_AVX512)
+#endif
+
+void kern_matmul_i8row_isa(KernIsa isa, Pool *pool, float *Y, const int8_t *W, const float *scales, const float *X,
+                           int T, int rows, int cols) {
+    KernJob j = {.rows_fn = KERN_ROWS(isa, i8row_rows_avx2, i8row_rows_avx512), .expand = i8row_expand, .Y = Y,
+                 .W = W, .aux = scales, .X = X, .T = T, .rows = rows, .cols = cols, .row_bytes = (size_t)cols};
+    kern_run(pool, &j);
+}
+
+void kern_matmul_i8row(Pool *pool, float *Y, const int8_t *W, const float *scales, const float *X, int T, int rows,
+                       int cols) {
+    kern_matmul_i8row_isa(kern_selected(), pool, Y, W, scales, X, T, rows, cols);
+}

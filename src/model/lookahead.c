@@ -1,0 +1,38 @@
+/* lookahead.c - router lookahead. Consecutive layers' FFN inputs differ by one residual update,
+ * so layer l+1's router applied to layer l's FFN input guesses layer l+1's experts well enough
+ * to start reading them while layer l's experts are still being read and computed. The guess
+ * only steers reads: layer l+1's own router still decides, so outputs do not change. Only
+ * done when the expert source can use a guess (predict) and layer l+1's router is readable now
+ * (a streamed spine layer is not until it is acquired). */
+#include "model/internal.h"
+#include "kernels/mat.h"
+
+/* How many of the layer's selections (distinct experts) the guess held. */
+static void score(Model *m, int T) {
+    const int n = T * m->cfg.top_k;
+    for (int i = 0; i < n; i++) {
+        int e = m->s.sel[i], first = 1, guessed = 0;
+        for (int j = 0; j < i && first; j++) first = m->s.sel[j] != e;
+        if (!first) continue;
+        for (int j = 0; j < n && !guessed; j++) guessed = m->s.look_sel[j] == e;
+        m->stats.look_routed++;
+        m->stats.look_hits += (uint64_t)guessed;
+    }
+}
+
+void lookahead(Model *m, int layer, const float *u, int T) {
+    const K3Config *c = &m->cfg;
+    Scratch *s = &m->s;
+    if (m->look_layer == layer) score(m, T);
+    m->look_layer = -1;
+    int next = layer + 1;
+    if (!m->experts->predict || next >= c->n_layers || !m->w.layers[next].moe) return;
+    if (m->spine && next >= m->spine->resident_layers) return;
+    const MoeWeights *w = &m->w.layers[next].moe_w;
+    mat_mul(m->pool, s->router, &w->router, u, T); /* the router scratch is free once sel is known */
+    for (int t = 0; t < T; t++)
+        moe_route(s->router + (size_t)t * c->n_experts, w->score_bias, c->n_experts, c->top_k, s->look_sel + t * c->top_k,
+                  s->look_w + t * c->top_k);
+    m->experts->predict(m->experts, next, s->look_sel, T, c->top_k);
+    m->look_layer = next;
+}

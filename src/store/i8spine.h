@@ -1,0 +1,59 @@
+/* i8spine.h - the int8 spine: the resident linear weights (ROLE_SPINE tensors of schema.h)
+ * quantised per row, written by `deltafin convert-spine` and mapped for K3_SPINE=int8.
+ *
+ * Files live in DIR/deltafin-int8/, one per tensor, named "<tensor name>.i8":
+ *   bytes 0..63   header, little-endian: magic "DFI8ROW1", uint32 rows, uint32 cols,
+ *                 uint64 nbytes of the BF16 source tensor, then zeros
+ *   then          fp32 scale [rows]
+ *   then          int8 q [rows][cols]
+ * Convention: s = max|w| / 127 (fp32 division; 0 for an all-zero row), q = w / s (fp32) rounded
+ * half-to-even and clamped to -127..127, and the weight is (float)q * s: one fp32 multiply, which
+ * the I8ROW kernel performs exactly, so dequantisation is the same everywhere.
+ * A tensor file is written to "<name>.i8.tmp" and renamed when complete, so an interrupted
+ * conversion leaves only whole files (and a stale .tmp that the rerun overwrites).
+ *
+ * I8Spine maps every file and owns the mappings; the Mats it hands out point into them and stay
+ * valid until i8spine_close. */
+#ifndef DF_I8SPINE_H
+#define DF_I8SPINE_H
+
+#include "format/catalog.h"
+#include "kernels/mat.h"
+
+#define I8SPINE_SUBDIR "deltafin-int8"
+#define I8SPINE_HEADER 64
+
+typedef struct {
+    const TensorInfo *t;
+    const uint8_t *map;
+    uint64_t size;
+} I8Tensor;
+
+typedef struct {
+    int n;
+    I8Tensor *t;     /* sorted like the catalog (by name) */
+    uint64_t bytes;  /* int8 data + scales of every tensor */
+} I8Spine;
+
+/* The spine tensors that convert-spine converts, in catalog order: returns the count and stores a
+ * new array of pointers into cat (caller frees the array). */
+int i8spine_tensors(const Catalog *cat, const TensorInfo ***out);
+/* New string: the path of tensor t's int8 file. */
+char *i8spine_path(const Catalog *cat, const TensorInfo *t);
+/* 1 when t's file exists with a valid header and size for t, 0 when it does not exist, -1 with a
+ * message when it exists but is damaged or belongs to a different tensor. */
+int i8spine_check(const Catalog *cat, const TensorInfo *t);
+/* Quantises BF16 bytes src of tensor t and writes its file atomically. Fails on a non-finite weight. */
+int i8spine_convert(const Catalog *cat, const TensorInfo *t, const void *src);
+/* Removes a leftover "<name>.i8.tmp" of an interrupted write (for a tensor whose file is whole). */
+void i8spine_remove_stale(const Catalog *cat, const TensorInfo *t);
+/* How many of the spine tensors have a complete file (by i8spine_check; damage is an error). */
+int i8spine_converted(const Catalog *cat, int *done, int *total);
+
+/* Maps every tensor's file, validating headers, sizes and scales. Fails naming the file. */
+int i8spine_open(I8Spine *s, const Catalog *cat);
+void i8spine_close(I8Spine *s);
+/* MatOverrideFn (weights.h): the int8 Mat of tensor t when it is a converted spine tensor. */
+int i8spine_mat(void *ctx, const TensorInfo *t, Mat *out);
+
+#endif

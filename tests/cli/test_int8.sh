@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# int8 spine and K3_MOE_TOP_K: convert-spine writes files that an independent numpy decoder
+# checks against the BF16 source (scale = max|w|/127, codes rounded half-even); K3_SPINE=int8
+# changes the logits within a tolerance; K3_SPINE=bf16 (and auto before conversion) is bit-identical
+# to an unconverted checkpoint; an interrupted conversion resumes to the same files; damaged files
+# are refused with a message naming them; K3_MOE_TOP_K raises the NLL and is labelled lossy.
+set -eu
+t="$DF_TEST_TMP/int8"
+mkdir -p "$t"
+"$DF" synth --preset tiny --seed 4 --out "$t/u" --quiet >/dev/null
+cp -r "$t/u" "$t/m"
+toks="1 50 300 7 99 100 23 5 700 42 17 256"
+
+# before conversion, auto is bf16 and int8 is refused
+K3_SPINE=auto "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/plain.bin" 2>/dev/null
+! K3_SPINE=int8 "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/x.bin" 2>"$t/err" || exit 1
+grep -q "0 of 64 spine tensors are converted.*convert-spine" "$t/err"
+
+out=$("$DF_ASAN" convert-spine --model "$t/m" 2>"$t/conv.err")
+echo "$out"
+grep -q "64 tensors converted, 0 already done (of 64)" <<<"$out"
+grep -q "spine int8 (lossy)" "$t/conv.err" && grep -q "spine bf16 (exact)" "$t/conv.err"
+agree=$(sed -n 's/.*top-1 agree \([0-9]*\)\/32.*/\1/p' <<<"$out")
+test "$agree" -ge 16
+
+# the files, decoded independently
+"$PYTHON" - "$t/m" <<'PY'
+import glob, json, os, struct, sys
+import numpy as np
+m = sys.argv[1]
+idx = json.load(open(m + "/model.safetensors.index.json"))["weight_map"]
+def bf16(name):
+    b = open(m + "/" + idx[name], "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    e = json.loads(b[8:8 + n])[name]
+    s, t = e["data_offsets"]
+    a = np.frombuffer(b[8 + n + s:8 + n + t], np.uint16).astype(np.uint32) << 16
+    return a.view(np.float32).reshape(e["shape"])
+files = sorted(glob.glob(m + "/deltafin-int8/*.i8"))
+assert len(files) == 64, len(files)
+for p in files:
+    b = open(p, "rb").read()
+    assert b[:8] == b"DFI8ROW1"
+    rows, cols, src = struct.unpack("<IIQ", b[8:24])
+    assert b[24:64] == bytes(40)
+    w = bf16(os.path.basename(p)[:-3]).reshape(rows, cols)
+    assert src == w.size * 2 and len(b) == 64 + 4 * rows + rows * cols
+    s = np.frombuffer(b[64:64 + 4 * rows], np.float32)
+    q = np.frombuffer(b[64 + 4 * rows:], np.int8).reshape(rows, cols)
+    want_s = (np.abs(w).max(axis=1) / np.float32(127)).astype(np.float32)
+    assert np.array_equal(s, want_s), p
+    ratio = np.divide(w, s[:, None], out=np.zeros_like(w), where=s[:, None] > 0).astype(np.float32)
+    want_q = np.clip(np.rint(ratio), -127, 127).astype(np.int8)
+    assert np.array_equal(q, want_q), p
+print("files ok:", len(files))
+PY
+
+# int8 differs from bf16 within a tolerance; bf16 after conversion equals the unconverted model
+K3_SPINE=bf16 "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/bf16.bin" 2>/dev/null
+K3_SPINE=int8 "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/int8.bin" 2>/dev/null
+"$DF" logits --model "$t/m" --tokens "$toks" --out "$t/auto.bin" 2>/dev/null
+cmp "$t/plain.bin" "$t/bf16.bin"
+cmp "$t/int8.bin" "$t/auto.bin"
+! cmp -s "$t/bf16.bin" "$t/int8.bin" || exit 1
+"$PYTHON" - "$t/bf16.bin" "$t/int8.bin" <<'PY'
+import sys
+import numpy as np
+a, b = (np.fromfile(f, np.float32).reshape(12, -1) for f in sys.argv[1:])
+d = np.abs(a - b).max(axis=1)
+print("max drift per position:", np.round(d, 3), "top-1 agree", (a.argmax(1) == b.argmax(1)).sum())
+assert d[0] < 0.25 and d.max() < 5.0 and np.isfinite(b).all()
+assert (a.argmax(1) == b.argmax(1)).sum() >= 6
+PY
+
+# interrupted conversion: the state a kill leaves (whole files plus a stale .tmp) resumes
+cp -r "$t/u" "$t/k"
+timeout -s KILL 0.05 "$DF" convert-spine --model "$t/k" --no-check >/dev/null 2>&1 || true
+mkdir -p "$t/k/deltafin-int8"
+cp "$t/m/deltafin-int8/"*.i8 "$t/k/deltafin-int8/"
+rm -f "$t/k/deltafin-int8/"*layers.1.* "$t/k/deltafin-int8/"*lm_head*
+head -c 100 "$t/m/deltafin-int8/language_model.lm_head.weight.i8" >"$t/k/deltafin-int8/language_model.lm_head.weight.i8.tmp"
+n_missing=$((64 - $(ls "$t/k/deltafin-int8/"*.i8 | wc -l)))
+out=$("$DF" convert-spine --model "$t/k" --no-check)
+echo "$out"
+grep -q "$n_missing tensors converted, $((64 - n_missing)) already done (of 64)" <<<"$out"
+diff -r "$t/m/deltafin-int8" "$t/k/deltafin-int8"
+grep -q "0 tensors converted, 64 already done" <<<"$("$DF" convert-spine --model "$t/k" --no-check)"
+
+# damaged files: a clear error naming the file; convert-spine rewrites them
+f="$t/k/deltafin-int8/language_model.model.layers.2.mlp.up_proj.weight.i8"
+test -f "$f" || f=$(ls "$t/k/deltafin-int8/"*.i8 | head -1)
+printf 'X' | dd of="$f" bs=1 seek=8 conv=notrunc 2>/dev/null
+! K3_SPINE=int8 "$DF" logits --model "$t/k" --tokens "$toks" --out "$t/x.bin" 2>"$t/err" || exit 1
+grep -q "$(basename "$f"): header does not match" "$t/err"
+cp "$t/m/deltafin-int8/$(basename "$f")" "$f"
+truncate -s -1 "$f"
+! "$DF" logits --model "$t/k" --tokens "$toks" --out "$t/x.bin" 2>"$t/err" || exit 1
+grep -q "$(basename "$f"): .*truncated or damaged" "$t/err"
+"$DF" convert-spine --model "$t/k" --no-check 2>"$t/err" | grep -q "1 tensors converted, 63 already done"
+grep -q "rewriting" "$t/err"
+diff -r "$t/m/deltafin-int8" "$t/k/deltafin-int8"
+
+# settings: bad values and the streamed spine are refused
+! K3_SPINE=int4 "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/x.bin" 2>"$t/err" || exit 1
+grep -q "K3_SPINE: 'int4' is not one of auto, int8, bf16" "$t/err"
+! K3_SPINE=int8 K3_STORE=stream "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/x.bin" 2>"$t/err" || exit 1
+grep -q "not supported with the streamed spine" "$t/err"
+
+# K3_MOE_TOP_K: fewer experts cost NLL (small preset, top-4) and say so at startup
+"$DF" synth --preset small --seed 4 --out "$t/s" --quiet >/dev/null
+seq 1 5 600 | tr '\n' ' ' >"$t/toks"
+full=$("$DF" nll --model "$t/s" --tokens-file "$t/toks" 2>"$t/full.err" | awk '{print $2}')
+one=$(K3_MOE_TOP_K=1 "$DF_ASAN" nll --model "$t/s" --tokens-file "$t/toks" 2>"$t/one.err" | awk '{print $2}')
+echo "nll top-4 $full, top-1 $one"
+awk -v a="$full" -v b="$one" 'BEGIN { exit !(b > a + 0.01) }'
+grep -q "experts top-1 of 4 (lossy)" "$t/one.err"
+! grep -q "lossy" "$t/full.err" || exit 1
+test "$(K3_MOE_TOP_K=4 "$DF" nll --model "$t/s" --tokens-file "$t/toks" 2>/dev/null | awk '{print $2}')" = "$full"
+for v in 0 5 -1 2x ""x; do
+    ! K3_MOE_TOP_K="$v" "$DF" nll --model "$t/s" --tokens-file "$t/toks" 2>"$t/err" || exit 1
+    grep -q "K3_MOE_TOP_K: '$v' is not an expert count in 1..4" "$t/err"
+done
+echo "int8 and top-k ok"

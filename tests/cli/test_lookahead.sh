@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Router lookahead (K3_LOOKAHEAD, streaming store) only steers reads: logits and tokens are
+# bit-identical with it on and off and to the mapped path, with every layer pinned (guesses at
+# every layer) and with most layers streamed (guesses only where the next router is resident),
+# also through K3_TRACE's wrapper; --stats reports the guess's recall, which must be real (above
+# zero, below 100% on random weights) and absent when lookahead is off.
+set -eu
+t="$DF_TEST_TMP/lookahead"
+m="$t/small"
+"$DF" synth --preset small --seed 11 --out "$m" --quiet >/dev/null
+lt="$(seq 3 13 900 | tr '\n' ' ')"
+prompt="5 17 300 42 42 42 7 1000 3 9 12 600 77"
+K3_STORE=mapped "$DF" logits --model "$m" --tokens "$lt" --out "$t/mapped.bin" --chunk 16 2>/dev/null
+K3_STORE=mapped "$DF" run --model "$m" --tokens "$prompt" --max-new 20 >"$t/mapped.tok" 2>/dev/null
+for pin_ram in 10:0.17 5:0.162; do
+    pin=${pin_ram%:*} ram=${pin_ram#*:}
+    for la in 0 1; do
+        s=(K3_STORE=stream K3_RAM_GB=$ram K3_PIN_LAYERS=$pin K3_LOOKAHEAD=$la)
+        env "${s[@]}" "$DF" logits --model "$m" --tokens "$lt" --out "$t/la.bin" --chunk 16 2>/dev/null
+        cmp "$t/mapped.bin" "$t/la.bin"
+        env "${s[@]}" K3_TRACE="$t/trace.jsonl" "$DF" run --model "$m" --tokens "$prompt" --max-new 20 --stats \
+            >"$t/la.tok" 2>"$t/la.err"
+        cmp "$t/mapped.tok" "$t/la.tok"
+        if [ $la = 1 ]; then
+            grep -q "router lookahead:" "$t/la.err"
+            recall=$(sed -n 's/.*(recall \([0-9.]*\)%).*/\1/p' "$t/la.err")
+            awk -v r="$recall" 'BEGIN { exit !(r > 0 && r < 100) }'
+        else
+            ! grep -q "router lookahead" "$t/la.err"
+        fi
+    done
+done
+"$DF_ASAN" logits --model "$m" --tokens "$lt" --out "$t/asan.bin" --chunk 16 2>/dev/null </dev/null &&
+    K3_STORE=stream K3_RAM_GB=0.17 K3_PIN_LAYERS=10 "$DF_ASAN" logits --model "$m" --tokens "$lt" --out "$t/asan.bin" \
+        --chunk 16 2>/dev/null
+cmp "$t/mapped.bin" "$t/asan.bin"
+! K3_STORE=stream K3_LOOKAHEAD=2 "$DF" run --model "$m" --tokens 1 --max-new 1 >/dev/null 2>"$t/err"
+grep -q K3_LOOKAHEAD "$t/err"
+echo PASS

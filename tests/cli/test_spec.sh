@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# n-gram speculation (K3_SPEC) is lossless: with it on and off, run prints the same tokens for
+# repetitive prompts (drafts found at once), ordinary ones (drafts rare and mostly rejected) and
+# a chat prompt (stop token), on two model shapes and in the sanitizer build. The state-level
+# properties (forced rejection restores the state bit for bit, every cut point) are in
+# tests/unit/test_spec.c.
+set -eu
+t="$DF_TEST_TMP/spec"
+"$DF" synth --preset small --seed 11 --out "$t/small" --quiet >/dev/null
+"$DF" synth --preset tiny --seed 4 --out "$t/tiny" --quiet >/dev/null
+prompts=(
+    "1 2 3 1 2 3 1 2 3 1 2 3 1 2 3"
+    "7 7 7 7 7 7 7 7 7 7 7 7"
+    "5 17 300 42 42 42 7 600 3 9 12 600 77 1 2 3 4 5 6 7"
+    "400 12 9 400 12 9 88 400 12"
+    "3"
+)
+same() { # model, prompt, extra args...
+    K3_SPEC=0 "$DF" run --model "$1" --tokens "$2" "${@:3}" >"$t/off" 2>/dev/null
+    K3_SPEC=1 "$DF" run --model "$1" --tokens "$2" "${@:3}" --stats >"$t/on" 2>"$t/on.err"
+    cmp "$t/off" "$t/on"
+    [ -s "$t/on" ]
+}
+for m in small tiny; do
+    for p in "${prompts[@]}"; do
+        same "$t/$m" "$p" --max-new 120
+        same "$t/$m" "$p" --max-new 9
+    done
+done
+# a longer generation finds drafts in its own text, and --stats reports them
+same "$t/small" "${prompts[0]}" --max-new 300
+grep -Eq "speculation on: [0-9]+ passes, [0-9.]+ tokens/pass; [1-9][0-9]* drafts verified" "$t/on.err"
+# a context limit reached inside a verify pass stops at the same token
+K3_CONTEXT=40 same "$t/tiny" "${prompts[0]}" --max-new 100
+# chat prompts stop at the end-of-message token the same way
+K3_SPEC=0 "$DF" run --model "$t/tiny" --prompt "hello hello hello" --chat --max-new 60 >"$t/c0" 2>/dev/null
+K3_SPEC=1 "$DF" run --model "$t/tiny" --prompt "hello hello hello" --chat --max-new 60 >"$t/c1" 2>/dev/null
+cmp "$t/c0" "$t/c1"
+# the sanitizer build agrees
+K3_SPEC=1 "$DF_ASAN" run --model "$t/tiny" --tokens "${prompts[0]}" --max-new 30 >"$t/asan" 2>/dev/null
+K3_SPEC=0 "$DF" run --model "$t/tiny" --tokens "${prompts[0]}" --max-new 30 >"$t/plain" 2>/dev/null
+cmp "$t/asan" "$t/plain"
+# K3_SPEC=0 reports itself off; other values are refused
+K3_SPEC=0 "$DF" run --model "$t/tiny" --tokens "3" --max-new 3 --stats 2>&1 >/dev/null | grep -q "speculation off"
+! K3_SPEC=2 "$DF" run --model "$t/tiny" --tokens "3" --max-new 3 >/dev/null 2>"$t/err"
+grep -q "K3_SPEC" "$t/err"
+echo PASS
