@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/spec.h"
 #include "kernels/kernels.h"
 #include "util/err.h"
 #include "util/fileio.h"
@@ -158,6 +159,7 @@ void engine_close(Engine *e) {
 }
 
 void engine_print_settings(const Engine *e, FILE *f) {
+    Spec spec; /* K3_SPEC as the generation loop will read it */
     const K3Config *c = &e->cat.cfg;
     uint64_t total = (uint64_t)(c->n_layers - c->first_dense) * (uint64_t)c->n_experts, local = total;
     if (e->inst) installer_expert_counts(e->inst, &local, &total);
@@ -165,12 +167,13 @@ void engine_print_settings(const Engine *e, FILE *f) {
     if (c->top_k != e->top_k_full)
         snprintf(topk, sizeof topk, " | experts top-%d of %d (lossy)", c->top_k, e->top_k_full);
     fprintf(f, "deltafin: model %s (%d layers, %d experts, top-%d) | device cpu (%s kernels) | threads %d | "
-               "spine %s%s | experts local %llu/%llu (%s)%s | context %d | A_log %s | fp32 greedy\n",
+               "spine %s%s | experts local %llu/%llu (%s)%s | context %d | A_log %s | speculation %s | fp32 greedy\n",
             e->cat.dir, c->n_layers, c->n_experts, e->top_k_full, kern_isa(), e->threads,
             e->spine_int8 ? "int8 (lossy)" : "bf16 (exact)",
             e->i8_unused ? "; int8 files unused: streamed spine" : "", (unsigned long long)local,
             (unsigned long long)total, e->streaming ? "streamed" : "mapped", topk, e->max_context,
-            e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)");
+            e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)",
+            spec_init(&spec) == 0 && spec.on ? "n-gram (lossless)" : "off");
     if (e->streaming) stream_print_plan(&e->stream, f);
     if (e->inst) {
         char reminder[1024];
