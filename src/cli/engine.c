@@ -46,9 +46,9 @@ static int top_k_from_env(Engine *e) {
     return 0;
 }
 
-/* K3_SPINE=auto|int8|bf16: auto takes the int8 spine when convert-spine has written all of it
- * and the spine is mapped; the streamed spine reads only BF16 (int8 is refused there). */
-static int spine_from_env(Engine *e, TensorBytesFn bytes, void *provider) {
+/* K3_SPINE=auto|int8|bf16: auto takes the int8 spine when convert-spine has written all of it.
+ * Decided before the store opens: a streamed spine plans and reads the int8 files itself. */
+static int spine_choice(Engine *e) {
     const char *v = getenv("K3_SPINE");
     if (!v || !*v) v = "auto";
     if (strcmp(v, "auto") && strcmp(v, "int8") && strcmp(v, "bf16"))
@@ -57,19 +57,18 @@ static int spine_from_env(Engine *e, TensorBytesFn bytes, void *provider) {
     int done, total;
     if (i8spine_converted(&e->cat, &done, &total)) return -1;
     int full = total > 0 && done == total;
-    if (!strcmp(v, "auto") && (!full || e->streaming)) {
-        e->i8_unused = full;
-        return 0;
-    }
-    if (e->streaming)
-        return df_fail("K3_SPINE=int8 is not supported with the streamed spine (K3_STORE=stream): use K3_STORE=mapped, "
-                       "or K3_SPINE=bf16");
-    if (!full)
+    if (!full && !strcmp(v, "int8"))
         return df_fail("K3_SPINE=int8: %d of %d spine tensors are converted in %s/%s: "
                        "run deltafin convert-spine --model %s",
                        done, total, e->cat.dir, I8SPINE_SUBDIR, e->cat.dir);
+    e->spine_int8 = full;
+    return 0;
+}
+
+/* The mapped store's int8 spine: every file mapped, the model's matrices rebound to it. */
+static int map_int8_spine(Engine *e, TensorBytesFn bytes, void *provider) {
+    if (!e->spine_int8 || e->streaming) return 0;
     if (i8spine_open(&e->i8, &e->cat)) return -1;
-    e->spine_int8 = 1;
     return model_override_mats(e->model, bytes, provider, i8spine_mat, &e->i8);
 }
 
@@ -100,7 +99,10 @@ static int open_store(Engine *e) {
     if (attach_install(e)) return -1;
     if (stream_wanted(&e->cat, &e->streaming)) return -1;
     if (e->streaming) {
-        if (stream_open(&e->stream, &e->cat, e->max_context)) return -1;
+        Spec spec;
+        if (spec_init(&spec)) return -1;
+        StreamNeeds needs = {e->max_context, e->spine_int8, spec.on, e->extra_states};
+        if (stream_open(&e->stream, &e->cat, &needs)) return -1;
         e->experts = &e->stream.experts.src;
     } else {
         if (mapped_open(&e->store, &e->cat)) return -1;
@@ -118,13 +120,16 @@ static int open_store(Engine *e) {
     return 0;
 }
 
-int engine_open(Engine *e, const char *dir) {
+int engine_open(Engine *e, const char *dir) { return engine_open_states(e, dir, 0); }
+
+int engine_open_states(Engine *e, const char *dir, int extra_states) {
     memset(e, 0, sizeof *e);
+    e->extra_states = extra_states;
     if (!dir) dir = getenv("DELTAFIN_ROOT");
     if (!dir || !*dir) dir = ".";
     if (model_a_log_mode_from_env(&e->a_log) || context_from_env(&e->max_context)) return -1;
     if (catalog_open(&e->cat, dir)) return -1;
-    if (top_k_from_env(e)) return engine_close(e), -1;
+    if (top_k_from_env(e) || spine_choice(e)) return engine_close(e), -1;
     if (open_store(e)) return engine_close(e), -1;
     e->pool = pool_create(pool_threads_from_env());
     e->threads = pool_threads(e->pool);
@@ -134,9 +139,9 @@ int engine_open(Engine *e, const char *dir) {
         engine_close(e);
         return -1;
     }
-    if (spine_from_env(e, bytes, provider)) return engine_close(e), -1;
+    if (map_int8_spine(e, bytes, provider)) return engine_close(e), -1;
     if (e->streaming) {
-        model_set_spine(e->model, &e->stream.spine.src);
+        if (model_set_spine(e->model, &e->stream.spine.src)) return engine_close(e), -1;
         stream_end_load(&e->stream);
     }
     e->max_context = model_max_context(e->model);
@@ -167,10 +172,10 @@ void engine_print_settings(const Engine *e, FILE *f) {
     if (c->top_k != e->top_k_full)
         snprintf(topk, sizeof topk, " | experts top-%d of %d (lossy)", c->top_k, e->top_k_full);
     fprintf(f, "deltafin: model %s (%d layers, %d experts, top-%d) | device cpu (%s kernels) | threads %d | "
-               "spine %s%s | experts local %llu/%llu (%s)%s | context %d | A_log %s | speculation %s | fp32 greedy\n",
+               "spine %s | experts local %llu/%llu (%s)%s | context %d | A_log %s | speculation %s | fp32 greedy\n",
             e->cat.dir, c->n_layers, c->n_experts, e->top_k_full, kern_isa(), e->threads,
             e->spine_int8 ? "int8 (lossy)" : "bf16 (exact)",
-            e->i8_unused ? "; int8 files unused: streamed spine" : "", (unsigned long long)local,
+            (unsigned long long)local,
             (unsigned long long)total, e->streaming ? "streamed" : "mapped", topk, e->max_context,
             e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)",
             spec_init(&spec) == 0 && spec.on ? "n-gram (lossless)" : "off");

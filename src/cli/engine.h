@@ -35,12 +35,15 @@ typedef struct {
     ALogMode a_log;
     I8Spine i8;              /* K3_SPINE: mapped int8 spine when spine_int8 */
     int spine_int8;          /* 1: the spine matrices are the lossy int8 ones */
-    int i8_unused;           /* converted, but auto kept bf16 (streamed spine) */
     int top_k_full;          /* the checkpoint's experts per token; cat.cfg.top_k is K3_MOE_TOP_K's */
+    int extra_states;        /* decode States the caller keeps besides its working one */
 } Engine;
 
 /* dir NULL: $DELTAFIN_ROOT, else the current directory. Fails with a message. */
 int engine_open(Engine *e, const char *dir);
+/* engine_open for a caller that keeps extra_states more decode States than the working one (the
+ * server's prompt snapshot): the streaming memory plan counts them. engine_open passes 0. */
+int engine_open_states(Engine *e, const char *dir, int extra_states);
 void engine_close(Engine *e);
 /* The one start-up line with every resolved setting (and the streaming plan when streaming). */
 void engine_print_settings(const Engine *e, FILE *f);

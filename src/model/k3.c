@@ -84,7 +84,10 @@ void model_destroy(Model *m) {
     free(m);
 }
 
-void model_set_spine(Model *m, SpineSource *src) { m->spine = src; }
+int model_set_spine(Model *m, SpineSource *src) {
+    m->spine = src;
+    return src->mat ? weights_override_mats(&m->w, m->cat, src->bytes, src, src->mat, src->mat_ctx) : 0;
+}
 
 int model_override_mats(Model *m, TensorBytesFn bytes, void *provider, MatOverrideFn fn, void *ctx) {
     return weights_override_mats(&m->w, m->cat, bytes, provider, fn, ctx);
@@ -192,7 +195,8 @@ static int acquire_spine_layer(Model *m, int l) {
     int moved = m->spine->acquire_layer(m->spine, l);
     m->stats.spine_wait_s += model_now() - t0;
     if (moved < 0) return -1;
-    return moved ? weights_bind_layer_mats(&m->w, m->cat, l, m->spine->bytes, m->spine) : 0;
+    return moved ? weights_bind_layer_mats(&m->w, m->cat, l, m->spine->bytes, m->spine, m->spine->mat, m->spine->mat_ctx)
+                 : 0;
 }
 
 int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, int all_rows) {

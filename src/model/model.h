@@ -39,6 +39,8 @@ typedef struct SpineSource {
     int (*acquire_layer)(struct SpineSource *src, int layer);
     void (*release_layer)(struct SpineSource *src, int layer);
     TensorBytesFn bytes;
+    MatOverrideFn mat;      /* NULL, or another representation of some matrices (the int8 spine) */
+    void *mat_ctx;
     int resident_layers;    /* layers [0, resident_layers) never move: readable at any time */
 } SpineSource;
 
@@ -59,9 +61,10 @@ typedef struct State State;
  * max_context: positions a State may hold (clamped to the config's max_position_embeddings). */
 int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *provider, ExpertSource *experts,
                  Pool *pool, ALogMode mode, int max_context);
-/* Streams the spine through src (borrowed): every forward acquires each layer before using it.
- * Without it, the matrices bound at model_create stay in place. */
-void model_set_spine(Model *m, SpineSource *src);
+/* Streams the spine through src (borrowed): every forward acquires each layer before using it,
+ * and binds the matrices through src->mat where it has one. Without it, the matrices bound at
+ * model_create stay in place. */
+int model_set_spine(Model *m, SpineSource *src);
 /* Rebinds the spine matrices through an override (weights_override_mats; bytes/provider as given
  * to model_create), e.g. to the int8 spine. Not with a streamed spine, which rebinds layers. */
 int model_override_mats(Model *m, TensorBytesFn bytes, void *provider, MatOverrideFn fn, void *ctx);

@@ -149,8 +149,9 @@ static void bind_layer(Binder *b, LayerWeights *L, const K3Config *c, ALogMode m
     bind_layer_mats(b, L, c);
 }
 
-int weights_bind_layer_mats(Weights *w, const Catalog *cat, int layer, TensorBytesFn bytes, void *provider) {
-    Binder b = {cat, bytes, provider, layer, 0, NULL, NULL};
+int weights_bind_layer_mats(Weights *w, const Catalog *cat, int layer, TensorBytesFn bytes, void *provider,
+                            MatOverrideFn fn, void *ctx) {
+    Binder b = {cat, bytes, provider, layer, 0, fn, ctx};
     bind_layer_mats(&b, &w->layers[layer], &cat->cfg);
     return b.failed ? -1 : 0;
 }

@@ -58,16 +58,19 @@ typedef struct {
  * matrices of a layer it does not hold yet, which the model binds before use). */
 typedef const void *(*TensorBytesFn)(void *provider, const TensorInfo *t);
 
-/* Binds every non-expert tensor of the catalog. Small vectors are copied to fp32. */
-int weights_bind(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *provider, ALogMode mode);
-/* Rebinds layer `layer`'s matrices (not its vectors) to bytes from a new provider: the spine
- * store may hold a streamed layer in a different buffer on every pass. */
-int weights_bind_layer_mats(Weights *w, const Catalog *cat, int layer, TensorBytesFn bytes, void *provider);
-void weights_free(Weights *w, const K3Config *c);
-
 /* Another representation of some matrices (the int8 spine): returns 1 and fills *m when it has
  * tensor t, else 0 (the matrix keeps its bytes). */
 typedef int (*MatOverrideFn)(void *ctx, const TensorInfo *t, Mat *m);
+
+/* Binds every non-expert tensor of the catalog. Small vectors are copied to fp32. */
+int weights_bind(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *provider, ALogMode mode);
+/* Rebinds layer `layer`'s matrices (not its vectors) to bytes from a new provider, or to fn's Mat
+ * where it has one (fn may be NULL): the spine store may hold a streamed layer in a different
+ * buffer on every pass. */
+int weights_bind_layer_mats(Weights *w, const Catalog *cat, int layer, TensorBytesFn bytes, void *provider,
+                            MatOverrideFn fn, void *ctx);
+void weights_free(Weights *w, const K3Config *c);
+
 /* Rebinds every matrix (all layers and lm_head): to fn's Mat where it has one, else to bytes from
  * the provider (the one weights_bind used). Call before any forward. */
 int weights_override_mats(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *provider, MatOverrideFn fn,

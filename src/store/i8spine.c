@@ -32,6 +32,18 @@ static uint64_t file_bytes(I8Header h) {
     return I8SPINE_HEADER + 4 * (uint64_t)h.rows + (uint64_t)h.rows * h.cols;
 }
 
+uint64_t i8spine_file_bytes(const TensorInfo *t) { return file_bytes(expected_header(t)); }
+uint32_t i8spine_rows(const TensorInfo *t) { return expected_header(t).rows; }
+
+int i8spine_check_scales(const uint8_t *scales, uint32_t rows, const char *where) {
+    for (uint32_t r = 0; r < rows; r++) {
+        float s;
+        memcpy(&s, scales + 4 * (uint64_t)r, 4);
+        if (!(s >= 0 && isfinite(s))) return df_fail("%s: row %u has scale %g (damaged file)", where, r, s);
+    }
+    return 0;
+}
+
 static void header_encode(uint8_t *b, I8Header h) {
     memset(b, 0, I8SPINE_HEADER);
     memcpy(b, magic, 8);
@@ -182,12 +194,7 @@ static int map_one(I8Tensor *m, const Catalog *cat, const TensorInfo *t) {
     if (!rc && (m->map = mmap(NULL, m->size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
         m->map = NULL, rc = df_fail("%s: mmap failed: %s", path, strerror(errno));
     if (!rc) rc = header_check(path, m->map, m->size, t);
-    I8Header h = expected_header(t);
-    for (uint32_t r = 0; r < h.rows && !rc; r++) {
-        float s;
-        memcpy(&s, m->map + I8SPINE_HEADER + 4 * (uint64_t)r, 4);
-        if (!(s >= 0 && isfinite(s))) rc = df_fail("%s: row %u has scale %g (damaged file)", path, r, s);
-    }
+    if (!rc) rc = i8spine_check_scales(m->map + I8SPINE_HEADER, expected_header(t).rows, path);
     if (fd >= 0) close(fd);
     free(path);
     return rc;

@@ -50,6 +50,14 @@ void i8spine_remove_stale(const Catalog *cat, const TensorInfo *t);
 /* How many of the spine tensors have a complete file (by i8spine_check; damage is an error). */
 int i8spine_converted(const Catalog *cat, int *done, int *total);
 
+/* Size of tensor t's int8 file (header, scales, codes), and the offset of its scales in it. */
+uint64_t i8spine_file_bytes(const TensorInfo *t);
+/* The weight rows of tensor t (its int8 file holds this many scales). */
+uint32_t i8spine_rows(const TensorInfo *t);
+/* Checks that rows scales (as stored after the header) are finite and >= 0; `where` names the
+ * file in the message. */
+int i8spine_check_scales(const uint8_t *scales, uint32_t rows, const char *where);
+
 /* Maps every tensor's file, validating headers, sizes and scales. Fails naming the file. */
 int i8spine_open(I8Spine *s, const Catalog *cat);
 void i8spine_close(I8Spine *s);

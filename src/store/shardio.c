@@ -35,13 +35,13 @@ static int open_shard(Shards *s, int i, const char *path) {
     return 0;
 }
 
-int shards_open(Shards *s, const Catalog *cat, int want_direct) {
+int shards_open_paths(Shards *s, int n, char *const *paths, int want_direct) {
     memset(s, 0, sizeof *s);
     s->direct = want_direct;
-    s->fd = df_malloc(sizeof *s->fd * (size_t)cat->n_shards);
-    s->path = df_calloc((size_t)cat->n_shards, sizeof *s->path);
-    for (int i = 0; i < cat->n_shards; i++) {
-        s->path[i] = catalog_shard_path(cat, i);
+    s->fd = df_malloc(sizeof *s->fd * (size_t)(n ? n : 1));
+    s->path = df_calloc((size_t)(n ? n : 1), sizeof *s->path);
+    for (int i = 0; i < n; i++) {
+        s->path[i] = df_strdup(paths[i]);
         s->n = i + 1;
         if (open_shard(s, i, s->path[i])) {
             s->fd[i] = -1;
@@ -50,6 +50,15 @@ int shards_open(Shards *s, const Catalog *cat, int want_direct) {
         }
     }
     return 0;
+}
+
+int shards_open(Shards *s, const Catalog *cat, int want_direct) {
+    char **paths = df_calloc((size_t)cat->n_shards + 1, sizeof *paths);
+    for (int i = 0; i < cat->n_shards; i++) paths[i] = catalog_shard_path(cat, i);
+    int rc = shards_open_paths(s, cat->n_shards, paths, want_direct);
+    for (int i = 0; i < cat->n_shards; i++) free(paths[i]);
+    free(paths);
+    return rc;
 }
 
 void shards_close(Shards *s) {

@@ -28,6 +28,8 @@ typedef struct {
 
 /* want_direct 0 forces buffered reads (K3_DIRECT=0). */
 int shards_open(Shards *s, const Catalog *cat, int want_direct);
+/* The same for any n files (paths copied): derived files read like shards (the int8 spine). */
+int shards_open_paths(Shards *s, int n, char *const *paths, int want_direct);
 void shards_close(Shards *s);
 
 /* Buffer bytes a read of [offset, offset+len) needs (aligned superset). */

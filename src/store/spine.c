@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "format/schema.h"
+#include "store/i8spine.h"
 #include "util/err.h"
 
 #define CHUNK_BYTES (8ull << 20) /* one read request; large enough for full disk speed */
@@ -16,15 +17,18 @@
 
 enum { BUF_EMPTY, BUF_LOADING, BUF_READY, BUF_FAILED };
 
+/* A run reads from one file of a set: the checkpoint's shards, or the int8 spine files. */
+enum { SET_SHARDS, SET_INT8 };
+
 struct SpineRun {
-    int shard;
+    int set, shard;
     uint64_t aoff, alen, need, buf_off;
 };
 
 typedef struct {
     IoJob job;               /* first member: the I/O pool runs it */
     SpineBuf *b;
-    int shard;
+    int set, shard;
     uint64_t aoff, alen, need, dst;
 } SpineChunk;
 
@@ -32,6 +36,7 @@ struct SpineBuf {
     SpineStore *ss;
     uint8_t *mem;
     int group, state, in_use, pending, failed, n_chunks;
+    int validated;           /* the int8 scales of this load were checked */
     char err[384];
     SpineChunk *chunks;
 };
@@ -45,19 +50,21 @@ uint64_t spine_small_bytes(const SpineStore *ss) { return ss->group_bytes[smalls
 
 typedef struct {
     int t;
-    int shard;
+    int set, shard;
     uint64_t off, end;
 } Piece;
 
 static int cmp_piece(const void *a, const void *b) {
     const Piece *x = a, *y = b;
+    if (x->set != y->set) return x->set < y->set ? -1 : 1;
     if (x->shard != y->shard) return x->shard < y->shard ? -1 : 1;
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-static void add_run(SpineStore *ss, int *n_runs, int shard, uint64_t start, uint64_t end, uint64_t *buf_off) {
+static void add_run(SpineStore *ss, int *n_runs, const Piece *first, uint64_t end, uint64_t *buf_off) {
     SpineRun *r = &ss->runs[(*n_runs)++];
-    r->shard = shard;
+    uint64_t start = first->off;
+    r->set = first->set, r->shard = first->shard;
     r->aoff = start & ~(uint64_t)(SHARD_ALIGN - 1);
     r->need = end - r->aoff;
     r->alen = shard_read_cap(r->aoff, r->need);
@@ -73,9 +80,10 @@ static void layout_group(SpineStore *ss, int g, Piece *p, int n, int *n_runs) {
     for (int i = 0; i < n;) {
         int j = i + 1;
         uint64_t end = p[i].end;
-        while (j < n && p[j].shard == p[i].shard && p[j].off <= end + MERGE_GAP) end = p[j].end > end ? p[j].end : end, j++;
+        while (j < n && p[j].set == p[i].set && p[j].shard == p[i].shard && p[j].off <= end + MERGE_GAP)
+            end = p[j].end > end ? p[j].end : end, j++;
         int run = *n_runs;
-        add_run(ss, n_runs, p[i].shard, p[i].off, end, &buf_off);
+        add_run(ss, n_runs, &p[i], end, &buf_off);
         for (int k = i; k < j; k++) ss->tensor_off[p[k].t] = ss->runs[run].buf_off + (p[k].off - ss->runs[run].aoff);
         i = j;
     }
@@ -101,17 +109,40 @@ static int assign_groups(SpineStore *ss, Piece **by_group, int *count) {
             if (e[i].role == ROLE_EMBED) continue;
             int g = e[i].role == ROLE_SMALL ? smalls_group(ss) : l < 0 ? globals_group(ss) : l;
             const TensorInfo *ti = &ss->cat->tensors[t];
+            int k = ss->tensor_i8 ? ss->tensor_i8[t] : -1;
             ss->tensor_group[t] = g;
-            by_group[g][count[g]++] = (Piece){t, ti->shard, ti->offset, ti->offset + ti->nbytes};
+            by_group[g][count[g]++] = k < 0 ? (Piece){t, SET_SHARDS, ti->shard, ti->offset, ti->offset + ti->nbytes}
+                                            : (Piece){t, SET_INT8, k, I8SPINE_HEADER, i8spine_file_bytes(ti)};
         }
     }
     return 0;
 }
 
-int spine_layout(SpineStore *ss, const Catalog *cat) {
+/* Which catalog tensors come from int8 files, and each group's range of them (the list is in
+ * layer order, globals first, so a group's int8 tensors are consecutive). */
+static void index_int8(SpineStore *ss) {
+    int N = ss->cat->n_tensors, G = ss->n_groups;
+    ss->n_i8 = i8spine_tensors(ss->cat, &ss->i8t);
+    ss->tensor_i8 = df_malloc(sizeof(int) * (size_t)N);
+    memset(ss->tensor_i8, 0xff, sizeof(int) * (size_t)N);
+    for (int k = 0; k < ss->n_i8; k++) ss->tensor_i8[ss->i8t[k] - ss->cat->tensors] = k;
+    ss->i8_first = df_calloc((size_t)G, sizeof(int));
+    ss->i8_count = df_calloc((size_t)G, sizeof(int));
+}
+
+static void count_int8(SpineStore *ss) {
+    for (int k = 0; k < ss->n_i8; k++) {
+        int g = ss->tensor_group[ss->i8t[k] - ss->cat->tensors];
+        if (!ss->i8_count[g]++) ss->i8_first[g] = k;
+    }
+}
+
+int spine_layout(SpineStore *ss, const Catalog *cat, int int8) {
     memset(ss, 0, sizeof *ss);
     ss->cat = cat;
     ss->n_groups = cat->cfg.n_layers + 2;
+    ss->int8 = int8;
+    if (int8) index_int8(ss);
     int G = ss->n_groups, N = cat->n_tensors;
     ss->tensor_group = df_malloc(sizeof(int) * (size_t)N);
     memset(ss->tensor_group, 0xff, sizeof(int) * (size_t)N);
@@ -125,6 +156,7 @@ int spine_layout(SpineStore *ss, const Catalog *cat) {
     int *count = df_calloc((size_t)G, sizeof(int));
     for (int g = 0; g < G; g++) by_group[g] = df_malloc(sizeof(Piece) * (size_t)(g == smalls_group(ss) ? N : SCHEMA_MAX_PER_LAYER));
     int rc = assign_groups(ss, by_group, count), n_runs = 0;
+    if (!rc && int8) count_int8(ss);
     for (int g = 0; g < G && !rc; g++) layout_group(ss, g, by_group[g], count[g], &n_runs);
     for (int g = 0; g < G; g++) free(by_group[g]);
     free(by_group), free(count);
@@ -145,9 +177,11 @@ static void read_chunk(IoJob *job) {
     SpineBuf *b = ch->b;
     SpineStore *ss = b->ss;
     char what[64];
-    if (b->group < ss->cat->cfg.n_layers) snprintf(what, sizeof what, "spine of layer %d", b->group);
-    else snprintf(what, sizeof what, b->group == globals_group(ss) ? "global spine tensors" : "small spine tensors");
-    int rc = shard_read_aligned(ss->shards, ch->shard, ch->aoff, ch->alen, ch->need, b->mem + ch->dst, what);
+    const char *kind = ch->set == SET_INT8 ? "int8 spine" : "spine";
+    if (b->group < ss->cat->cfg.n_layers) snprintf(what, sizeof what, "%s of layer %d", kind, b->group);
+    else snprintf(what, sizeof what, b->group == globals_group(ss) ? "global %s tensors" : "small %s tensors", kind);
+    const Shards *files = ch->set == SET_INT8 ? &ss->i8files : ss->shards;
+    int rc = shard_read_aligned(files, ch->shard, ch->aoff, ch->alen, ch->need, b->mem + ch->dst, what);
     pthread_mutex_lock(&ss->mu);
     if (rc && !b->failed) b->failed = 1, snprintf(b->err, sizeof b->err, "%s", df_errmsg());
     if (!rc) ss->bytes_read += ch->alen;
@@ -160,7 +194,7 @@ static void read_chunk(IoJob *job) {
 
 /* Starts reading group g into b (caller holds mu). */
 static void start_group(SpineStore *ss, SpineBuf *b, int g, int urgent) {
-    b->group = g, b->state = BUF_LOADING, b->failed = 0, b->pending = 0;
+    b->group = g, b->state = BUF_LOADING, b->failed = 0, b->pending = 0, b->validated = 0;
     int n = 0;
     for (int r = 0; r < ss->run_count[g]; r++) {
         const SpineRun *run = &ss->runs[ss->run_first[g] + r];
@@ -168,8 +202,8 @@ static void start_group(SpineStore *ss, SpineBuf *b, int g, int urgent) {
             SpineChunk *ch = &b->chunks[n++];
             uint64_t alen = run->alen - at < CHUNK_BYTES ? run->alen - at : CHUNK_BYTES;
             uint64_t need = run->need > at ? run->need - at : 0;
-            *ch = (SpineChunk){{read_chunk, NULL, 0}, b, run->shard, run->aoff + at, alen, need < alen ? need : alen,
-                               run->buf_off + at};
+            *ch = (SpineChunk){{read_chunk, NULL, 0}, b, run->set, run->shard, run->aoff + at, alen,
+                               need < alen ? need : alen, run->buf_off + at};
         }
     }
     b->pending = b->n_chunks = n;
@@ -177,16 +211,29 @@ static void start_group(SpineStore *ss, SpineBuf *b, int g, int urgent) {
     for (int i = 0; i < n; i++) iopool_submit(ss->io, &b->chunks[i].job, urgent);
 }
 
+/* The int8 files' scales are checked on every load: a damaged file must fail naming itself, not
+ * turn into non-finite logits. (The scales are 1/cols of the bytes: the check is cheap.) */
+static int validate_group(const SpineStore *ss, const SpineBuf *b) {
+    int g = b->group;
+    for (int k = ss->i8_first ? ss->i8_first[g] : 0, end = k + (ss->i8_count ? ss->i8_count[g] : 0); k < end; k++) {
+        const TensorInfo *t = ss->i8t[k];
+        if (i8spine_check_scales(b->mem + ss->tensor_off[t - ss->cat->tensors], i8spine_rows(t), ss->i8files.path[k]))
+            return -1;
+    }
+    return 0;
+}
+
 static int wait_group(SpineStore *ss, SpineBuf *b) {
     while (b->state == BUF_LOADING) pthread_cond_wait(&ss->done, &ss->mu);
-    if (b->state != BUF_FAILED) return 0;
+    if (b->state != BUF_FAILED && (b->validated || !validate_group(ss, b))) return b->validated = 1, 0;
+    if (b->state == BUF_FAILED) df_fail("%s", b->err);
     b->state = BUF_EMPTY, b->group = -1;
-    return df_fail("%s", b->err);
+    return -1;
 }
 
 /* Reads group g into a new resident buffer, now. */
 static int load_resident(SpineStore *ss, int g) {
-    SpineBuf b = {ss, NULL, -1, BUF_EMPTY, 0, 0, 0, 0, {0}, NULL};
+    SpineBuf b = {ss, NULL, -1, BUF_EMPTY, 0, 0, 0, 0, 0, {0}, NULL};
     b.mem = ss->resident[g] = df_aligned_alloc(SHARD_ALIGN, ss->group_bytes[g] ? ss->group_bytes[g] : SHARD_ALIGN);
     b.chunks = df_calloc((size_t)group_chunks(ss, g) + 1, sizeof *b.chunks);
     pthread_mutex_lock(&ss->mu);
@@ -266,6 +313,26 @@ static const void *spine_bytes(void *provider, const TensorInfo *t) {
     return NULL;
 }
 
+/* MatOverrideFn: an int8 tensor's Mat (data NULL while its streamed layer is not held). */
+static int spine_mat(void *ctx, const TensorInfo *t, Mat *out) {
+    SpineStore *ss = ctx;
+    int k = ss->tensor_i8 ? ss->tensor_i8[t - ss->cat->tensors] : -1;
+    if (k < 0) return 0;
+    const uint8_t *p = spine_bytes(ss, t);
+    uint32_t rows = i8spine_rows(t);
+    *out = (Mat){WF_I8ROW, (int)rows, (int)t->shape[t->ndim - 1], p ? p + 4 * (uint64_t)rows : NULL, p};
+    return 1;
+}
+
+static int open_int8_files(SpineStore *ss, int want_direct) {
+    char **paths = df_calloc((size_t)ss->n_i8 + 1, sizeof *paths);
+    for (int k = 0; k < ss->n_i8; k++) paths[k] = i8spine_path(ss->cat, ss->i8t[k]);
+    int rc = shards_open_paths(&ss->i8files, ss->n_i8, paths, want_direct);
+    for (int k = 0; k < ss->n_i8; k++) free(paths[k]);
+    free(paths);
+    return rc;
+}
+
 static int map_embedding(SpineStore *ss) {
     const TensorInfo *t = catalog_find(ss->cat, SCHEMA_PREFIX "model.embed_tokens.weight");
     if (!t) return df_fail("%s: the embedding is missing", ss->cat->dir);
@@ -287,16 +354,19 @@ static int map_embedding(SpineStore *ss) {
     return 0;
 }
 
-int spine_start(SpineStore *ss, const Shards *shards, IoPool *io, int n_pinned) {
+int spine_start(SpineStore *ss, const Shards *shards, IoPool *io, int n_pinned, int want_direct) {
     const int L = ss->cat->cfg.n_layers;
     ss->shards = shards, ss->io = io, ss->n_pinned = n_pinned;
     ss->src.acquire_layer = spine_acquire;
     ss->src.resident_layers = n_pinned;
     ss->src.release_layer = spine_release;
     ss->src.bytes = spine_bytes;
+    ss->src.mat = ss->int8 ? spine_mat : NULL;
+    ss->src.mat_ctx = ss;
     pthread_mutex_init(&ss->mu, NULL);
     pthread_cond_init(&ss->done, NULL);
     if (map_embedding(ss)) return -1;
+    if (ss->int8 && open_int8_files(ss, want_direct)) return -1;
     for (int g = 0; g < L + 2; g++)
         if ((g < n_pinned || g >= L) && load_resident(ss, g)) return -1;
     if (n_pinned >= L) return 0;
@@ -326,6 +396,8 @@ void spine_close(SpineStore *ss) {
         for (int i = 0; i < 2; i++) free(ss->bufs[i].mem), free(ss->bufs[i].chunks);
     if (ss->embed) munmap((void *)ss->embed, ss->embed_map_len);
     if (ss->src.acquire_layer) pthread_mutex_destroy(&ss->mu), pthread_cond_destroy(&ss->done);
+    if (ss->i8files.fd) shards_close(&ss->i8files);
+    free(ss->tensor_i8), free(ss->i8t), free(ss->i8_first), free(ss->i8_count);
     free(ss->bufs), free(ss->resident), free(ss->runs), free(ss->run_first), free(ss->run_count);
     free(ss->group_bytes), free(ss->tensor_group), free(ss->tensor_off);
     memset(ss, 0, sizeof *ss);

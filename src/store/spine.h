@@ -9,8 +9,14 @@
  * conv taps) are read at open for weights_bind to copy, and freed by spine_end_load. The token
  * embedding is memory-mapped: only the rows of the tokens seen are ever touched.
  *
+ * With int8 (K3_SPINE=int8) the linear weights come from the int8 spine files (i8spine.h) instead
+ * of the BF16 tensors, read the same way (O_DIRECT runs into the same buffers), so the memory plan
+ * and every read count int8 bytes; each load's scales are checked. The caller checks first that
+ * every file exists with a valid header (i8spine_converted).
+ *
  * Implements SpineSource. bytes() returns NULL for a streamed layer's matrix while the layer is not
- * acquired; the model rebinds the layer's matrices after each acquire. */
+ * acquired; the model rebinds the layer's matrices after each acquire (through src.mat for the
+ * int8 tensors). */
 #ifndef DF_SPINE_H
 #define DF_SPINE_H
 
@@ -39,6 +45,12 @@ typedef struct {
     int prefetch;                   /* read the next streamed layer ahead (K3_PREFETCH) */
     SpineBuf *bufs;                 /* [2] stream buffers (NULL when every layer is pinned) */
     SpineBuf *cur;                  /* the acquired streamed layer's buffer */
+    int int8;                       /* linear weights from the int8 files */
+    Shards i8files;                 /* [n_i8] the int8 files, opened by spine_start */
+    const TensorInfo **i8t;         /* [n_i8] the converted tensors (i8spine_tensors order) */
+    int n_i8;
+    int *tensor_i8;                 /* [n_tensors]: index in i8t, or -1 */
+    int *i8_first, *i8_count;       /* [n_groups]: each group's range of i8t */
     const uint8_t *embed;           /* mapping of the embedding's pages */
     size_t embed_map_len;
     uint64_t embed_map_off;
@@ -47,15 +59,15 @@ typedef struct {
     uint64_t bytes_read, layers_streamed;   /* under mu */
 } SpineStore;
 
-/* Computes the layout only (no I/O): group sizes for the memory plan. */
-int spine_layout(SpineStore *ss, const Catalog *cat);
+/* Computes the layout only (no I/O): group sizes for the memory plan. int8: read the int8 files. */
+int spine_layout(SpineStore *ss, const Catalog *cat, int int8);
 /* Bytes of layer l's matrices as held in a buffer. */
 static inline uint64_t spine_layer_bytes(const SpineStore *ss, int l) { return ss->group_bytes[l]; }
 uint64_t spine_globals_bytes(const SpineStore *ss);
 uint64_t spine_small_bytes(const SpineStore *ss);
 /* Pins layers [0, n_pinned), reads them, the globals and the small vectors; sets up streaming
- * for the rest. */
-int spine_start(SpineStore *ss, const Shards *shards, IoPool *io, int n_pinned);
+ * for the rest. want_direct: as for shards_open (the int8 files are opened here). */
+int spine_start(SpineStore *ss, const Shards *shards, IoPool *io, int n_pinned, int want_direct);
 /* Frees the small vectors once the model has copied them. */
 void spine_end_load(SpineStore *ss);
 /* The I/O pool must be stopped first. */

@@ -37,7 +37,8 @@ int stream_wanted(const Catalog *cat, int *stream) {
 
 /* What the process needs besides weights: model scratch, decode state for the planned context,
  * the catalog, fp32 copies of the small vectors (and their raw bytes while loading), runtime. */
-static uint64_t fixed_bytes(const Catalog *cat, const SpineStore *sp, int context) {
+static uint64_t fixed_bytes(const Catalog *cat, const SpineStore *sp, const StreamNeeds *needs) {
+    const int context = needs->context;
     const K3Config *c = &cat->cfg;
     uint64_t H = (uint64_t)c->hidden, W = (uint64_t)c->kda_heads * c->kda_head_dim, R = MODEL_MAX_CHUNK;
     uint64_t anchors = (uint64_t)(c->n_layers + c->attn_res_block - 1) / c->attn_res_block;
@@ -49,8 +50,10 @@ static uint64_t fixed_bytes(const Catalog *cat, const SpineStore *sp, int contex
     int ctx = context < CONTEXT_PLANNED_MAX ? context : CONTEXT_PLANNED_MAX;
     uint64_t state = (uint64_t)c->n_kda_layers * 4 * (3 * W * (uint64_t)(c->conv_kernel - 1) + W * (uint64_t)c->kda_head_dim) +
                      (uint64_t)c->n_mla_layers * 4 * mla_row * (uint64_t)ctx * 3 / 2;
+    state *= 1 + (uint64_t)needs->extra_states; /* copies are never verified: no replay records */
     /* speculation's KDA replay records (state.c): S and the conv windows once, inputs per row */
-    state += (uint64_t)c->n_kda_layers * 4 *
+    if (needs->speculation)
+        state += (uint64_t)c->n_kda_layers * 4 *
              (W * (uint64_t)c->kda_head_dim + 3 * W * (uint64_t)(c->conv_kernel - 1) +
               (uint64_t)MODEL_MAX_VERIFY * (6 * W + (uint64_t)c->kda_heads));
     uint64_t logits = 4 * (uint64_t)c->vocab * (4 + MODEL_MAX_VERIFY);
@@ -68,12 +71,12 @@ static uint64_t spine_cost(const SpineStore *sp, int n) {
     return pinned_sum(sp, n) + 2 * spine_stream_buf_bytes(sp, n);
 }
 
-static int make_plan(StreamPlan *p, const Catalog *cat, const SpineStore *sp, int context) {
+static int make_plan(StreamPlan *p, const Catalog *cat, const SpineStore *sp, const StreamNeeds *needs) {
     const K3Config *c = &cat->cfg;
     memset(p, 0, sizeof *p);
     if (budget_detect(&p->budget, p->how, sizeof p->how)) return -1;
     p->n_layers = c->n_layers;
-    p->fixed = fixed_bytes(cat, sp, context);
+    p->fixed = fixed_bytes(cat, sp, needs);
     p->globals = spine_globals_bytes(sp);
     p->spine_bytes = pinned_sum(sp, c->n_layers);
     p->slot_bytes = experts_slot_bytes(cat);
@@ -107,17 +110,17 @@ static int settings(StreamStore *s, int *direct) {
     return env_int("K3_DIRECT", 0, 1, 1, direct) ? -1 : 0;
 }
 
-int stream_open(StreamStore *s, const Catalog *cat, int context) {
+int stream_open(StreamStore *s, const Catalog *cat, const StreamNeeds *needs) {
     memset(s, 0, sizeof *s);
     int direct;
-    if (settings(s, &direct) || spine_layout(&s->spine, cat)) return -1;
-    if (make_plan(&s->plan, cat, &s->spine, context) || shards_open(&s->shards, cat, direct)) {
+    if (settings(s, &direct) || spine_layout(&s->spine, cat, needs->int8_spine)) return -1;
+    if (make_plan(&s->plan, cat, &s->spine, needs) || shards_open(&s->shards, cat, direct)) {
         spine_close(&s->spine);
         return -1;
     }
     s->io = iopool_create(IO_THREADS);
     s->spine.prefetch = s->prefetch;
-    if (spine_start(&s->spine, &s->shards, s->io, s->plan.pinned) ||
+    if (spine_start(&s->spine, &s->shards, s->io, s->plan.pinned, direct) ||
         (s->plan.slots > 0 &&
          experts_open(&s->experts, cat, &s->shards, s->io, s->plan.slots, s->policy, s->prefetch, s->lookahead))) {
         stream_close(s);

@@ -49,8 +49,15 @@ typedef struct {
  * budget). Sets *stream. */
 int stream_wanted(const Catalog *cat, int *stream);
 
-/* context: the positions the decode state is planned for. */
-int stream_open(StreamStore *s, const Catalog *cat, int context);
+/* What the caller will run, for the memory plan and the spine format. */
+typedef struct {
+    int context;             /* positions the decode state is planned for */
+    int int8_spine;          /* stream the int8 spine files (i8spine.h) instead of the BF16 tensors */
+    int speculation;         /* reserve speculation's rollback records (K3_SPEC on) */
+    int extra_states;        /* decode States kept besides the working one (the server's prompt snapshot) */
+} StreamNeeds;
+
+int stream_open(StreamStore *s, const Catalog *cat, const StreamNeeds *needs);
 /* Frees what only loading needed (after model_create). */
 void stream_end_load(StreamStore *s);
 void stream_close(StreamStore *s);
