@@ -66,7 +66,7 @@ static float *run_sequence(const char *dir, const char *spine, const int *ids, u
     State *st = state_create(e.model);
     int rc = engine_prefill(&e, st, ids, CHECK_TOKENS, CHECK_TOKENS, rows, NULL);
     state_destroy(st);
-    *spine_bytes = e.spine_int8 ? e.i8.bytes : 0;
+    *spine_bytes = !e.spine_int8 ? 0 : e.streaming ? e.stream.plan.spine_bytes + e.stream.plan.globals : e.i8.bytes;
     engine_close(&e);
     if (rc) free(rows), rows = NULL;
     return rows;
@@ -109,12 +109,19 @@ int cmd_convert_spine(int argc, char **argv) {
     int n_pos;
     if (args_parse(argc, argv, specs, 2, pos, 0, &n_pos, "deltafin convert-spine [--model DIR] [--no-check]"))
         df_die("%s", df_errmsg());
-    /* the source is the BF16 spine, read through a mapped store (the check maps too) */
+    /* the source is the BF16 spine, read through a mapped store; the check runs on the store the
+     * user's settings pick (streamed when the model is larger than the memory budget) */
+    const char *user_store = getenv("K3_STORE");
+    char *store = user_store ? df_strdup(user_store) : NULL;
     setenv("K3_SPINE", "bf16", 1);
     setenv("K3_STORE", "mapped", 1);
     Engine e;
     if (engine_open(&e, model)) df_die("%s", df_errmsg());
-    if (convert_all(&e) || (!no_check && quality_check(&e, e.cat.dir))) df_die("%s", df_errmsg());
+    int rc = convert_all(&e);
+    if (store) setenv("K3_STORE", store, 1);
+    else unsetenv("K3_STORE");
+    free(store);
+    if (rc || (!no_check && quality_check(&e, e.cat.dir))) df_die("%s", df_errmsg());
     engine_close(&e);
     return 0;
 }

@@ -66,7 +66,7 @@ int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *pro
  * model_create stay in place. */
 int model_set_spine(Model *m, SpineSource *src);
 /* Rebinds the spine matrices through an override (weights_override_mats; bytes/provider as given
- * to model_create), e.g. to the int8 spine. Not with a streamed spine, which rebinds layers. */
+ * to model_create), e.g. to the mapped int8 spine. A streamed spine brings its own (SpineSource.mat). */
 int model_override_mats(Model *m, TensorBytesFn bytes, void *provider, MatOverrideFn fn, void *ctx);
 void model_destroy(Model *m);
 const K3Config *model_config(const Model *m);
