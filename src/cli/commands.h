@@ -18,7 +18,8 @@
     X(warm, "fetch the missing experts router traces use most")                         \
     X(doctor, "read-only health check of an install")                            \
     X(chat, "interactive multi-turn chat in the terminal")                                \
-    X(serve, "OpenAI-compatible HTTP server")
+    X(serve, "OpenAI-compatible HTTP server")                                            \
+    X(bench, "benchmark configurations against each other, checking every run's tokens")
 
 #define DF_DECLARE(name, summary) int cmd_##name(int argc, char **argv);
 DF_COMMANDS(DF_DECLARE)

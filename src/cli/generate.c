@@ -74,6 +74,8 @@ int generate(Engine *e, State *st, const int *prompt, int n_prompt, const GenOpt
     double t0 = model_now();
     int rc = engine_prefill(e, st, prompt, n_prompt, opt->chunk, NULL, rows);
     res->prefill_s = model_now() - t0;
+    res->at_decode = *model_stats(e->model);
+    if (e->streaming) res->io_at_decode = stream_counters(&e->stream);
     if (!rc) engine_profile_step(e, stderr);
     t0 = model_now();
     /* rows[0..ready) predict the next tokens; fed = rows the last forward fed (the state holds

@@ -5,6 +5,8 @@
 #ifndef DF_GENERATE_H
 #define DF_GENERATE_H
 
+#include <jansson.h>
+
 #include "cli/engine.h"
 #include "cli/spec.h"
 
@@ -24,6 +26,8 @@ typedef struct {
     double prefill_s, decode_s;
     int interrupted, hit_stop, hit_context;
     Spec spec;         /* speculation's counts (K3_SPEC) */
+    ModelStats at_decode;    /* the model's totals when the prefill ended: what decode added is the rest */
+    StreamCounters io_at_decode; /* the streaming store's totals then (zero when mapped) */
 } GenResult;
 
 void generate_install_sigint(void);
@@ -34,5 +38,8 @@ int generate(Engine *e, State *st, const int *prompt, int n_prompt, const GenOpt
              GenResult *res);
 /* --stats: tokens/s, s/token and the per-phase breakdown. */
 void generate_print_stats(const Engine *e, const GenResult *r, FILE *f);
+/* run --stats-json: the same numbers as one JSON object (new reference), with the generated ids
+ * tokens[0..r->generated), the settings that decide the numerics, and what the store read. */
+json_t *generate_stats_json(Engine *e, const GenResult *r, const int *tokens);
 
 #endif

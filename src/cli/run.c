@@ -19,14 +19,25 @@ typedef struct {
     XtmlParser *chat;     /* chat mode: split thinking from answer */
     Utf8Stream text;
     int first;
+    int *ids;             /* --stats-json: every generated id (NULL: not kept) */
+    int n_ids, cap_ids;
 } Printer;
 
 static void put(FILE *f, const char *s, size_t n) {
     if (n) fwrite(s, 1, n, f), fflush(f);
 }
 
+static void keep_id(Printer *p, int tok) {
+    if (p->n_ids == p->cap_ids) {
+        p->cap_ids = p->cap_ids ? 2 * p->cap_ids : 256;
+        p->ids = df_realloc(p->ids, sizeof *p->ids * (size_t)p->cap_ids);
+    }
+    p->ids[p->n_ids++] = tok;
+}
+
 static int print_token(void *ctx, int tok) {
     Printer *p = ctx;
+    if (p->cap_ids >= 0) keep_id(p, tok);
     if (!p->tok) {
         printf(p->first ? "%d" : " %d", tok);
         p->first = 0;
@@ -82,8 +93,15 @@ static int prompt_ids(Engine *e, Printer *p, const char *tokens, const char *tex
     return rc;
 }
 
+/* --stats-json FILE: the generation's numbers and ids for a program to read (bench). */
+static void write_stats_json(Engine *e, const GenResult *res, const Printer *p, const char *path) {
+    json_t *j = generate_stats_json(e, res, p->ids);
+    if (!j || json_dump_file(j, path, JSON_COMPACT)) df_die("run: cannot write --stats-json %s", path);
+    json_decref(j);
+}
+
 int cmd_run(int argc, char **argv) {
-    const char *model = NULL, *tokens = NULL, *text = NULL;
+    const char *model = NULL, *tokens = NULL, *text = NULL, *stats_json = NULL;
     int64_t max_new = -1, chunk = MODEL_MAX_CHUNK;
     int stats = 0, chat = 0;
     ArgSpec specs[] = {
@@ -94,10 +112,11 @@ int cmd_run(int argc, char **argv) {
         {"max-new", ARG_INT, &max_new, "tokens to generate (default 256 raw, the context limit with --chat)"},
         {"chunk", ARG_INT, &chunk, "prefill positions per pass (1..64, default 64)"},
         {"stats", ARG_FLAG, &stats, "print speed and a per-phase breakdown"},
+        {"stats-json", ARG_STR, &stats_json, "write the ids and the --stats numbers as JSON to FILE (for bench)"},
     };
     const char *pos[1];
     int n_pos;
-    if (args_parse(argc, argv, specs, 7, pos, 0, &n_pos, "deltafin run --model DIR (--prompt TEXT [--chat] | --tokens IDS)"))
+    if (args_parse(argc, argv, specs, 8, pos, 0, &n_pos, "deltafin run --model DIR (--prompt TEXT [--chat] | --tokens IDS)"))
         df_die("%s", df_errmsg());
     if (!tokens == !text) df_die("run: give the prompt with exactly one of --prompt and --tokens");
     if (chat && !text) df_die("run: --chat needs --prompt");
@@ -105,7 +124,7 @@ int cmd_run(int argc, char **argv) {
     Engine e;
     if (engine_open(&e, model)) df_die("%s", df_errmsg());
     engine_print_settings(&e, stderr);
-    Printer pr = {NULL, NULL, UTF8STREAM_INIT, 1};
+    Printer pr = {NULL, NULL, UTF8STREAM_INIT, 1, NULL, 0, stats_json ? 0 : -1};
     if (text && !(pr.tok = engine_tokenizer(&e))) df_die("%s", df_errmsg());
     if (chat) pr.chat = xtml_parser_new(pr.tok, 1);
     int *ids = NULL;
@@ -122,8 +141,10 @@ int cmd_run(int argc, char **argv) {
     if (res.interrupted) fprintf(stderr, "deltafin: interrupted after %d tokens\n", res.generated);
     if (rc) df_die("%s", df_errmsg());
     if (stats) generate_print_stats(&e, &res, stderr);
+    if (stats_json) write_stats_json(&e, &res, &pr, stats_json);
     state_destroy(st);
     free(ids);
+    free(pr.ids);
     xtml_parser_free(pr.chat);
     utf8stream_free(&pr.text);
     tok_free(pr.tok);

@@ -1,0 +1,94 @@
+/* bench_config.c - a bench configuration: its environment overrides, checked, and the child's
+ * environment built from them. Only K3_* and DELTAFIN_* variables may be set, so a configuration
+ * can change deltafin's settings and nothing else about the process (no PATH, no LD_PRELOAD). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/bench.h"
+#include "util/err.h"
+
+/* The settings deltafin reads (README's settings table). Others are allowed with a warning:
+ * a misspelt name would otherwise benchmark the baseline twice without a word. */
+static const char *const known[] = {
+    "DELTAFIN_ROOT",    "DELTAFIN_API_KEY", "K3_A_LOG",        "K3_CACHE_POLICY",    "K3_CONTEXT",
+    "K3_DEV",           "K3_DIRECT",        "K3_IO_THREADS",   "K3_KERNELS",         "K3_LOOKAHEAD",
+    "K3_MOE_TOP_K",     "K3_OFFLINE",       "K3_PIN_LAYERS",   "K3_PREFETCH",        "K3_PROFILE",
+    "K3_PROMPT_SNAPSHOT", "K3_RAM_GB",      "K3_SPEC",         "K3_SPINE",           "K3_STORE",
+    "K3_THREADS",       "K3_TRACE",         "K3_HF_HOST",      "K3_HF_PATH",         "K3_HF_REVISION",
+    "K3_FETCH_PARALLEL", "K3_FETCH_RETRIES", "K3_FETCH_CHUNK_KB", "K3_FETCH_BACKOFF_MS",
+    "K3_FETCH_CONNECT_TIMEOUT", "K3_FETCH_STALL_TIMEOUT", "K3_DISK_FREE_BYTES",
+};
+
+int bench_setting_known(const char *name) {
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(known[i], name)) return 1;
+    return 0;
+}
+
+/* NAME: K3_ or DELTAFIN_ followed by at least one of A-Z 0-9 _. */
+static int valid_name(const char *s, size_t n) {
+    size_t p = n >= 3 && !memcmp(s, "K3_", 3) ? 3 : n >= 9 && !memcmp(s, "DELTAFIN_", 9) ? 9 : 0;
+    if (!p || p == n) return 0;
+    for (; p < n; p++)
+        if (!((s[p] >= 'A' && s[p] <= 'Z') || (s[p] >= '0' && s[p] <= '9') || s[p] == '_')) return 0;
+    return 1;
+}
+
+static size_t name_len(const char *assign) { return (size_t)(strchr(assign, '=') - assign); }
+
+/* Checks one "NAME=VALUE" of config text against the rules and the earlier ones. */
+static int check_assignment(const BenchConfig *c, const char *a, const char *text) {
+    const char *eq = strchr(a, '=');
+    if (!eq) return df_fail("bench: --config '%s': '%s' is not NAME=VALUE", text, a);
+    size_t n = (size_t)(eq - a);
+    if (!valid_name(a, n))
+        return df_fail("bench: --config '%s': '%.*s' is not a K3_* or DELTAFIN_* variable name (only deltafin's "
+                       "settings may be set)",
+                       text, (int)n, a);
+    for (int i = 0; i < c->n_env; i++)
+        if (name_len(c->env[i]) == n && !memcmp(c->env[i], a, n))
+            return df_fail("bench: --config '%s' sets %.*s twice", text, (int)n, a);
+    return 0;
+}
+
+/* base without the variables c overrides, then c's overrides. */
+static void build_envp(BenchConfig *c, char *const *base) {
+    size_t nb = 0;
+    while (base && base[nb]) nb++;
+    c->envp = df_malloc(sizeof *c->envp * (nb + (size_t)c->n_env + 1));
+    size_t k = 0;
+    for (size_t i = 0; i < nb; i++) {
+        const char *eq = strchr(base[i], '=');
+        size_t n = eq ? (size_t)(eq - base[i]) : strlen(base[i]);
+        int overridden = 0;
+        for (int j = 0; j < c->n_env && !overridden; j++)
+            overridden = name_len(c->env[j]) == n && !memcmp(c->env[j], base[i], n);
+        if (!overridden) c->envp[k++] = base[i];
+    }
+    for (int j = 0; j < c->n_env; j++) c->envp[k++] = (char *)c->env[j];
+    c->envp[k] = NULL;
+}
+
+int bench_config_parse(BenchConfig *c, const char *text, char *const *base) {
+    memset(c, 0, sizeof *c);
+    c->label = *text ? text : "default";
+    c->names = df_strdup(text);
+    c->first_diff = -1;
+    for (char *a = c->names, *next; a && *text; a = next) {
+        next = strchr(a, ',');
+        if (next) *next++ = 0;
+        if (c->n_env == BENCH_MAX_ENV)
+            return df_fail("bench: --config '%s' sets more than %d variables", text, BENCH_MAX_ENV);
+        if (check_assignment(c, a, text)) return -1;
+        c->env[c->n_env++] = a;
+    }
+    build_envp(c, base);
+    return 0;
+}
+
+void bench_config_free(BenchConfig *c) {
+    free(c->names);
+    free(c->envp);
+    json_decref(c->runs);
+    memset(c, 0, sizeof *c);
+}

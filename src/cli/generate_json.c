@@ -1,0 +1,65 @@
+/* generate_json.c - one generation's numbers as a JSON object (run --stats-json), the
+ * machine-readable twin of generate_print_stats: what `deltafin bench` reads from each child.
+ *
+ * "numerics" names what decides the output tokens (spine format, experts per token, A_log
+ * indexing); every other setting (threads, store, speculation, prefetch, chunking) leaves the
+ * tokens unchanged, so two runs with the same numerics must agree token for token. */
+#include <string.h>
+
+#include "cli/generate.h"
+#include "kernels/kernels.h"
+
+static int is_lossy(const Engine *e) { return e->spine_int8 || e->cat.cfg.top_k != e->top_k_full; }
+
+static json_t *numerics_json(const Engine *e) {
+    char desc[96];
+    snprintf(desc, sizeof desc, "spine %s, experts top-%d of %d, A_log %s", e->spine_int8 ? "int8" : "bf16",
+             e->cat.cfg.top_k, e->top_k_full, e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel");
+    return json_pack("{s:s, s:b, s:b, s:i, s:i, s:s}", "key", desc, "lossy", is_lossy(e), "spine_int8", e->spine_int8,
+                     "top_k", e->cat.cfg.top_k, "top_k_full", e->top_k_full, "a_log",
+                     e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel");
+}
+
+/* What the streaming store read, in all and during decode; null for the mapped store (its
+ * reads are page faults nobody counts). */
+static json_t *read_json(Engine *e, const GenResult *r) {
+    if (!e->streaming) return json_null();
+    StreamCounters io = stream_counters(&e->stream);
+    const StreamCounters *p = &r->io_at_decode;
+    uint64_t hits = io.experts.hits - p->experts.hits, misses = io.experts.misses - p->experts.misses;
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "spine_bytes", (json_int_t)io.spine_bytes, "expert_bytes",
+                     (json_int_t)io.expert_bytes, "decode_spine_bytes", (json_int_t)(io.spine_bytes - p->spine_bytes),
+                     "decode_expert_bytes", (json_int_t)(io.expert_bytes - p->expert_bytes), "decode_cache_hits",
+                     (json_int_t)hits, "decode_cache_misses", (json_int_t)misses);
+}
+
+/* Totals over the whole run; decode_positions counts the rows decode fed, rejected drafts included. */
+static json_t *phases_json(const ModelStats *s, const ModelStats *at_decode) {
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I}", "attention_s", s->attention_s, "ffn_s",
+                     s->ffn_s, "spine_wait_s", s->spine_wait_s, "expert_wait_s", s->expert_wait_s, "experts_s",
+                     s->experts_s, "head_s", s->head_s, "positions", (json_int_t)s->positions, "forwards",
+                     (json_int_t)s->forwards, "decode_positions", (json_int_t)(s->positions - at_decode->positions),
+                     "decode_forwards", (json_int_t)(s->forwards - at_decode->forwards));
+}
+
+static json_t *spec_json(const Spec *sp) {
+    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I}", "on", sp->on, "passes", (json_int_t)sp->passes, "verifies",
+                     (json_int_t)sp->verifies, "drafted", (json_int_t)sp->drafted, "accepted",
+                     (json_int_t)sp->accepted, "paused", (json_int_t)sp->paused);
+}
+
+json_t *generate_stats_json(Engine *e, const GenResult *r, const int *tokens) {
+    json_t *ids = json_array();
+    for (int i = 0; i < r->generated; i++) json_array_append_new(ids, json_integer(tokens[i]));
+    /* the first token comes from the prefill's logits; decode produced the rest */
+    double per_tok = r->generated > 1 ? r->decode_s / (r->generated - 1) : 0;
+    return json_pack("{s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:f, s:b, s:b, s:b, s:i, s:s, s:s, s:o, s:o, s:o, s:o}",
+                     "prompt_tokens", r->prompt_tokens, "generated", r->generated, "tokens", ids, "prefill_s",
+                     r->prefill_s, "decode_s", r->decode_s, "s_per_token", per_tok, "tokens_per_s",
+                     per_tok > 0 ? 1 / per_tok : 0.0, "prefill_tokens_per_s",
+                     r->prefill_s > 0 ? r->prompt_tokens / r->prefill_s : 0.0, "interrupted", r->interrupted,
+                     "hit_stop", r->hit_stop, "hit_context", r->hit_context, "threads", e->threads, "store",
+                     e->streaming ? "stream" : "mapped", "kernels", kern_isa(), "numerics", numerics_json(e), "read",
+                     read_json(e, r), "phases", phases_json(model_stats(e->model), &r->at_decode), "speculation",
+                     spec_json(&r->spec));
+}
