@@ -10,7 +10,11 @@
 #include "util/err.h"
 #include "util/fileio.h"
 
-#define DEFAULT_CONTEXT 8192
+#define DEFAULT_CONTEXT_LATENT 131072
+#define DEFAULT_CONTEXT_EXPANDED 8192
+/* MLA cache positions the streaming memory plan reserves; the cache grows past them on use */
+#define PLANNED_LATENT 16384
+#define PLANNED_EXPANDED 4096
 
 static double now_s(void) {
     struct timespec ts;
@@ -18,9 +22,11 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int context_from_env(int *out) {
+/* The default context follows the MLA cache's size per position: 2,304 B per layer latent (a
+ * 131,072-position cache is 7.2 GB on K3), 122,880 B expanded (8,192 positions: 23 GB). */
+static int context_from_env(MlaCacheMode mla, int *out) {
     const char *v = getenv("K3_CONTEXT");
-    *out = DEFAULT_CONTEXT;
+    *out = mla == MLA_CACHE_LATENT ? DEFAULT_CONTEXT_LATENT : DEFAULT_CONTEXT_EXPANDED;
     if (!v || !*v) return 0;
     char *end;
     errno = 0;
@@ -101,7 +107,12 @@ static int open_store(Engine *e) {
     if (e->streaming) {
         Spec spec;
         if (spec_init(&spec)) return -1;
-        StreamNeeds needs = {e->max_context, e->spine_int8, spec.on, e->extra_states};
+        StreamNeeds needs = {.context = e->max_context,
+                             .int8_spine = e->spine_int8,
+                             .speculation = spec.on,
+                             .extra_states = e->extra_states,
+                             .mla_position_bytes = model_mla_bytes_per_position(&e->cat.cfg, e->mla_cache),
+                             .planned_positions = e->mla_cache == MLA_CACHE_LATENT ? PLANNED_LATENT : PLANNED_EXPANDED};
         if (stream_open(&e->stream, &e->cat, &needs)) return -1;
         e->experts = &e->stream.experts.src;
     } else {
@@ -127,7 +138,9 @@ int engine_open_states(Engine *e, const char *dir, int extra_states) {
     e->extra_states = extra_states;
     if (!dir) dir = getenv("DELTAFIN_ROOT");
     if (!dir || !*dir) dir = ".";
-    if (model_a_log_mode_from_env(&e->a_log) || context_from_env(&e->max_context)) return -1;
+    if (model_a_log_mode_from_env(&e->a_log) || model_mla_cache_from_env(&e->mla_cache) ||
+        context_from_env(e->mla_cache, &e->max_context))
+        return -1;
     if (catalog_open(&e->cat, dir)) return -1;
     if (top_k_from_env(e) || spine_choice(e)) return engine_close(e), -1;
     if (open_store(e)) return engine_close(e), -1;
@@ -139,6 +152,7 @@ int engine_open_states(Engine *e, const char *dir, int extra_states) {
         engine_close(e);
         return -1;
     }
+    model_set_mla_cache(e->model, e->mla_cache);
     if (map_int8_spine(e, bytes, provider)) return engine_close(e), -1;
     if (e->streaming) {
         if (model_set_spine(e->model, &e->stream.spine.src)) return engine_close(e), -1;
@@ -172,11 +186,13 @@ void engine_print_settings(const Engine *e, FILE *f) {
     if (c->top_k != e->top_k_full)
         snprintf(topk, sizeof topk, " | experts top-%d of %d (lossy)", c->top_k, e->top_k_full);
     fprintf(f, "deltafin: model %s (%d layers, %d experts, top-%d) | device cpu (%s kernels) | threads %d | "
-               "spine %s | experts local %llu/%llu (%s)%s | context %d | A_log %s | speculation %s | fp32 greedy\n",
+               "spine %s | experts local %llu/%llu (%s)%s | context %d (MLA cache %s) | A_log %s | speculation %s | "
+               "fp32 greedy\n",
             e->cat.dir, c->n_layers, c->n_experts, e->top_k_full, kern_isa(), e->threads,
             e->spine_int8 ? "int8 (lossy)" : "bf16 (exact)",
             (unsigned long long)local,
             (unsigned long long)total, e->streaming ? "streamed" : "mapped", topk, e->max_context,
+            e->mla_cache == MLA_CACHE_LATENT ? "latent" : "expanded",
             e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)",
             spec_init(&spec) == 0 && spec.on ? "n-gram (lossless)" : "off");
     if (e->streaming) stream_print_plan(&e->stream, f);

@@ -115,11 +115,12 @@ void generate_print_stats(const Engine *e, const GenResult *r, FILE *f) {
             s->expert_bytes / 1e9);
     uint64_t decoded = r->generated > 0 ? (uint64_t)r->generated - 1 : 0; /* the first comes from the prefill */
     fprintf(f, "stats: speculation %s: %llu passes, %.2f tokens/pass; %llu drafts verified, %llu of %llu drafted tokens "
-               "accepted (%.1f%%); %llu tokens decoded with drafting paused\n",
+               "accepted (%.1f%%); %llu pauses, %llu tokens decoded with drafting paused\n",
             sp->on ? "on" : "off (K3_SPEC=0)", (unsigned long long)sp->passes,
             sp->passes ? (double)decoded / sp->passes : 0, (unsigned long long)sp->verifies,
             (unsigned long long)sp->accepted, (unsigned long long)sp->drafted,
-            sp->drafted ? 100.0 * sp->accepted / sp->drafted : 0, (unsigned long long)sp->paused);
+            sp->drafted ? 100.0 * sp->accepted / sp->drafted : 0, (unsigned long long)sp->pauses,
+            (unsigned long long)sp->paused);
     if (s->look_routed)
         fprintf(f, "stats: router lookahead: %llu of %llu routed experts guessed a layer ahead (recall %.1f%%)\n",
                 (unsigned long long)s->look_hits, (unsigned long long)s->look_routed, 100.0 * s->look_hits / s->look_routed);

@@ -8,6 +8,7 @@
 #include "cli/engine.h"
 #include "serve/memo.h"
 #include "serve/server.h"
+#include "serve/session.h"
 #include "text/tokenizer.h"
 #include "util/err.h"
 
@@ -47,11 +48,12 @@ int cmd_serve(int argc, char **argv) {
     if (max_body < 1024 || max_body > (1ll << 32)) df_die("serve: --max-body must be 1024..4294967296 bytes");
     if (max_conn < 1 || max_conn > 4096) df_die("serve: --max-connections must be 1..4096");
     if (api_key && !*api_key) api_key = NULL;
-    ServeConfig cfg = {host, (int)port, api_key, (int)queue, -1, 0, (int)timeout, (size_t)max_body, (int)max_conn};
-    if (max_tokens_from_env(&cfg.max_tokens) || memo_entries_from_env(&cfg.memo_entries) || serve_check(&cfg))
+    ServeConfig cfg = {host, (int)port, api_key, (int)queue, -1, 0, (int)timeout, (size_t)max_body, (int)max_conn, 1};
+    if (max_tokens_from_env(&cfg.max_tokens) || memo_entries_from_env(&cfg.memo_entries) ||
+        session_snapshot_from_env(&cfg.prompt_snapshot) || serve_check(&cfg))
         df_die("%s", df_errmsg());
     Engine e;
-    if (engine_open(&e, model)) df_die("%s", df_errmsg());
+    if (engine_open_states(&e, model, cfg.prompt_snapshot)) df_die("%s", df_errmsg()); /* the snapshot is a second State */
     engine_print_settings(&e, stderr);
     Tokenizer *tok = tok_load(e.cat.dir);
     if (!tok) df_die("%s", df_errmsg());

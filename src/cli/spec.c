@@ -6,6 +6,11 @@
 #include "util/err.h"
 
 #define MATCH_MAX 16          /* longer suffix matches predict no better; bounds the scan */
+/* A draft needs a suffix match of at least two tokens: a token merely seen before predicts what
+ * follows it poorly (on the ordinary bench model all such drafts were rejected), and a rejected
+ * draft of d tokens costs a verify pass of d + 1 rows, measured at 1.7 (2 rows) to 5.8 (9 rows)
+ * plain passes on a streamed model (docs/PERFORMANCE.md). Repeating text matches long suffixes. */
+#define MATCH_MIN 2
 #define ACCEPT_FLOOR 0.25     /* rolling acceptance below which drafting is paused */
 #define PAUSE_FIRST 16        /* plain tokens in the first pause; doubles up to PAUSE_MAX */
 #define PAUSE_MAX 1024
@@ -22,7 +27,8 @@ int spec_init(Spec *s) {
     return df_fail("K3_SPEC: '%s' is not 0 or 1", v);
 }
 
-/* End of the most recent earlier occurrence of the longest suffix of hist; -1 if none. */
+/* End of the most recent earlier occurrence of the longest suffix of hist; -1 if none is at
+ * least MATCH_MIN long. */
 static int longest_match(const int *hist, int n) {
     int best = -1, best_len = 0;
     for (int e = n - 2; e >= 0 && best_len < MATCH_MAX; e--) {
@@ -30,7 +36,7 @@ static int longest_match(const int *hist, int n) {
         while (len < MATCH_MAX && len <= e && hist[e - len] == hist[n - 1 - len]) len++;
         if (len > best_len) best = e, best_len = len;
     }
-    return best;
+    return best_len >= MATCH_MIN ? best : -1;
 }
 
 int spec_draft(Spec *s, const int *hist, int n, int limit, int *out) {
@@ -39,6 +45,10 @@ int spec_draft(Spec *s, const int *hist, int n, int limit, int *out) {
         s->pause_left--, s->paused++;
         return 0;
     }
+    /* time one plain pass before the first draft: whether a verify pass pays is decided by its
+     * time against a plain pass's (the gain), since the acceptance at which it breaks even ranges
+     * from ~0% (weights in RAM) to ~60% (a streamed model whose rows read different experts) */
+    if (s->plain_s <= 0) return 0;
     /* a long draft costs rows of compute whether accepted or not: scale it with acceptance */
     int cap = 1 + (int)(s->accept * (SPEC_MAX_DRAFT - 1) + 0.5);
     if (limit > cap) limit = cap;
@@ -67,6 +77,7 @@ void spec_record(Spec *s, int drafted, int accepted, double seconds) {
     }
     /* not paying: decode plainly for a while, then probe again from neutral estimates */
     s->pause_left = s->pause_len;
+    s->pauses++;
     if (s->pause_len < PAUSE_MAX) s->pause_len *= 2;
     s->accept = 2 * ACCEPT_FLOOR;
     s->gain = 1;

@@ -1,14 +1,14 @@
 /* spec.h - lossless n-gram speculation for greedy decoding (K3_SPEC): where the drafts come from
  * and when to stop making them.
  *
- * A draft is what followed the most recent earlier occurrence of the longest suffix of the text
- * so far (prompt + generated). The model verifies it in one pass (model_forward_verify); greedy
- * output is unchanged whatever the drafts are, so this module only decides speed. It switches
- * drafting off for a while when verification is not paying, measured two ways: the rolling
- * fraction of drafted tokens accepted, and the rolling ratio of tokens per second in verify
- * passes to that of plain one-token passes (a verify pass of many rows can cost several plain
- * ones when each row reads different experts). It probes again later; the pause doubles each
- * time a probe fails. */
+ * A draft is what followed the most recent earlier occurrence of the longest suffix (two tokens
+ * or more) of the text so far (prompt + generated). The model verifies it in one pass
+ * (model_forward_verify); greedy output is unchanged whatever the drafts are, so this module only
+ * decides speed. It drafts once a plain pass has been timed, and switches drafting off for a while
+ * when verification is not paying, measured two ways: the rolling fraction of drafted tokens
+ * accepted, and the rolling ratio of tokens per second in verify passes to that of plain one-token
+ * passes (a verify pass of many rows can cost several plain ones when each row reads different
+ * experts). It probes again later; the pause doubles each time a probe fails. */
 #ifndef DF_SPEC_H
 #define DF_SPEC_H
 
@@ -29,6 +29,7 @@ typedef struct {
     int pause_left, pause_len;
     uint64_t passes;         /* decode forwards, with or without a draft */
     uint64_t verifies, drafted, accepted, paused;
+    uint64_t pauses;         /* times drafting was paused (paused: the tokens decoded meanwhile) */
 } Spec;
 
 /* K3_SPEC: 1 (default) or 0. Fails with a message on any other value. */

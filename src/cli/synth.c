@@ -9,7 +9,7 @@
 int cmd_synth(int argc, char **argv) {
     const char *preset = NULL, *out = NULL;
     int64_t seed = 1, layers = 0;
-    double size_gb = 0;
+    double size_gb = 0, embed_scale = 1;
     int quiet = 0;
     ArgSpec specs[] = {
         {"preset", ARG_STR, &preset, "tiny | small | big | k3"},
@@ -17,16 +17,20 @@ int cmd_synth(int argc, char **argv) {
         {"seed", ARG_INT, &seed, "random seed (default 1); same seed, byte-identical files"},
         {"size-gb", ARG_DOUBLE, &size_gb, "big: total size in GB"},
         {"layers", ARG_INT, &layers, "number of layers (k3: default 2)"},
+        {"embed-scale", ARG_DOUBLE, &embed_scale,
+         "multiply the embedding by X (0.001..10000, default 1); a large X such as 1024 "
+         "makes greedy output fall into loops, for measuring speculation"},
         {"quiet", ARG_FLAG, &quiet, "no progress lines"},
     };
     const char *pos[1];
     int n_pos;
-    if (args_parse(argc, argv, specs, 6, pos, 0, &n_pos, "deltafin synth --preset NAME --out DIR [--seed S]"))
+    if (args_parse(argc, argv, specs, 7, pos, 0, &n_pos, "deltafin synth --preset NAME --out DIR [--seed S]"))
         df_die("%s", df_errmsg());
     if (!preset || !out) df_die("synth: --preset and --out are required");
     if (seed < 0) df_die("synth: --seed must be non-negative");
     SynthPreset p;
-    SynthOptions opt = {size_gb, (int)layers};
+    if (synth_check_embed_scale(embed_scale)) df_die("%s", df_errmsg());
+    SynthOptions opt = {size_gb, (int)layers, embed_scale};
     if (synth_preset(&p, preset, &opt) || synth_write(&p, (uint64_t)seed, out, !quiet))
         df_die("%s", df_errmsg());
     printf("wrote %s checkpoint to %s (%d layers, %d experts/layer)\n", preset, out, p.cfg.n_layers, p.cfg.n_experts);

@@ -1,5 +1,9 @@
 #include "kernels/mat.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/numfmt.h"
 #include "kernels/kernels.h"
 
 void mat_mul(Pool *pool, float *Y, const Mat *W, const float *X, int T) {
@@ -8,6 +12,43 @@ void mat_mul(Pool *pool, float *Y, const Mat *W, const float *X, int T) {
     case WF_F32: kern_matmul_f32(pool, Y, W->data, X, T, W->rows, W->cols); break;
     case WF_MXFP4: kern_matmul_mxfp4(pool, Y, W->data, W->aux, X, T, W->rows, W->cols); break;
     case WF_I8ROW: kern_matmul_i8row(pool, Y, W->data, W->aux, X, T, W->rows, W->cols); break;
+    }
+}
+
+Mat mat_rows(const Mat *W, int row0, int n) {
+    const uint8_t *d = W->data, *a = W->aux;
+    size_t r = (size_t)row0, cols = (size_t)W->cols;
+    Mat v = *W;
+    v.rows = n;
+    switch (W->fmt) {
+    case WF_BF16: v.data = d + r * cols * 2; break;
+    case WF_F32: v.data = d + r * cols * 4; break;
+    case WF_MXFP4: v.data = d + r * cols / 2, v.aux = a + r * cols / 32; break;
+    case WF_I8ROW: v.data = d + r * cols, v.aux = a + r * 4; break;
+    }
+    return v;
+}
+
+void mat_rows_tmul(const Mat *W, int row0, int n, const float *x, float *y) {
+    const Mat v = mat_rows(W, row0, n);
+    const int C = W->cols;
+    memset(y, 0, sizeof *y * (size_t)C);
+    for (int j = 0; j < n; j++) {
+        const float xj = x[j];
+        if (v.fmt == WF_F32) {
+            const float *w = (const float *)v.data + (size_t)j * C;
+            for (int i = 0; i < C; i++) y[i] += xj * w[i];
+        } else if (v.fmt == WF_BF16) {
+            const uint16_t *w = (const uint16_t *)v.data + (size_t)j * C;
+            for (int i = 0; i < C; i++) y[i] += xj * bf16_to_f32(w[i]);
+        } else if (v.fmt == WF_I8ROW) {
+            const int8_t *q = (const int8_t *)v.data + (size_t)j * C;
+            float s;
+            memcpy(&s, (const uint8_t *)v.aux + 4 * (size_t)j, sizeof s);
+            for (int i = 0; i < C; i++) y[i] += xj * ((float)q[i] * s);
+        } else {
+            abort(); /* MXFP4 is an expert format: never a kv_b matrix */
+        }
     }
 }
 

@@ -29,6 +29,14 @@ typedef struct {
  * any thread count (see kernels.h). */
 void mat_mul(Pool *pool, float *Y, const Mat *W, const float *X, int T);
 
+/* Rows [row0, row0 + n) of W as a matrix of their own (same format, same bytes). */
+Mat mat_rows(const Mat *W, int row0, int n);
+
+/* y[cols] = x[n] . W[row0 .. row0+n) : the transposed product over a block of rows, one thread,
+ * summed row by row in order (deterministic). Exact weight expansion as in mat_mul; BF16, F32
+ * and I8ROW only (the spine's formats). */
+void mat_rows_tmul(const Mat *W, int row0, int n, const float *x, float *y);
+
 /* Bytes of weight data the matrix occupies (for I/O accounting). */
 uint64_t mat_bytes(const Mat *W);
 

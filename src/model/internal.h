@@ -8,8 +8,9 @@
 typedef struct {
     float *conv;    /* KDA: 3 streams x [width][kernel-1] previous raw inputs, oldest first */
     float *S;       /* KDA: [heads][head_dim (key)][head_dim (value)] */
-    float *keys;    /* MLA: [cap][heads][qk_nope + qk_rope] */
-    float *values;  /* MLA: [cap][heads][v_head] */
+    float *keys;    /* MLA, expanded cache: [cap][heads][qk_nope + qk_rope] */
+    float *values;  /* MLA, expanded cache: [cap][heads][v_head] */
+    float *latent;  /* MLA, latent cache: [cap][kv_lora + qk_rope] (normalised c, raw k_pe) */
     /* KDA, during a verification (allocated at the first one): what replaying a prefix of the
      * rows needs; see kda_commit */
     float *v_S;     /* S before the verify pass */
@@ -31,6 +32,7 @@ typedef struct {
     float *P, *anchors, *x, *xn, *attn_out, *ffn_out;
     /* KDA */ float *q, *k, *v, *g, *fa, *f, *beta_raw, *o;
     /* MLA */ float *cq, *qf, *ckv, *kvf, *att, *scores;
+    float *qlat, *lctx;  /* MLA latent cache: per head, the absorbed query and the attended latent */
     /* FFN */ float *h1, *h3, *router, *z, *eo, *y, *ex_in, *ex_h1, *ex_h3, *ex_out;
     int *sel;       /* [T][top_k] selected experts */
     int *look_sel;  /* [T][top_k] router lookahead's guess at the next layer's selections */
@@ -49,6 +51,7 @@ struct Model {
     int max_context;
     int look_layer; /* the layer look_sel guesses at, -1 for none */
     int verifying;  /* the current forward records KDA replay data (model_forward_verify) */
+    MlaCacheMode mla_cache;
     ModelStats stats;
 };
 

@@ -39,6 +39,8 @@ static void scratch_alloc(Scratch *s, const K3Config *c, int max_context) {
     s->kvf = rows_of(c->mla_heads * (c->qk_nope + c->v_head));
     s->att = rows_of(MV);
     s->scores = df_calloc((size_t)c->mla_heads * (size_t)max_context, sizeof(float));
+    s->qlat = df_calloc((size_t)max_i(c->mla_heads * c->kv_lora, 1), sizeof(float));
+    s->lctx = df_calloc((size_t)max_i(c->mla_heads * c->kv_lora, 1), sizeof(float));
     s->h1 = rows_of(ffn), s->h3 = rows_of(ffn);
     s->router = rows_of(c->n_experts), s->z = rows_of(c->latent), s->y = rows_of(c->latent);
     s->eo = rows_of(c->latent * c->top_k);
@@ -53,7 +55,8 @@ static void scratch_alloc(Scratch *s, const K3Config *c, int max_context) {
 static void scratch_free(Scratch *s) {
     float *all[] = {s->P, s->anchors, s->x, s->xn, s->attn_out, s->ffn_out, s->q, s->k, s->v, s->g, s->fa,
                     s->f, s->beta_raw, s->o, s->cq, s->qf, s->ckv, s->kvf, s->att, s->scores, s->h1, s->h3,
-                    s->router, s->z, s->eo, s->y, s->ex_in, s->ex_h1, s->ex_h3, s->ex_out, s->sel_w, s->look_w};
+                    s->router, s->z, s->eo, s->y, s->ex_in, s->ex_h1, s->ex_h3, s->ex_out, s->sel_w, s->look_w,
+                    s->qlat, s->lctx};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free(s->sel), free(s->look_sel);
 }
@@ -229,6 +232,23 @@ int model_forward_verify(Model *m, State *st, const int *tokens, int T, float *l
 }
 
 int model_argmax(const Model *m, const float *logits) { return op_argmax(logits, m->cfg.vocab); }
+
+int model_mla_cache_from_env(MlaCacheMode *mode) {
+    const char *v = getenv("K3_MLA_CACHE");
+    *mode = MLA_CACHE_LATENT;
+    if (!v || !*v || !strcmp(v, "latent")) return 0;
+    if (!strcmp(v, "expanded")) return *mode = MLA_CACHE_EXPANDED, 0;
+    return df_fail("K3_MLA_CACHE: '%s' is not latent or expanded", v);
+}
+
+void model_set_mla_cache(Model *m, MlaCacheMode mode) { m->mla_cache = mode; }
+MlaCacheMode model_mla_cache(const Model *m) { return m->mla_cache; }
+
+uint64_t model_mla_bytes_per_position(const K3Config *c, MlaCacheMode mode) {
+    uint64_t per_layer = mode == MLA_CACHE_LATENT ? (uint64_t)(c->kv_lora + c->qk_rope)
+                                                  : (uint64_t)c->mla_heads * (config_mla_qk_dim(c) + c->v_head);
+    return 4 * per_layer * (uint64_t)c->n_mla_layers;
+}
 
 int model_a_log_mode_from_env(ALogMode *mode) {
     const char *v = getenv("K3_A_LOG");

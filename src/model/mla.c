@@ -1,15 +1,23 @@
 /* mla.c - gated multi-head latent attention without positional encoding (k3-model.md 3.4),
- * for T new positions appended after `base` cached ones. The cache holds the expanded keys and
- * values in fp32, exactly what the attention reads. Heads run as pool tasks. */
+ * for T new positions appended after `base` cached ones. Heads run as pool tasks.
+ *
+ * Two cache layouts (model.h, MlaCacheMode). Expanded: the cache holds every head's key and value,
+ * exactly what the reference attention reads. Latent: the cache holds c (normalised latent) and
+ * k_pe per position, and each head works in latent space: its query is absorbed into kv_b's key
+ * rows, q_lat = W_uk[h]^T q_nope, so score_u = q_lat . c_u + q_pe . kpe_u, and its output is
+ * W_uv[h] (sum_u p_u c_u). Same weights, 53x less cache to hold and read per position on K3, and
+ * no kv_b product for the new positions. */
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "kernels/mat.h"
 #include "model/internal.h"
 #include "model/ops.h"
 
 typedef struct {
     Model *m;
+    const MlaWeights *w;
     LayerState *st;
     int base, T;
 } MlaTask;
@@ -59,6 +67,47 @@ static void mla_head(void *ctx, int h) {
     }
 }
 
+/* Appends the new positions' normalised latent (in s->cq) and raw k_pe to the latent cache. */
+static void append_latent(const K3Config *c, LayerState *st, const Scratch *s, int base, int T) {
+    const int KVW = c->kv_lora + c->qk_rope;
+    for (int t = 0; t < T; t++) {
+        float *dst = st->latent + (size_t)(base + t) * KVW;
+        memcpy(dst, s->cq + (size_t)t * c->kv_lora, sizeof *dst * (size_t)c->kv_lora);
+        memcpy(dst + c->kv_lora, s->ckv + (size_t)t * KVW + c->kv_lora, sizeof *dst * (size_t)c->qk_rope);
+    }
+}
+
+static void mla_head_latent(void *ctx, int h) {
+    MlaTask *a = ctx;
+    const K3Config *c = &a->m->cfg;
+    Scratch *s = &a->m->s;
+    const Mat *kv_b = &a->w->kv_b;
+    const int NH = c->mla_heads, QK = config_mla_qk_dim(c), V = c->v_head, R = c->kv_lora, KVW = R + c->qk_rope;
+    const int row0 = h * (c->qk_nope + V); /* this head's key rows, then its value rows */
+    const float scale = 1.0f / sqrtf((float)QK);
+    float *score = s->scores + (size_t)h * a->m->max_context, *qlat = s->qlat + (size_t)h * R, *lctx = s->lctx + (size_t)h * R;
+    for (int t = 0; t < a->T; t++) {
+        const float *q = s->qf + ((size_t)t * NH + h) * QK;
+        mat_rows_tmul(kv_b, row0, c->qk_nope, q, qlat);
+        int n = a->base + t + 1;
+        for (int u = 0; u < n; u++) {
+            const float *lat = a->st->latent + (size_t)u * KVW;
+            score[u] = (kern_dot_f32(qlat, lat, R) + kern_dot_f32(q + c->qk_nope, lat + R, c->qk_rope)) * scale;
+        }
+        op_softmax(score, n);
+        for (int i = 0; i < R; i++) lctx[i] = 0;
+        for (int u = 0; u < n; u++) {
+            const float *lat = a->st->latent + (size_t)u * KVW;
+            for (int i = 0; i < R; i++) lctx[i] += score[u] * lat[i];
+        }
+        float *att = s->att + ((size_t)t * NH + h) * V;
+        Mat w_uv = mat_rows(kv_b, row0 + c->qk_nope, V);
+        mat_mul(NULL, att, &w_uv, lctx, 1);
+        const float *gate = s->g + ((size_t)t * NH + h) * V;
+        for (int j = 0; j < V; j++) att[j] *= op_sigmoid(gate[j]);
+    }
+}
+
 void mla_forward(Model *m, const LayerWeights *L, LayerState *st, int base, const float *xn, int T, float *out) {
     const K3Config *c = &m->cfg;
     const MlaWeights *w = &L->mla;
@@ -70,10 +119,14 @@ void mla_forward(Model *m, const LayerWeights *L, LayerState *st, int base, cons
     mat_mul(m->pool, s->ckv, &w->kv_a, xn, T);
     for (int t = 0; t < T; t++) /* normalised latent; the trailing k_pe part stays raw */
         op_rmsnorm(s->cq + (size_t)t * c->kv_lora, s->ckv + (size_t)t * KVW, w->kv_a_norm, c->kv_lora, c->rms_eps);
-    mat_mul(m->pool, s->kvf, &w->kv_b, s->cq, T);
-    append_kv(c, st, s, base, T);
+    if (m->mla_cache == MLA_CACHE_LATENT) {
+        append_latent(c, st, s, base, T);
+    } else {
+        mat_mul(m->pool, s->kvf, &w->kv_b, s->cq, T);
+        append_kv(c, st, s, base, T);
+    }
     mat_mul(m->pool, s->g, &w->g, xn, T);
-    MlaTask task = {m, st, base, T};
-    pool_run(m->pool, c->mla_heads, mla_head, &task);
+    MlaTask task = {m, w, st, base, T};
+    pool_run(m->pool, c->mla_heads, m->mla_cache == MLA_CACHE_LATENT ? mla_head_latent : mla_head, &task);
     mat_mul(m->pool, out, &w->o, s->att, T);
 }

@@ -79,6 +79,9 @@ void state_reset(State *s);
 int state_length(const State *s);
 /* Copies src into dst (same model): for snapshots and rollback. */
 void state_copy(State *dst, const State *src);
+/* 1 when two States of the same model hold bit-identical state (length, KDA conv windows and
+ * recurrent matrices, MLA caches), else 0. */
+int state_equal(const State *a, const State *b);
 
 /* Runs tokens[0..T) (1 <= T <= MODEL_MAX_CHUNK) after the state's current positions and advances
  * it. logits: NULL, or [T][vocab] when all_rows, else [vocab] for the last position only.
@@ -100,5 +103,20 @@ int model_argmax(const Model *m, const float *logits);
 
 /* K3_A_LOG: "per-head" (default) or "per-channel" (compatibility with the original engine). */
 int model_a_log_mode_from_env(ALogMode *mode);
+
+/* How MLA layers cache past positions (k3-model.md 3.4). LATENT (the default): per position the
+ * normalised latent c and the raw k_pe (kv_lora + qk_rope floats: 2,304 B per layer on K3), with
+ * each head's query absorbed into kv_b's key rows and its output expanded through kv_b's value
+ * rows. EXPANDED: every head's full key and value (30,720 floats per layer on K3, 53x more), the
+ * reference layout. Both use the same exactly expanded fp32 weights; they differ only in fp32
+ * reduction order (each is deterministic, and both match the fp64 reference within tolerance). */
+typedef enum { MLA_CACHE_LATENT, MLA_CACHE_EXPANDED } MlaCacheMode;
+/* K3_MLA_CACHE: "latent" (default) or "expanded". */
+int model_mla_cache_from_env(MlaCacheMode *mode);
+/* Call before any State of the model exists. */
+void model_set_mla_cache(Model *m, MlaCacheMode mode);
+MlaCacheMode model_mla_cache(const Model *m);
+/* Bytes one position adds to a State's MLA caches (all MLA layers). */
+uint64_t model_mla_bytes_per_position(const K3Config *c, MlaCacheMode mode);
 
 #endif

@@ -1,5 +1,5 @@
 /* state.c - one sequence's decode state: per KDA layer the conv windows and recurrent matrices
- * (fixed size), per MLA layer the expanded key/value cache (grows with the sequence). */
+ * (fixed size), per MLA layer the latent or expanded key/value cache (grows with the sequence). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +10,7 @@ static size_t conv_floats(const K3Config *c) { return 3 * (size_t)config_kda_wid
 static size_t recurrent_floats(const K3Config *c) { return (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim; }
 static size_t key_floats(const K3Config *c) { return (size_t)c->mla_heads * config_mla_qk_dim(c); }
 static size_t value_floats(const K3Config *c) { return (size_t)c->mla_heads * c->v_head; }
+static size_t latent_floats(const K3Config *c) { return (size_t)(c->kv_lora + c->qk_rope); }
 
 State *state_create(const Model *m) {
     const K3Config *c = &m->cfg;
@@ -28,7 +29,7 @@ void state_destroy(State *s) {
     if (!s) return;
     for (int l = 0; l < s->model->cfg.n_layers; l++) {
         LayerState *L = &s->layers[l];
-        free(L->conv), free(L->S), free(L->keys), free(L->values);
+        free(L->conv), free(L->S), free(L->keys), free(L->values), free(L->latent);
         free(L->v_S), free(L->v_conv), free(L->v_raw), free(L->v_step);
     }
     free(s->layers);
@@ -59,6 +60,10 @@ int state_reserve(State *s, int need) {
     for (int l = 0; l < c->n_layers; l++) {
         if (c->layer_kind[l] != LAYER_MLA) continue;
         LayerState *L = &s->layers[l];
+        if (s->model->mla_cache == MLA_CACHE_LATENT) {
+            L->latent = df_realloc(L->latent, sizeof(float) * latent_floats(c) * (size_t)cap);
+            continue;
+        }
         L->keys = df_realloc(L->keys, sizeof(float) * key_floats(c) * (size_t)cap);
         L->values = df_realloc(L->values, sizeof(float) * value_floats(c) * (size_t)cap);
     }
@@ -78,9 +83,28 @@ void state_copy(State *dst, const State *src) {
             memcpy(d->keys, s->keys, key_floats(c) * (size_t)src->len * sizeof(float));
             memcpy(d->values, s->values, value_floats(c) * (size_t)src->len * sizeof(float));
         }
+        if (s->latent && src->len) memcpy(d->latent, s->latent, latent_floats(c) * (size_t)src->len * sizeof(float));
     }
     dst->len = src->len;
     dst->verify_rows = 0;
+}
+
+static int floats_equal(const float *x, const float *y, size_t n) { return n == 0 || !memcmp(x, y, n * sizeof *x); }
+
+int state_equal(const State *a, const State *b) {
+    const K3Config *c = &a->model->cfg;
+    const size_t n = (size_t)a->len;
+    if (a->len != b->len) return 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerState *x = &a->layers[l], *y = &b->layers[l];
+        int same = c->layer_kind[l] == LAYER_KDA
+                       ? floats_equal(x->conv, y->conv, conv_floats(c)) && floats_equal(x->S, y->S, recurrent_floats(c))
+                   : a->model->mla_cache == MLA_CACHE_LATENT
+                       ? floats_equal(x->latent, y->latent, latent_floats(c) * n)
+                       : floats_equal(x->keys, y->keys, key_floats(c) * n) && floats_equal(x->values, y->values, value_floats(c) * n);
+        if (!same) return 0;
+    }
+    return 1;
 }
 
 void state_prepare_verify(State *s) {

@@ -28,7 +28,7 @@ typedef struct {
     Reply reply;
     StopSeq stop;            /* cuts the answer at a stop sequence */
     StrBuf reasoning, content; /* what the client got so far (after the stop filter) */
-    size_t reused;           /* prompt tokens the Session already held */
+    size_t reused;           /* prompt tokens not fed again (held by the Session or its snapshot) */
     int started, finished, completion;
     const char *finish;      /* "stop" | "length" | "tool_calls" once finished */
     double prefill_s, model_s; /* prefill; all time in the model (prefill and decode steps) */

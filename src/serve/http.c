@@ -270,6 +270,7 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
         free(srv);
         return -1;
     }
+    if (cfg->prompt_snapshot) session_keep_snapshots(&srv->session);
     gate_init(&srv->gate, cfg->queue);
     srv->memo = memo_new(cfg->memo_entries);
     srv->env = (ExchangeEnv){tok, srv->memo, cfg->max_tokens, e->max_context};
@@ -295,9 +296,9 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
         if (cfg->max_tokens >= 0) snprintf(cap, sizeof cap, "%lld", (long long)cfg->max_tokens);
         int v6 = strchr(cfg->host, ':') != NULL;
         fprintf(log, "serve: listening on http://%s%s%s:%u (model %s; one generation at a time, queue %d; memo %d entries; "
-                     "max tokens %s; API key %s)\n",
+                     "prompt snapshot %s; max tokens %s; API key %s)\n",
                 v6 ? "[" : "", cfg->host, v6 ? "]" : "", di ? di->port : (unsigned)cfg->port, SERVE_MODEL_ID, cfg->queue,
-                cfg->memo_entries, cap, cfg->api_key ? "required" : "not required");
+                cfg->memo_entries, cfg->prompt_snapshot ? "on" : "off", cap, cfg->api_key ? "required" : "not required");
         fflush(log);
         wait_for_stop();
         srv->stopping = 1;

@@ -25,6 +25,7 @@ typedef struct {
     int timeout_s;        /* idle timeout, and the most a request may take to arrive */
     size_t max_body;      /* bytes; larger bodies get 413 before they are read */
     int max_connections;
+    int prompt_snapshot;  /* K3_PROMPT_SNAPSHOT: keep the decode state at the end of each prompt */
 } ServeConfig;
 
 /* Checks what can be checked before the model loads (the address). Returns 0 or -1. */

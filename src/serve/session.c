@@ -25,17 +25,65 @@ int session_init(Session *s, Engine *e) {
 
 void session_free(Session *s) {
     if (s->st) state_destroy(s->st);
+    if (s->snap) state_destroy(s->snap);
     tokids_free(&s->held);
+    tokids_free(&s->snap_held);
     free(s->rows);
     memset(s, 0, sizeof *s);
 }
 
-void session_reset(Session *s) {
-    state_reset(s->st);
+/* Drops the held tokens and picks, not the State's contents. */
+static void forget(Session *s) {
     s->held.n = 0;
     s->have_logits = 0;
     s->pending = -1;
     s->ready = 1, s->at = 0;
+}
+
+void session_reset(Session *s) {
+    state_reset(s->st);
+    forget(s);
+}
+
+int session_snapshot_from_env(int *on) {
+    const char *v = getenv("K3_PROMPT_SNAPSHOT");
+    *on = 1;
+    if (!v || !*v) return 0;
+    if (strcmp(v, "0") && strcmp(v, "1"))
+        return df_fail("K3_PROMPT_SNAPSHOT: '%s' is not 1 (keep the decode state at the end of each prompt) or 0", v);
+    *on = v[0] == '1';
+    return 0;
+}
+
+void session_keep_snapshots(Session *s) {
+    if (!s->snap) s->snap = state_create(s->e->model);
+}
+
+static void copy_ids(TokIds *dst, const TokIds *src) {
+    dst->n = 0;
+    tokids_reserve(dst, src->n);
+    if (src->n) memcpy(dst->v, src->v, src->n * sizeof *src->v);
+    dst->n = src->n;
+}
+
+/* How many of the prompt's tokens `have` already covers: all of them when they are a strict
+ * prefix of the prompt (at least one token is left to feed, for logits), otherwise none. */
+static size_t covered(const TokIds *have, const int32_t *prompt, size_t n) {
+    return have->n && have->n < n && !memcmp(have->v, prompt, have->n * sizeof *prompt) ? have->n : 0;
+}
+
+/* Makes the State hold the longest reusable prefix of the prompt; returns its length. */
+static size_t reuse(Session *s, const int32_t *prompt, size_t n) {
+    size_t live = covered(&s->held, prompt, n);
+    size_t snap = s->snap ? covered(&s->snap_held, prompt, n) : 0;
+    if (snap <= live) {
+        if (!live) session_reset(s);
+        return live;
+    }
+    forget(s);
+    state_copy(s->st, s->snap);
+    copy_ids(&s->held, &s->snap_held);
+    return snap;
 }
 
 /* Cuts the State back to the held tokens after a verify pass (rows past the ones handed out
@@ -68,14 +116,14 @@ int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel
     if (n > (size_t)s->e->max_context)
         return df_fail("the prompt's %zu tokens exceed the context limit of %d", n, s->e->max_context);
     s->pending = -1;
-    size_t common = s->held.n;
-    if (common >= n || (common && memcmp(s->held.v, prompt, common * sizeof *prompt) != 0)) {
-        session_reset(s);
-        common = 0;
-    }
+    size_t common = reuse(s, prompt, n);
     if (reused) *reused = common;
     int rc = feed(s, prompt + common, n - common, cancel, ctx);
     if (rc) session_reset(s);
+    else if (s->snap) { /* the State was just settled and fed: it holds exactly the prompt */
+        state_copy(s->snap, s->st);
+        copy_ids(&s->snap_held, &s->held);
+    }
     s->prefill_s += now_s() - t0;
     return rc;
 }

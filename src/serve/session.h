@@ -9,8 +9,15 @@
  * from their rows without a forward. Before anything else is fed the State is cut back to the
  * tokens actually handed out (state_commit), so the held tokens and the State always agree and
  * the tokens are the same as with K3_SPEC=0.
- * A Session owns its State, logits and held-token list; it borrows the Engine, which must
- * outlive it. One thread at a time. */
+ *
+ * Prompt-boundary snapshot (K3_PROMPT_SNAPSHOT, on in the server): after each prompt is fed the
+ * State is copied aside with the prompt's tokens. A client that resends a conversation without
+ * the reasoning it was given (OpenAI clients send back `content` only) diverges from the held
+ * tokens right after the previous prompt, so the next prompt restores the snapshot and feeds
+ * only what follows it. Costs: one State copy (memory bandwidth) per prompt, one more when the
+ * snapshot is restored, and a second State's memory (planned by the caller: engine_open_states).
+ * A Session owns its States, logits and token lists; it borrows the Engine, which must outlive
+ * it. One thread at a time. */
 #ifndef DF_SESSION_H
 #define DF_SESSION_H
 
@@ -28,6 +35,8 @@ typedef struct {
     Engine *e;
     State *st;
     TokIds held;     /* tokens the State holds (committed), in order */
+    State *snap;     /* the State at the end of the last prompt fed, or NULL when not kept */
+    TokIds snap_held; /* the tokens snap holds (none: no snapshot yet) */
     float *rows;     /* [MODEL_MAX_VERIFY][vocab] logits of the last forward's rows */
     int ready, at;   /* rows [0, ready) hold predictions; the next pick comes from row at */
     int have_logits;
@@ -41,10 +50,17 @@ int session_init(Session *s, Engine *e);
 void session_free(Session *s);
 void session_reset(Session *s);
 
-/* Starts a reply to prompt[0..n): keeps the held tokens when they are a strict prefix of the
- * prompt, otherwise resets, then feeds the rest. *reused (may be NULL) gets the number of
- * prompt tokens that were already held. Returns 0, 1 when cancelled (the session is reset), or
- * -1 with a message (the prompt does not fit the context, or the forward failed; reset). */
+/* K3_PROMPT_SNAPSHOT: 1 (the default) or 0. Sets *on; fails with a message on another value. */
+int session_snapshot_from_env(int *on);
+/* Keeps a prompt-boundary snapshot from now on (allocates the second State). */
+void session_keep_snapshots(Session *s);
+
+/* Starts a reply to prompt[0..n): continues from whichever of the held tokens and the snapshot
+ * is the longer strict prefix of the prompt (restoring the snapshot when it wins), otherwise
+ * resets, then feeds the rest and snapshots the end of the prompt. *reused (may be NULL) gets
+ * the number of prompt tokens that were not fed again. Returns 0, 1 when cancelled (the session
+ * is reset, the snapshot kept), or -1 with a message (the prompt does not fit the context, or
+ * the forward failed; reset). */
 int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel, void *ctx, size_t *reused);
 
 /* The next greedy token. Returns 0 with *tok set, 1 when the context is full (nothing picked),

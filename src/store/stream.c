@@ -8,7 +8,6 @@
 #include "util/err.h"
 
 #define IO_THREADS 8
-#define CONTEXT_PLANNED_MAX 4096 /* decode state is planned for at most this many positions */
 
 static int env_int(const char *name, int lo, int hi, int fallback, int *out) {
     const char *v = getenv(name);
@@ -47,9 +46,9 @@ static uint64_t fixed_bytes(const Catalog *cat, const SpineStore *sp, const Stre
     uint64_t scratch = 4 * R * (H * (6 + anchors) + 7 * W + 2 * ffn + (uint64_t)c->n_experts +
                                 (uint64_t)c->latent * (c->top_k + 5) + 3 * mla_row + 2 * (uint64_t)c->moe_inter) +
                        4 * (uint64_t)c->mla_heads * (uint64_t)context;
-    int ctx = context < CONTEXT_PLANNED_MAX ? context : CONTEXT_PLANNED_MAX;
+    int ctx = context < needs->planned_positions ? context : needs->planned_positions;
     uint64_t state = (uint64_t)c->n_kda_layers * 4 * (3 * W * (uint64_t)(c->conv_kernel - 1) + W * (uint64_t)c->kda_head_dim) +
-                     (uint64_t)c->n_mla_layers * 4 * mla_row * (uint64_t)ctx * 3 / 2;
+                     needs->mla_position_bytes * (uint64_t)ctx * 3 / 2; /* the cache grows by 1.5x steps */
     state *= 1 + (uint64_t)needs->extra_states; /* copies are never verified: no replay records */
     /* speculation's KDA replay records (state.c): S and the conv windows once, inputs per row */
     if (needs->speculation)

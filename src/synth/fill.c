@@ -50,7 +50,8 @@ static float value_for(FillKind k, const SchemaEntry *e, uint64_t idx, Rng *r, i
     }
 }
 
-void synth_fill(const K3Config *c, const SchemaEntry *e, uint64_t seed, uint64_t first, uint64_t count, void *out) {
+void synth_fill(const K3Config *c, const SchemaEntry *e, uint64_t seed, float embed_scale, uint64_t first,
+                uint64_t count, void *out) {
     Rng r;
     rng_seed(&r, rng_hash(e->name, seed) ^ (first * 0x9e3779b97f4a7c15ull));
     FillKind k = kind_of(e);
@@ -72,6 +73,7 @@ void synth_fill(const K3Config *c, const SchemaEntry *e, uint64_t seed, uint64_t
     }
     for (uint64_t i = 0; i < count; i++) {
         float v = value_for(k, e, first + i, &r, c->kda_heads);
+        if (k == F_EMBED && embed_scale != 1) v *= embed_scale;
         if (e->dtype == DT_F32) memcpy((float *)out + i, &v, sizeof v);
         else ((uint16_t *)out)[i] = f32_to_bf16(v);
     }

@@ -88,6 +88,13 @@ static void preset_k3(K3Config *c, int layers) {
     set_vocab(c, 163584);
 }
 
+int synth_check_embed_scale(double x) {
+    /* any positive finite scale is a valid checkpoint (BF16 holds 1.7 * 1e4 exactly enough);
+     * the bounds only refuse zero, negatives, NaN, infinities and typing slips */
+    if (x >= 0.001 && x <= 10000) return 0;
+    return df_fail("synth: --embed-scale %g is out of range (0.001..10000)", x);
+}
+
 int synth_preset(SynthPreset *p, const char *name, const SynthOptions *opt) {
     memset(p, 0, sizeof *p);
     p->name = name;
@@ -109,6 +116,8 @@ int synth_preset(SynthPreset *p, const char *name, const SynthOptions *opt) {
         if (opt->layers < 1 || opt->layers > K3_MAX_LAYERS) return df_fail("synth: --layers must be 1..%d", K3_MAX_LAYERS);
         p->cfg.n_layers = opt->layers;
     }
+    if (opt->embed_scale != 0 && synth_check_embed_scale(opt->embed_scale)) return -1;
+    p->embed_scale = opt->embed_scale != 0 ? (float)opt->embed_scale : 1.0f;
     p->cfg.shared_inter = p->cfg.n_shared * p->cfg.moe_inter;
     assign_layer_kinds(&p->cfg);
     return 0;

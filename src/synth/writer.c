@@ -105,7 +105,7 @@ static void progress_tick(Progress *pr, uint64_t add, int final) {
 
 /* Generates tensor e chunk by chunk straight into the writer's buffer; a chunk that does not
  * fit in what is left of the buffer goes through `spill` (SYNTH_CHUNK_ELEMS * 4 bytes). */
-static int write_tensor(BulkWriter *w, const K3Config *c, const SchemaEntry *e, uint64_t seed, uint8_t *spill,
+static int write_tensor(BulkWriter *w, const SynthPreset *sp, const SchemaEntry *e, uint64_t seed, uint8_t *spill,
                         Progress *pr) {
     size_t esize = dtype_size(e->dtype);
     uint64_t elems = schema_nbytes(e) / esize;
@@ -113,7 +113,7 @@ static int write_tensor(BulkWriter *w, const K3Config *c, const SchemaEntry *e, 
         uint64_t count = elems - first < SYNTH_CHUNK_ELEMS ? elems - first : SYNTH_CHUNK_ELEMS;
         size_t bytes = (size_t)(count * esize), avail;
         uint8_t *dst = bulk_reserve(w, &avail);
-        synth_fill(c, e, seed, first, count, bytes <= avail ? dst : spill);
+        synth_fill(&sp->cfg, e, seed, sp->embed_scale, first, count, bytes <= avail ? dst : spill);
         if (bytes <= avail ? bulk_commit(w, bytes) : bulk_write(w, spill, bytes)) return -1;
         first += count;
         progress_tick(pr, bytes, 0);
@@ -145,7 +145,7 @@ static int write_shard(const Plan *p, const SynthPreset *sp, int shard, uint64_t
     int rc = bulk_open(&w, tmp);
     if (!rc) {
         rc = bulk_write(&w, header, hlen);
-        for (int i = 0; i < n && !rc; i++) rc = write_tensor(&w, &sp->cfg, &p->e[first + i], seed, spill, pr);
+        for (int i = 0; i < n && !rc; i++) rc = write_tensor(&w, sp, &p->e[first + i], seed, spill, pr);
         if (bulk_close(&w) && !rc) rc = -1;
     }
     if (!rc && rename(tmp, path) != 0) rc = df_fail("%s: rename failed: %s", path, strerror(errno));

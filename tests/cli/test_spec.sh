@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # n-gram speculation (K3_SPEC) is lossless: with it on and off, run prints the same tokens for
-# repetitive prompts (drafts found at once), ordinary ones (drafts rare and mostly rejected) and
-# a chat prompt (stop token), on two model shapes and in the sanitizer build. The state-level
-# properties (forced rejection restores the state bit for bit, every cut point) are in
-# tests/unit/test_spec.c.
+# repetitive prompts (drafts found at once), ordinary ones (drafts rare and mostly rejected), a
+# model whose output loops (drafts mostly accepted) and a chat prompt (stop token), on several
+# model shapes and in the sanitizer build. The state-level properties (forced rejection restores
+# the state bit for bit, every cut point) are in tests/unit/test_spec.c.
 set -eu
 t="$DF_TEST_TMP/spec"
 "$DF" synth --preset small --seed 11 --out "$t/small" --quiet >/dev/null
@@ -30,6 +30,13 @@ done
 # a longer generation finds drafts in its own text, and --stats reports them
 same "$t/small" "${prompts[0]}" --max-new 300
 grep -Eq "speculation on: [0-9]+ passes, [0-9.]+ tokens/pass; [1-9][0-9]* drafts verified" "$t/on.err"
+# a model whose greedy output loops (synth --embed-scale) has its drafts accepted: passes of
+# several tokens each, every one checked against token-at-a-time decoding
+"$DF" synth --preset small --seed 6 --embed-scale 1024 --out "$t/loop" --quiet >/dev/null
+same "$t/loop" "5 17 300 42 7" --max-new 200
+acc=$(sed -n 's/.* drafted tokens accepted (\([0-9.]*\)%).*/\1/p' "$t/on.err")
+per=$(sed -n 's/.*speculation on: [0-9]* passes, \([0-9.]*\) tokens\/pass.*/\1/p' "$t/on.err")
+awk -v a="$acc" -v p="$per" 'BEGIN { exit !(a > 80 && p > 2) }'
 # a context limit reached inside a verify pass stops at the same token
 K3_CONTEXT=40 same "$t/tiny" "${prompts[0]}" --max-new 100
 # chat prompts stop at the end-of-message token the same way
@@ -40,6 +47,9 @@ cmp "$t/c0" "$t/c1"
 K3_SPEC=1 "$DF_ASAN" run --model "$t/tiny" --tokens "${prompts[0]}" --max-new 30 >"$t/asan" 2>/dev/null
 K3_SPEC=0 "$DF" run --model "$t/tiny" --tokens "${prompts[0]}" --max-new 30 >"$t/plain" 2>/dev/null
 cmp "$t/asan" "$t/plain"
+# the state-level properties again with the expanded MLA cache (the unit test runs the default, latent)
+K3_MLA_CACHE=expanded "$(dirname "$DF")/tests/test_spec" | tail -1 | grep -q " 0 failed"
+
 # K3_SPEC=0 reports itself off; other values are refused
 K3_SPEC=0 "$DF" run --model "$t/tiny" --tokens "3" --max-new 3 --stats 2>&1 >/dev/null | grep -q "speculation off"
 ! K3_SPEC=2 "$DF" run --model "$t/tiny" --tokens "3" --max-new 3 >/dev/null 2>"$t/err"

@@ -28,6 +28,54 @@ grep -q "896 experts, top-16" <<<"$out"
 # experts dominate the bytes as in K3
 pct=$(sed -n 's/.*experts [0-9.]* GB (\([0-9.]*\)% of the model).*/\1/p' <<<"$out")
 awk -v p="$pct" 'BEGIN { exit !(p > 85) }'
+# --embed-scale 1 is the default to the byte; 1024 (a power of two, so exact in BF16) multiplies
+# every embedding value and leaves every other byte as it was
+"$DF" synth --preset tiny --seed 7 --embed-scale 1 --out "$t/e1" --quiet >/dev/null
+diff -r "$t/a" "$t/e1"
+"$DF" synth --preset tiny --seed 7 --embed-scale 1024 --out "$t/e1024" --quiet >/dev/null
+"$PYTHON" - "$t/a" "$t/e1024" <<'PY'
+import json, os, struct, sys
+import numpy as np
+a, b = sys.argv[1:3]
+names = sorted(f for f in os.listdir(a) if f.endswith(".safetensors"))
+assert names == sorted(f for f in os.listdir(b) if f.endswith(".safetensors")), "shard lists differ"
+def f32(raw):
+    return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+scaled = 0
+for f in names:
+    da, db = open(os.path.join(a, f), "rb").read(), open(os.path.join(b, f), "rb").read()
+    n = struct.unpack("<Q", da[:8])[0]
+    assert da[:8 + n] == db[:8 + n], f + ": headers differ"
+    for name, r in json.loads(da[8:8 + n]).items():
+        if name == "__metadata__":
+            continue
+        lo, hi = 8 + n + r["data_offsets"][0], 8 + n + r["data_offsets"][1]
+        if name.endswith("embed_tokens.weight"):
+            x, y = f32(da[lo:hi]), f32(db[lo:hi])
+            assert np.count_nonzero(x) > 0.99 * x.size and np.array_equal(y, x * 1024), name + ": not 1024x"
+            scaled += 1
+        else:
+            assert da[lo:hi] == db[lo:hi], f"{f} {name}: changed"
+assert scaled == 1, scaled
+print("embed-scale: embedding exactly 1024x, every other byte unchanged")
+PY
+# what the option promises: the scaled model's greedy output settles into a loop within 100
+# tokens, the unscaled one's does not (the loop is the weights', not the engine's: the scaled
+# model matches the fp64 reference in tests/cli/test_reference.sh)
+loop_period() { # model: the period (<= 40) with which 100 greedy tokens repeat from the 21st on, else 0
+    "$DF" run --model "$1" --tokens "5 17 300 42 7" --max-new 100 2>/dev/null | tail -1 | awk '{
+        for (p = 1; p <= 40; p++) { ok = 1; for (i = 21; i <= NF - p; i++) if ($i != $(i + p)) ok = 0; if (ok) { print p; exit } }
+        print 0 }'
+}
+"$DF" synth --preset small --seed 6 --embed-scale 1024 --out "$t/loop" --quiet >/dev/null
+"$DF" synth --preset small --seed 6 --out "$t/noloop" --quiet >/dev/null
+test "$(loop_period "$t/loop")" -gt 0
+test "$(loop_period "$t/noloop")" -eq 0
+for bad in 0 -1 0.0001 20000 nan inf; do
+    ! "$DF" synth --preset tiny --embed-scale "$bad" --out "$t/x" 2>"$t/err"
+    grep -q "embed-scale .* out of range" "$t/err"
+done
+test ! -e "$t/x"
 # errors: unknown preset, missing arguments
 ! "$DF" synth --preset nope --out "$t/x" 2>"$t/err"
 grep -q "unknown preset 'nope'" "$t/err"

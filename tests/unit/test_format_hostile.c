@@ -70,7 +70,7 @@ static void huge_shapes_are_refused(void) {
 
 static void damaged_configs_never_crash(void) {
     SynthPreset p;
-    SynthOptions opt = {0, 0};
+    SynthOptions opt = {0};
     CHECK(synth_preset(&p, "tiny", &opt) == 0);
     char *text = synth_config_json(&p.cfg);
     size_t len = strlen(text);

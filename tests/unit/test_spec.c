@@ -35,22 +35,7 @@ static int collect(void *ctx, int token) {
 }
 
 /* Bit-for-bit comparison of two states of the same model. */
-static int states_equal(const State *a, const State *b) {
-    const K3Config *c = &eng.cat.cfg;
-    if (a->len != b->len) return 0;
-    size_t conv = 3 * (size_t)config_kda_width(c) * (size_t)(c->conv_kernel - 1);
-    size_t rec = (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim;
-    size_t key = (size_t)c->mla_heads * config_mla_qk_dim(c) * (size_t)a->len;
-    size_t val = (size_t)c->mla_heads * c->v_head * (size_t)a->len;
-    for (int l = 0; l < c->n_layers; l++) {
-        const LayerState *x = &a->layers[l], *y = &b->layers[l];
-        if (c->layer_kind[l] == LAYER_KDA) {
-            if (memcmp(x->conv, y->conv, conv * sizeof(float)) || memcmp(x->S, y->S, rec * sizeof(float))) return 0;
-        } else if (a->len && (memcmp(x->keys, y->keys, key * sizeof(float)) || memcmp(x->values, y->values, val * sizeof(float))))
-            return 0;
-    }
-    return 1;
-}
+static int states_equal(const State *a, const State *b) { return state_equal(a, b); }
 
 /* Drafts from the known greedy continuation: the first `good` tokens right, then wrong ones
  * (good = -1: always right). The position of the first error cycles with each pass when
@@ -264,7 +249,7 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
 int main(void) {
     if (!mkdtemp(dir)) return 1;
     SynthPreset p;
-    SynthOptions so = {0, 0};
+    SynthOptions so = {0};
     setenv("K3_STORE", "mapped", 1);
     if (synth_preset(&p, "tiny", &so) || synth_write(&p, 7, dir, 0) || engine_open(&eng, dir)) {
         fprintf(stderr, "setup: %s\n", df_errmsg());

@@ -1,0 +1,172 @@
+/* The Session's prompt-boundary snapshot (K3_PROMPT_SNAPSHOT): a prompt that extends the previous
+ * prompt but not the reply given to it continues from the snapshot, and the State it reaches is
+ * bit-identical to that of a session that was fed the same prompts without replying (same
+ * chunks), with the same greedy tokens as a full prefill; the live tokens win when they are the
+ * longer prefix; a cancelled prefill keeps the snapshot; the streaming memory plan counts the
+ * second State. Runs on a tiny synthetic checkpoint written to a temporary directory. */
+#define _XOPEN_SOURCE 700
+#include <ftw.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "serve/session.h"
+#include "synth/synth.h"
+#include "util/err.h"
+
+#define N_REPLY 7
+
+static char dir[] = "/tmp/df-snapshot-XXXXXX";
+static Engine eng;
+
+/* turn 1's prompt, and what turn 2 appends to it instead of the reply (a resent history) */
+static const int32_t p1[] = {5, 17, 300, 42, 42, 42, 7, 100, 3, 9, 12, 60, 77, 1, 2, 3, 88, 21, 4, 250};
+static const int32_t p2_tail[] = {11, 12, 13, 400, 8, 8, 9};
+#define N1 (sizeof p1 / sizeof p1[0])
+#define N2 (N1 + sizeof p2_tail / sizeof p2_tail[0])
+static int32_t p2[N2];
+
+static void open_session(Session *s, int snapshot) {
+    CHECK(session_init(s, &eng) == 0);
+    if (snapshot) session_keep_snapshots(s);
+}
+
+/* Prefills and generates n greedy tokens into out. Returns the prompt tokens reused. */
+static size_t answer(Session *s, const int32_t *prompt, size_t n_prompt, int n, int32_t *out) {
+    size_t reused = 99999;
+    CHECK(session_prefill(s, prompt, n_prompt, NULL, NULL, &reused) == 0);
+    for (int i = 0; i < n; i++) {
+        int tok = -1;
+        CHECK(session_next(s, &tok, NULL, NULL) == 0);
+        out[i] = tok;
+    }
+    return reused;
+}
+
+static void test_resent_history_continues_from_the_snapshot(void) {
+    Session snap, fed, plain;
+    open_session(&snap, 1), open_session(&fed, 0), open_session(&plain, 0);
+    int32_t reply[N_REPLY], got[N_REPLY], want[N_REPLY], ref[N_REPLY];
+    CHECK(answer(&snap, p1, N1, N_REPLY, reply) == 0);
+    CHECK(answer(&plain, p1, N1, N_REPLY, ref) == 0 && memcmp(reply, ref, sizeof reply) == 0);
+    CHECK(answer(&fed, p1, N1, 0, NULL) == 0);
+    /* turn 2: the snapshot is restored; `fed` continues its live tokens through the same chunks */
+    CHECK(answer(&snap, p2, N2, N_REPLY, got) == N1);
+    CHECK(answer(&fed, p2, N2, 0, NULL) == N1);
+    CHECK(answer(&plain, p2, N2, N_REPLY, ref) == 0); /* the reply is in the way: all fed again */
+    CHECK(memcmp(got, ref, sizeof got) == 0);
+    CHECK(snap.snap_held.n == N2 && memcmp(snap.snap_held.v, p2, sizeof p2) == 0);
+    CHECK(state_equal(snap.snap, fed.st));
+    for (int i = 0; i < N_REPLY; i++) {
+        int tok = -1;
+        CHECK(session_next(&fed, &tok, NULL, NULL) == 0);
+        want[i] = tok;
+    }
+    CHECK(memcmp(got, want, sizeof got) == 0);
+    session_free(&snap), session_free(&fed), session_free(&plain);
+}
+
+/* A prompt that continues the reply itself (the client sent the reasoning back) keeps the live
+ * tokens, which are longer than the snapshot's. */
+static void test_live_tokens_win_when_longer(void) {
+    Session s;
+    open_session(&s, 1);
+    int32_t reply[N_REPLY];
+    answer(&s, p1, N1, N_REPLY, reply);
+    int32_t p3[N1 + N_REPLY + 2];
+    memcpy(p3, p1, sizeof p1);
+    memcpy(p3 + N1, reply, sizeof reply);
+    p3[N1 + N_REPLY] = 31, p3[N1 + N_REPLY + 1] = 32;
+    size_t held = s.held.n; /* the last pick is not fed yet */
+    CHECK(held == N1 + N_REPLY - 1);
+    CHECK(answer(&s, p3, N1 + N_REPLY + 2, 0, NULL) == held);
+    CHECK(s.snap_held.n == N1 + N_REPLY + 2);
+    session_free(&s);
+}
+
+static int cancel_second(void *ctx) { return ++*(int *)ctx >= 2; }
+
+/* A long prompt cancelled after its first chunk resets the live State, not the snapshot; the
+ * same prompt asked again reuses the snapshot and answers as a fresh session does. A prompt
+ * equal to the snapshot's (nothing left to feed) is fed again whole. */
+static void test_cancel_keeps_the_snapshot(void) {
+    Session s, fresh;
+    open_session(&s, 1), open_session(&fresh, 0);
+    int32_t reply[N_REPLY], got[N_REPLY], want[N_REPLY];
+    answer(&s, p1, N1, N_REPLY, reply);
+    int32_t big[N1 + 100];
+    memcpy(big, p1, sizeof p1);
+    for (int i = 0; i < 100; i++) big[N1 + i] = 50 + i * 7 % 300;
+    int calls = 0;
+    size_t reused = 0;
+    CHECK(session_prefill(&s, big, N1 + 100, cancel_second, &calls, &reused) == 1);
+    CHECK(reused == N1 && s.held.n == 0 && state_length(s.st) == 0);
+    CHECK(answer(&s, big, N1 + 100, N_REPLY, got) == N1);
+    CHECK(answer(&fresh, big, N1 + 100, N_REPLY, want) == 0 && memcmp(got, want, sizeof got) == 0);
+    CHECK(answer(&s, big, N1 + 100, N_REPLY, got) == 0 && memcmp(got, want, sizeof got) == 0);
+    session_free(&s), session_free(&fresh);
+}
+
+static void test_setting(void) {
+    int on = -1;
+    unsetenv("K3_PROMPT_SNAPSHOT");
+    CHECK(session_snapshot_from_env(&on) == 0 && on == 1);
+    setenv("K3_PROMPT_SNAPSHOT", "0", 1);
+    CHECK(session_snapshot_from_env(&on) == 0 && on == 0);
+    setenv("K3_PROMPT_SNAPSHOT", "1", 1);
+    CHECK(session_snapshot_from_env(&on) == 0 && on == 1);
+    setenv("K3_PROMPT_SNAPSHOT", "yes", 1);
+    CHECK(session_snapshot_from_env(&on) != 0 && strstr(df_errmsg(), "K3_PROMPT_SNAPSHOT: 'yes'"));
+    unsetenv("K3_PROMPT_SNAPSHOT");
+}
+
+/* The streaming plan's fixed needs grow by at least what a State holding the planned context
+ * takes (the KDA matrices and windows, the MLA cache rows in the engine's cache layout), and the
+ * expert cache never grows. */
+static void test_memory_plan_counts_the_snapshot(void) {
+    setenv("K3_STORE", "stream", 1);
+    setenv("K3_RAM_GB", "2", 1);
+    setenv("K3_CONTEXT", "300", 1);
+    Engine one, two;
+    CHECK(engine_open(&one, dir) == 0);
+    CHECK(engine_open_states(&two, dir, 1) == 0);
+    const K3Config *c = &one.cat.cfg;
+    uint64_t kda = 4 * ((uint64_t)3 * config_kda_width(c) * (uint64_t)(c->conv_kernel - 1) +
+                        (uint64_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim);
+    uint64_t state = (uint64_t)c->n_kda_layers * kda + model_mla_bytes_per_position(c, one.mla_cache) * 300;
+    const StreamPlan *a = &one.stream.plan, *b = &two.stream.plan;
+    CHECK_MSG(b->fixed >= a->fixed + state, "fixed %llu -> %llu, a State is %llu", (unsigned long long)a->fixed,
+              (unsigned long long)b->fixed, (unsigned long long)state);
+    CHECK(b->slots <= a->slots);
+    engine_close(&one), engine_close(&two);
+    setenv("K3_STORE", "mapped", 1);
+    unsetenv("K3_RAM_GB"), unsetenv("K3_CONTEXT");
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+int main(void) {
+    if (!mkdtemp(dir)) return 1;
+    SynthPreset p;
+    SynthOptions so;
+    memset(&so, 0, sizeof so);
+    setenv("K3_STORE", "mapped", 1);
+    if (synth_preset(&p, "tiny", &so) || synth_write(&p, 7, dir, 0) || engine_open(&eng, dir)) {
+        fprintf(stderr, "setup: %s\n", df_errmsg());
+        return 1;
+    }
+    memcpy(p2, p1, sizeof p1);
+    memcpy(p2 + N1, p2_tail, sizeof p2_tail);
+    RUN(test_resent_history_continues_from_the_snapshot);
+    RUN(test_live_tokens_win_when_longer);
+    RUN(test_cancel_keeps_the_snapshot);
+    RUN(test_setting);
+    RUN(test_memory_plan_counts_the_snapshot);
+    engine_close(&eng);
+    nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    return check_summary();
+}
