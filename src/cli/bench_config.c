@@ -12,7 +12,7 @@
 static const char *const known[] = {
     "DELTAFIN_ROOT",    "DELTAFIN_API_KEY", "K3_A_LOG",        "K3_CACHE_POLICY",    "K3_CONTEXT",
     "K3_DEV",           "K3_DIRECT",        "K3_IO_THREADS",   "K3_KERNELS",         "K3_LOOKAHEAD",
-    "K3_MOE_TOP_K",     "K3_OFFLINE",       "K3_PIN_LAYERS",   "K3_PREFETCH",        "K3_PROFILE",
+    "K3_MLA_CACHE",     "K3_MOE_TOP_K",     "K3_OFFLINE",       "K3_PIN_LAYERS",   "K3_PREFETCH",        "K3_PROFILE",
     "K3_PROMPT_SNAPSHOT", "K3_RAM_GB",      "K3_SPEC",         "K3_SPINE",           "K3_STORE",
     "K3_THREADS",       "K3_TRACE",         "K3_HF_HOST",      "K3_HF_PATH",         "K3_HF_REVISION",
     "K3_FETCH_PARALLEL", "K3_FETCH_RETRIES", "K3_FETCH_CHUNK_KB", "K3_FETCH_BACKOFF_MS",

@@ -79,9 +79,9 @@ static void fmt_tokens(char *out, size_t cap, const BenchConfig *cs, int i) {
     size_t n = json_array_size(c->tokens);
     if (i == 0) snprintf(out, cap, "reference (%zu tokens)", n);
     else if (!c->lossy) snprintf(out, cap, "= baseline");
-    else if (!c->differ) snprintf(out, cap, "lossy (%s): same tokens as baseline", c->numerics);
+    else if (!c->differ) snprintf(out, cap, "other numerics (%s): same tokens as baseline", c->numerics);
     else
-        snprintf(out, cap, "lossy (%s): %d of %zu differ from baseline (first at index %d); its runs agree", c->numerics,
+        snprintf(out, cap, "other numerics (%s): %d of %zu differ from baseline (first at index %d); its runs agree", c->numerics,
                  c->differ, n, c->first_diff);
 }
 

@@ -2,7 +2,7 @@
  * machine-readable twin of generate_print_stats: what `deltafin bench` reads from each child.
  *
  * "numerics" names what decides the output tokens (spine format, experts per token, A_log
- * indexing); every other setting (threads, store, speculation, prefetch, chunking) leaves the
+ * indexing, MLA cache layout: the last changes only fp32 reduction order); every other setting (threads, store, speculation, prefetch, chunking) leaves the
  * tokens unchanged, so two runs with the same numerics must agree token for token. */
 #include <string.h>
 
@@ -12,9 +12,10 @@
 static int is_lossy(const Engine *e) { return e->spine_int8 || e->cat.cfg.top_k != e->top_k_full; }
 
 static json_t *numerics_json(const Engine *e) {
-    char desc[96];
-    snprintf(desc, sizeof desc, "spine %s, experts top-%d of %d, A_log %s", e->spine_int8 ? "int8" : "bf16",
-             e->cat.cfg.top_k, e->top_k_full, e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel");
+    char desc[128];
+    snprintf(desc, sizeof desc, "spine %s, experts top-%d of %d, A_log %s, MLA cache %s", e->spine_int8 ? "int8" : "bf16",
+             e->cat.cfg.top_k, e->top_k_full, e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel",
+             e->mla_cache == MLA_CACHE_LATENT ? "latent" : "expanded");
     return json_pack("{s:s, s:b, s:b, s:i, s:i, s:s}", "key", desc, "lossy", is_lossy(e), "spine_int8", e->spine_int8,
                      "top_k", e->cat.cfg.top_k, "top_k_full", e->top_k_full, "a_log",
                      e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel");

@@ -28,6 +28,10 @@ void kern_matmul_mxfp4(Pool *pool, float *Y, const uint8_t *packed, const uint8_
 void kern_matmul_i8row(Pool *pool, float *Y, const int8_t *W, const float *scales, const float *X, int T, int rows,
                        int cols);
 
+/* y[i] += a * x[i]: element-wise (one product, one sum each), so every vector width gives the
+ * same bits. */
+void kern_axpy(float *restrict y, float a, const float *restrict x, int n);
+
 /* Dot product with the kernels' reduction order (for small ops that must match the kernels). */
 float kern_dot_f32(const float *a, const float *b, int n);
 

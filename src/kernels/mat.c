@@ -29,27 +29,42 @@ Mat mat_rows(const Mat *W, int row0, int n) {
     return v;
 }
 
-void mat_rows_tmul(const Mat *W, int row0, int n, const float *x, float *y) {
-    const Mat v = mat_rows(W, row0, n);
-    const int C = W->cols;
-    memset(y, 0, sizeof *y * (size_t)C);
-    for (int j = 0; j < n; j++) {
-        const float xj = x[j];
-        if (v.fmt == WF_F32) {
-            const float *w = (const float *)v.data + (size_t)j * C;
-            for (int i = 0; i < C; i++) y[i] += xj * w[i];
-        } else if (v.fmt == WF_BF16) {
-            const uint16_t *w = (const uint16_t *)v.data + (size_t)j * C;
-            for (int i = 0; i < C; i++) y[i] += xj * bf16_to_f32(w[i]);
-        } else if (v.fmt == WF_I8ROW) {
-            const int8_t *q = (const int8_t *)v.data + (size_t)j * C;
-            float s;
-            memcpy(&s, (const uint8_t *)v.aux + 4 * (size_t)j, sizeof s);
-            for (int i = 0; i < C; i++) y[i] += xj * ((float)q[i] * s);
-        } else {
-            abort(); /* MXFP4 is an expert format: never a kv_b matrix */
-        }
+void kern_axpy(float *restrict y, float a, const float *restrict w, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) /* fixed-length blocks: the compiler vectorises them */
+        for (int k = 0; k < 8; k++) y[i + k] += a * w[i + k];
+    for (; i < n; i++) y[i] += a * w[i];
+}
+
+/* Weights [from, from + n) of row j of v, expanded exactly to fp32. */
+static void expand_row(const Mat *v, int j, int from, int n, float *restrict out) {
+    const size_t at = (size_t)j * (size_t)v->cols + (size_t)from;
+    if (v->fmt == WF_F32) {
+        memcpy(out, (const float *)v->data + at, sizeof *out * (size_t)n);
+    } else if (v->fmt == WF_BF16) {
+        const uint16_t *w = (const uint16_t *)v->data + at;
+        for (int i = 0; i < n; i++) out[i] = bf16_to_f32(w[i]);
+    } else if (v->fmt == WF_I8ROW) {
+        const int8_t *q = (const int8_t *)v->data + at;
+        float s;
+        memcpy(&s, (const uint8_t *)v->aux + 4 * (size_t)j, sizeof s);
+        for (int i = 0; i < n; i++) out[i] = (float)q[i] * s;
+    } else {
+        abort(); /* MXFP4 is an expert format: never a kv_b matrix */
     }
+}
+
+void mat_rows_tmul(const Mat *W, int row0, int n, const float *x, float *y) {
+    enum { BLOCK = 256 };
+    const Mat v = mat_rows(W, row0, n);
+    float w[BLOCK];
+    memset(y, 0, sizeof *y * (size_t)W->cols);
+    for (int j = 0; j < n; j++)
+        for (int from = 0; from < W->cols; from += BLOCK) {
+            int len = W->cols - from < BLOCK ? W->cols - from : BLOCK;
+            expand_row(&v, j, from, len, w);
+            kern_axpy(y + from, x[j], w, len);
+        }
 }
 
 uint64_t mat_bytes(const Mat *W) {

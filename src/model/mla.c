@@ -96,10 +96,7 @@ static void mla_head_latent(void *ctx, int h) {
         }
         op_softmax(score, n);
         for (int i = 0; i < R; i++) lctx[i] = 0;
-        for (int u = 0; u < n; u++) {
-            const float *lat = a->st->latent + (size_t)u * KVW;
-            for (int i = 0; i < R; i++) lctx[i] += score[u] * lat[i];
-        }
+        for (int u = 0; u < n; u++) kern_axpy(lctx, score[u], a->st->latent + (size_t)u * KVW, R);
         float *att = s->att + ((size_t)t * NH + h) * V;
         Mat w_uv = mat_rows(kv_b, row0 + c->qk_nope, V);
         mat_mul(NULL, att, &w_uv, lctx, 1);

@@ -25,7 +25,7 @@ absent() { # pattern, file
     --json "$t/b.json" >"$t/b.out" 2>"$t/b.err"
 "$DF" run --model "$t/tiny" --tokens "$p" --max-new 24 >"$t/exact" 2>/dev/null
 K3_MOE_TOP_K=1 "$DF" run --model "$t/tiny" --tokens "$p" --max-new 24 >"$t/lossy" 2>/dev/null
-grep -q "K3_MOE_TOP_K=1 .* lossy (spine bf16, experts top-1 of 2, A_log per-head)" "$t/b.out"
+grep -q "K3_MOE_TOP_K=1 .* other numerics (spine bf16, experts top-1 of 2, A_log per-head, MLA cache latent)" "$t/b.out"
 [ "$(grep -c "= baseline" "$t/b.out")" = 3 ]
 # interleaved: round 1 runs every config before round 2 runs any
 grep -o "round [0-9]/2 [^:]*" "$t/b.err" | tr '\n' '|' | grep -qx \
