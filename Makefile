@@ -13,23 +13,38 @@ SRC      := $(shell find src -name '*.c' ! -name main.c | sort)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 BENCH_SRC:= $(wildcard bench/*.c)
 
-# Two build flavours share the rules below: release (build/) and ASan+UBSan (build-asan/).
+# Three build flavours share the rules below: release (build/), ASan+UBSan (build-asan/) and the
+# release build with the CUDA backend (build-cuda/: `make cuda`, needs nvcc; K3_DEV picks the device).
 B ?= build
 ifeq ($(B),build-asan)
   CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 endif
+NVCC      ?= nvcc
+CUDA_HOME ?= /usr/local/cuda
+ifeq ($(B),build-cuda)
+  CFLAGS := -O2 -g -DDF_CUDA
+  CU_OBJ := $(patsubst %.cu,$(B)/obj/%.o,$(shell find src -name '*.cu' | sort))
+  LIBS   += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+endif
+# --fmad=false: as -ffp-contract=off, the GPU must not fuse what the CPU kernels do not.
+NVFLAGS := -std=c++17 -O3 --fmad=false -gencode=arch=compute_90,code=[sm_90,compute_90] \
+           -Xcompiler -Wall,-Wextra,-Werror -DDF_CUDA
 
-OBJ      := $(SRC:%.c=$(B)/obj/%.o)
+OBJ      := $(SRC:%.c=$(B)/obj/%.o) $(CU_OBJ)
 DEPS     := $(OBJ:.o=.d) $(B)/obj/src/main.d
 TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 
-.PHONY: all asan test demo clean deps
+.PHONY: all asan cuda test demo clean deps
 all: $(B)/deltafin $(TESTS) $(BENCHES)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -MMD -MP -c $< -o $@
+
+$(B)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) $(INC) -MMD -MP -c $< -o $@
 
 $(B)/libdeltafin.a: $(OBJ)
 	@rm -f $@
@@ -49,6 +64,9 @@ $(B)/bench/%: bench/%.c $(B)/libdeltafin.a
 asan:
 	$(MAKE) B=build-asan all
 
+cuda:
+	$(MAKE) B=build-cuda all
+
 deps:
 	bash scripts/install-deps.sh
 
@@ -64,6 +82,6 @@ demo: deps
 	bash scripts/demo.sh
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-cuda
 
 -include $(DEPS)

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli/spec.h"
+#include "kernels/device.h"
 #include "kernels/kernels.h"
 #include "util/err.h"
 #include "util/fileio.h"
@@ -131,6 +132,22 @@ static int open_store(Engine *e) {
     return 0;
 }
 
+/* K3_DEV. The CUDA device keeps each spine matrix in GPU memory keyed by its host address, so
+ * every spine layer must stay at one address: a streamed spine layer (two buffers refilled per
+ * token) would be read stale. */
+static int open_device(Engine *e) {
+    DeviceKind kind;
+    if (device_kind_from_env(&kind)) return -1;
+    if (kind == DEV_CPU) return 0;
+    if (e->streaming && e->stream.plan.pinned < e->cat.cfg.n_layers)
+        return df_fail("K3_DEV=cuda keeps the spine in GPU memory and needs every spine layer resident in host memory "
+                       "too: %d of %d layers are streamed under this budget (raise K3_RAM_GB, or use K3_STORE=mapped)",
+                       e->cat.cfg.n_layers - e->stream.plan.pinned, e->cat.cfg.n_layers);
+    if (device_open(kind)) return -1;
+    e->device_open = 1;
+    return 0;
+}
+
 int engine_open(Engine *e, const char *dir) { return engine_open_states(e, dir, 0); }
 
 int engine_open_states(Engine *e, const char *dir, int extra_states) {
@@ -158,6 +175,7 @@ int engine_open_states(Engine *e, const char *dir, int extra_states) {
         if (model_set_spine(e->model, &e->stream.spine.src)) return engine_close(e), -1;
         stream_end_load(&e->stream);
     }
+    if (open_device(e)) return engine_close(e), -1;
     e->max_context = model_max_context(e->model);
     const char *prof = getenv("K3_PROFILE");
     e->profile = prof && *prof && strcmp(prof, "0") != 0;
@@ -166,6 +184,7 @@ int engine_open_states(Engine *e, const char *dir, int extra_states) {
 }
 
 void engine_close(Engine *e) {
+    if (e->device_open) device_close();
     model_destroy(e->model);
     if (e->pool) pool_destroy(e->pool);
     if (trace_close(&e->trace)) fprintf(stderr, "deltafin: %s\n", df_errmsg());
@@ -185,10 +204,14 @@ void engine_print_settings(const Engine *e, FILE *f) {
     char topk[64] = "";
     if (c->top_k != e->top_k_full)
         snprintf(topk, sizeof topk, " | experts top-%d of %d (lossy)", c->top_k, e->top_k_full);
-    fprintf(f, "deltafin: model %s (%d layers, %d experts, top-%d) | device cpu (%s kernels) | threads %d | "
+    char device[224];
+    MatDevice *dev = device_current();
+    if (dev) snprintf(device, sizeof device, "%s", dev->desc);
+    else snprintf(device, sizeof device, "cpu (%s kernels)", kern_isa());
+    fprintf(f, "deltafin: model %s (%d layers, %d experts, top-%d) | device %s | threads %d | "
                "spine %s | experts local %llu/%llu (%s)%s | context %d (MLA cache %s) | A_log %s | speculation %s | "
                "fp32 greedy\n",
-            e->cat.dir, c->n_layers, c->n_experts, e->top_k_full, kern_isa(), e->threads,
+            e->cat.dir, c->n_layers, c->n_experts, e->top_k_full, device, e->threads,
             e->spine_int8 ? "int8 (lossy)" : "bf16 (exact)",
             (unsigned long long)local,
             (unsigned long long)total, e->streaming ? "streamed" : "mapped", topk, e->max_context,

@@ -45,10 +45,6 @@ int spec_draft(Spec *s, const int *hist, int n, int limit, int *out) {
         s->pause_left--, s->paused++;
         return 0;
     }
-    /* time one plain pass before the first draft: whether a verify pass pays is decided by its
-     * time against a plain pass's (the gain), since the acceptance at which it breaks even ranges
-     * from ~0% (weights in RAM) to ~60% (a streamed model whose rows read different experts) */
-    if (s->plain_s <= 0) return 0;
     /* a long draft costs rows of compute whether accepted or not: scale it with acceptance */
     int cap = 1 + (int)(s->accept * (SPEC_MAX_DRAFT - 1) + 0.5);
     if (limit > cap) limit = cap;
@@ -59,7 +55,10 @@ int spec_draft(Spec *s, const int *hist, int n, int limit, int *out) {
     }
     int e = longest_match(hist, n), d = 0;
     if (e < 0) return 0;
-    while (d < limit && e + 1 + d < n) out[d] = hist[e + 1 + d], d++;
+    /* the text since the match repeats what followed it; a loop shorter than the draft goes on
+     * around (else a loop of p tokens would be drafted only p at a time) */
+    int period = n - 1 - e;
+    for (; d < limit; d++) out[d] = d < period ? hist[e + 1 + d] : out[d - period];
     return d;
 }
 

@@ -2,13 +2,14 @@
  * and when to stop making them.
  *
  * A draft is what followed the most recent earlier occurrence of the longest suffix (two tokens
- * or more) of the text so far (prompt + generated). The model verifies it in one pass
+ * or more) of the text so far (prompt + generated), repeated as a loop when that is shorter than
+ * the draft. The model verifies it in one pass
  * (model_forward_verify); greedy output is unchanged whatever the drafts are, so this module only
- * decides speed. It drafts once a plain pass has been timed, and switches drafting off for a while
- * when verification is not paying, measured two ways: the rolling fraction of drafted tokens
- * accepted, and the rolling ratio of tokens per second in verify passes to that of plain one-token
- * passes (a verify pass of many rows can cost several plain ones when each row reads different
- * experts). It probes again later; the pause doubles each time a probe fails. */
+ * decides speed. It switches drafting off for a while when verification is not paying, measured
+ * two ways: the rolling fraction of drafted tokens accepted, and the rolling ratio of tokens per
+ * second in verify passes to that of plain one-token passes, once one has been timed (a verify
+ * pass of many rows can cost several plain ones when each row reads different experts). It probes
+ * again later; the pause doubles each time a probe fails. */
 #ifndef DF_SPEC_H
 #define DF_SPEC_H
 

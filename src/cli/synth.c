@@ -29,9 +29,9 @@ int cmd_synth(int argc, char **argv) {
     if (!preset || !out) df_die("synth: --preset and --out are required");
     if (seed < 0) df_die("synth: --seed must be non-negative");
     SynthPreset p;
-    if (synth_check_embed_scale(embed_scale)) df_die("%s", df_errmsg());
-    SynthOptions opt = {size_gb, (int)layers, embed_scale};
-    if (synth_preset(&p, preset, &opt) || synth_write(&p, (uint64_t)seed, out, !quiet))
+    SynthOptions opt = {size_gb, (int)layers};
+    if (synth_preset(&p, preset, &opt) || synth_set_embed_scale(&p, embed_scale) ||
+        synth_write(&p, (uint64_t)seed, out, !quiet))
         df_die("%s", df_errmsg());
     printf("wrote %s checkpoint to %s (%d layers, %d experts/layer)\n", preset, out, p.cfg.n_layers, p.cfg.n_experts);
     return 0;

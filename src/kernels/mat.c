@@ -4,9 +4,16 @@
 #include <string.h>
 
 #include "format/numfmt.h"
+#include "kernels/device.h"
 #include "kernels/kernels.h"
 
 void mat_mul(Pool *pool, float *Y, const Mat *W, const float *X, int T) {
+    MatDevice *dev = device_current();
+    if (dev) dev->mul(dev, Y, W, X, T);
+    else mat_mul_cpu(pool, Y, W, X, T);
+}
+
+void mat_mul_cpu(Pool *pool, float *Y, const Mat *W, const float *X, int T) {
     switch (W->fmt) {
     case WF_BF16: kern_matmul_bf16(pool, Y, W->data, X, T, W->rows, W->cols); break;
     case WF_F32: kern_matmul_f32(pool, Y, W->data, X, T, W->rows, W->cols); break;

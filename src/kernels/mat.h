@@ -1,7 +1,8 @@
 /* mat.h - a weight matrix as the model sees it: a format, a shape and where its bytes are.
  *
  * This is the seam between the model and the compute backend: model code multiplies activations
- * by Mats through mat_mul and never looks at a weight's storage format. A Mat does not own its
+ * by Mats through mat_mul and never looks at a weight's storage format; mat_mul runs on the
+ * process's device (device.h): the CPU kernels or an accelerator. A Mat does not own its
  * bytes; they belong to whichever store produced it (mapped shard, spine buffer, expert cache)
  * and stay valid as long as that store says. */
 #ifndef DF_MAT_H
@@ -28,6 +29,9 @@ typedef struct {
 /* Y[T][rows] = X[T][cols] . W^T, exact weight expansion, fp32 accumulation, deterministic for
  * any thread count (see kernels.h). */
 void mat_mul(Pool *pool, float *Y, const Mat *W, const float *X, int T);
+/* The same on the CPU kernels whatever the device (device.h): for products too small to ship to
+ * an accelerator, and callable from inside pool tasks (pool NULL there). Same bits. */
+void mat_mul_cpu(Pool *pool, float *Y, const Mat *W, const float *X, int T);
 
 /* Rows [row0, row0 + n) of W as a matrix of their own (same format, same bytes). */
 Mat mat_rows(const Mat *W, int row0, int n);

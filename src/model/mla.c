@@ -99,7 +99,7 @@ static void mla_head_latent(void *ctx, int h) {
         for (int u = 0; u < n; u++) kern_axpy(lctx, score[u], a->st->latent + (size_t)u * KVW, R);
         float *att = s->att + ((size_t)t * NH + h) * V;
         Mat w_uv = mat_rows(kv_b, row0 + c->qk_nope, V);
-        mat_mul(NULL, att, &w_uv, lctx, 1);
+        mat_mul_cpu(NULL, att, &w_uv, lctx, 1); /* inside a pool task, and small */
         const float *gate = s->g + ((size_t)t * NH + h) * V;
         for (int j = 0; j < V; j++) att[j] *= op_sigmoid(gate[j]);
     }

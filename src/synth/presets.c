@@ -88,11 +88,12 @@ static void preset_k3(K3Config *c, int layers) {
     set_vocab(c, 163584);
 }
 
-int synth_check_embed_scale(double x) {
-    /* any positive finite scale is a valid checkpoint (BF16 holds 1.7 * 1e4 exactly enough);
-     * the bounds only refuse zero, negatives, NaN, infinities and typing slips */
-    if (x >= 0.001 && x <= 10000) return 0;
-    return df_fail("synth: --embed-scale %g is out of range (0.001..10000)", x);
+int synth_set_embed_scale(SynthPreset *p, double x) {
+    /* any positive finite scale gives a valid checkpoint (BF16 holds 1.7e4 easily); the bounds
+     * refuse zero, negatives, NaN, infinities and slips of the keyboard */
+    if (!(x >= 0.001 && x <= 10000)) return df_fail("synth: --embed-scale %g is out of range (0.001..10000)", x);
+    p->embed_scale = (float)x;
+    return 0;
 }
 
 int synth_preset(SynthPreset *p, const char *name, const SynthOptions *opt) {
@@ -116,8 +117,7 @@ int synth_preset(SynthPreset *p, const char *name, const SynthOptions *opt) {
         if (opt->layers < 1 || opt->layers > K3_MAX_LAYERS) return df_fail("synth: --layers must be 1..%d", K3_MAX_LAYERS);
         p->cfg.n_layers = opt->layers;
     }
-    if (opt->embed_scale != 0 && synth_check_embed_scale(opt->embed_scale)) return -1;
-    p->embed_scale = opt->embed_scale != 0 ? (float)opt->embed_scale : 1.0f;
+    p->embed_scale = 1;
     p->cfg.shared_inter = p->cfg.n_shared * p->cfg.moe_inter;
     assign_layer_kinds(&p->cfg);
     return 0;

@@ -28,14 +28,13 @@ typedef struct {
 typedef struct {
     double size_gb;           /* big: target total size */
     int layers;               /* k3: number of layers (0 = preset default) */
-    double embed_scale;       /* 0: not given (1); else checked by synth_check_embed_scale */
 } SynthOptions;
 
-/* 0 when x is an accepted embedding scale (0.001..10000), else -1 with a message. */
-int synth_check_embed_scale(double x);
-
-/* Fills *p for preset name tiny|small|big|k3. Returns -1 with a message for an unknown name. */
+/* Fills *p for preset name tiny|small|big|k3 (embed_scale 1). Returns -1 with a message for an
+ * unknown name. */
 int synth_preset(SynthPreset *p, const char *name, const SynthOptions *opt);
+/* Sets p->embed_scale to x, or fails with a message when x is outside 0.001..10000. */
+int synth_set_embed_scale(SynthPreset *p, double x);
 
 /* Writes the checkpoint into dir (created if needed). progress: print progress lines to stderr. */
 int synth_write(const SynthPreset *p, uint64_t seed, const char *dir, int progress);

@@ -10,6 +10,13 @@
 
 #define DF_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
+#ifdef __cplusplus /* the CUDA backend (C++ by nvcc) reports errors the same way */
+#define DF_NORETURN [[noreturn]]
+extern "C" {
+#else
+#define DF_NORETURN _Noreturn
+#endif
+
 /* Record a message and return -1 (so `return df_fail(...)` reads naturally). */
 int df_fail(const char *fmt, ...) DF_PRINTF(1, 2);
 /* Prepend context to the current message: "ctx: previous message". Returns -1. */
@@ -19,7 +26,7 @@ const char *df_errmsg(void);
 void df_errclear(void);
 
 /* Print "deltafin: msg" to stderr and exit(1). For the CLI layer only. */
-_Noreturn void df_die(const char *fmt, ...) DF_PRINTF(1, 2);
+DF_NORETURN void df_die(const char *fmt, ...) DF_PRINTF(1, 2);
 
 /* Allocation that cannot fail: out of memory is fatal (sizes must be validated before). */
 __attribute__((returns_nonnull, malloc)) void *df_malloc(size_t n);
@@ -28,5 +35,9 @@ void *df_realloc(void *p, size_t n);
 char *df_strdup(const char *s);
 /* Aligned allocation (alignment a power of two >= sizeof(void*)); free with free(). */
 void *df_aligned_alloc(size_t alignment, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,250 @@
+/* mat_cuda.cu - the CUDA device (device.h): matrix products on GPU 0 in the CPU kernels' order.
+ *
+ * One output y[t][r] is computed by 16 consecutive threads (a half warp): lane l accumulates
+ * columns l, l+16, l+32, ... of the row, zero-padded to a multiple of 16, with one fused
+ * multiply-add each from +0, and the lanes are summed by the fixed tree of kernels_impl.h (8, 4,
+ * 2, 1 apart). Weights are expanded exactly as on the CPU (BF16 by a shift, I8ROW by one fp32
+ * product, MXFP4 as E2M1 times a power of two), with no contraction or reassociation (explicit
+ * __fmaf_rn/__fmul_rn, built with --fmad=false), so every output is bit-identical to the CPU
+ * kernels'. A half warp walks its weight row once per tile of 4 X rows.
+ *
+ * Weights: BF16, F32 and I8ROW matrices (the spine) are copied to device memory at first use and
+ * stay there, keyed by their host address (device.h says why that is safe), while the memory
+ * budget lasts; past it, and always for MXFP4 (expert cache slots are refilled), the bytes are
+ * copied for the one product. Activations go up and results come back on every call, on one
+ * stream, under a mutex (mat_mul may be called from any thread). */
+#include "kernels/cuda/mat_cuda.h"
+
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+
+namespace {
+
+constexpr int LANES = 16, TILE_T = 4, ROWS_PER_BLOCK = 8, THREADS = LANES * ROWS_PER_BLOCK;
+constexpr size_t RESERVE = 2ull << 30; /* device memory left for scratch and the runtime */
+
+__constant__ float c_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                 -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+struct DevMat {
+    int fmt, rows, cols;
+    const void *data, *aux;
+};
+
+/* 2^(s-127) for s = 1..254; 0 is 2^-127 (subnormal) and 255 NaN, as kern_e8m0_table. */
+__device__ __forceinline__ float e8m0(uint8_t s) {
+    return __uint_as_float(s == 0 ? 0x00400000u : s == 255 ? 0x7fc00000u : (uint32_t)s << 23);
+}
+
+/* Weight (r, c), c < cols, expanded exactly to fp32. */
+__device__ __forceinline__ float expand(const DevMat &w, int r, int c) {
+    const size_t at = (size_t)r * (size_t)w.cols + (size_t)c;
+    switch (w.fmt) {
+    case WF_BF16: return __uint_as_float((uint32_t)((const uint16_t *)w.data)[at] << 16);
+    case WF_F32: return ((const float *)w.data)[at];
+    case WF_I8ROW: return __fmul_rn((float)((const int8_t *)w.data)[at], ((const float *)w.aux)[r]);
+    default: {
+        uint8_t byte = ((const uint8_t *)w.data)[at / 2];
+        uint8_t code = (c & 1) ? (uint8_t)(byte >> 4) : (uint8_t)(byte & 15);
+        return __fmul_rn(c_e2m1[code], e8m0(((const uint8_t *)w.aux)[at / 32]));
+    }
+    }
+}
+
+__global__ void __launch_bounds__(THREADS) matmul_kernel(DevMat w, const float *__restrict__ X, float *__restrict__ Y,
+                                                          int T) {
+    const int lane = threadIdx.x & (LANES - 1);
+    const int r = blockIdx.x * ROWS_PER_BLOCK + (int)(threadIdx.x / LANES);
+    const unsigned half = 0xFFFFu << (threadIdx.x & 16); /* this half warp's lanes */
+    if (r >= w.rows) return; /* the whole half warp shares r */
+    const int padded = (w.cols + LANES - 1) / LANES * LANES;
+    for (int t0 = 0; t0 < T; t0 += TILE_T) {
+        const int nt = T - t0 < TILE_T ? T - t0 : TILE_T;
+        float acc[TILE_T] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int c = lane; c < padded; c += LANES) {
+            const bool in = c < w.cols;
+            const float wv = in ? expand(w, r, c) : 0.0f;
+#pragma unroll
+            for (int k = 0; k < TILE_T; k++)
+                if (k < nt) acc[k] = __fmaf_rn(wv, in ? X[(size_t)(t0 + k) * w.cols + c] : 0.0f, acc[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < TILE_T; k++) {
+            float a = acc[k];
+            a = __fadd_rn(a, __shfl_down_sync(half, a, 8, LANES));
+            a = __fadd_rn(a, __shfl_down_sync(half, a, 4, LANES));
+            a = __fadd_rn(a, __shfl_down_sync(half, a, 2, LANES));
+            a = __fadd_rn(a, __shfl_down_sync(half, a, 1, LANES));
+            if (lane == 0 && k < nt) Y[(size_t)(t0 + k) * w.rows + r] = a;
+        }
+    }
+}
+
+/* Bytes of a matrix's data and of its aux array (scales), by format. */
+void mat_sizes(const Mat *W, size_t *data, size_t *aux) {
+    const size_t n = (size_t)W->rows * (size_t)W->cols;
+    switch (W->fmt) {
+    case WF_BF16: *data = 2 * n, *aux = 0; break;
+    case WF_F32: *data = 4 * n, *aux = 0; break;
+    case WF_I8ROW: *data = n, *aux = 4 * (size_t)W->rows; break;
+    case WF_MXFP4: *data = n / 2, *aux = n / 32; break;
+    }
+}
+
+struct Resident {
+    const void *host; /* key: the host address of the matrix's data */
+    void *dev;        /* data, then aux (16-byte aligned) */
+    size_t bytes;
+};
+
+struct CudaDevice {
+    MatDevice base; /* first member: device.h's callers see this */
+    pthread_mutex_t mu;
+    cudaStream_t stream;
+    Resident *table;          /* open addressing on host address; cap is a power of two */
+    size_t cap, used;
+    size_t budget, resident, streamed;
+    float *x, *y;             /* activation scratch */
+    size_t x_cap, y_cap;
+    uint8_t *stage;           /* weights of a single use */
+    size_t stage_cap;
+};
+
+void check(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) df_die("cuda: %s failed: %s", what, cudaGetErrorString(e));
+}
+
+/* Grows a device buffer to at least n bytes (its old content is not kept). */
+void reserve(void **buf, size_t *cap, size_t n) {
+    if (n <= *cap) return;
+    if (*buf) check(cudaFree(*buf), "cudaFree");
+    size_t want = n > 2 * *cap ? n : 2 * *cap;
+    check(cudaMalloc(buf, want), "cudaMalloc (scratch)");
+    *cap = want;
+}
+
+size_t slot_of(const CudaDevice *d, const void *host) {
+    uintptr_t h = (uintptr_t)host;
+    h ^= h >> 17, h *= 0x9E3779B97F4A7C15ull, h ^= h >> 29;
+    return (size_t)h & (d->cap - 1);
+}
+
+Resident *lookup(CudaDevice *d, const void *host) {
+    for (size_t i = slot_of(d, host);; i = (i + 1) & (d->cap - 1)) {
+        if (d->table[i].host == host || !d->table[i].host) return &d->table[i];
+    }
+}
+
+void grow_table(CudaDevice *d) {
+    Resident *old = d->table;
+    size_t old_cap = d->cap;
+    d->cap = old_cap ? 2 * old_cap : 1024;
+    d->table = (Resident *)df_calloc(d->cap, sizeof *d->table);
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].host) *lookup(d, old[i].host) = old[i];
+    free(old);
+}
+
+/* Copies a matrix's data and aux to dst (device), aux at the 16-byte boundary after data. */
+void upload(CudaDevice *d, uint8_t *dst, const Mat *W, size_t data, size_t aux) {
+    check(cudaMemcpyAsync(dst, W->data, data, cudaMemcpyHostToDevice, d->stream), "copying weights");
+    if (aux) check(cudaMemcpyAsync(dst + (data + 15) / 16 * 16, W->aux, aux, cudaMemcpyHostToDevice, d->stream),
+                   "copying weight scales");
+}
+
+/* Where W's bytes are on the device: resident (copied now if new and it fits), or staged. */
+const uint8_t *device_weights(CudaDevice *d, const Mat *W, size_t data, size_t aux) {
+    const size_t bytes = (data + 15) / 16 * 16 + aux;
+    if (W->fmt != WF_MXFP4) {
+        if (2 * (d->used + 1) > d->cap) grow_table(d);
+        Resident *slot = lookup(d, W->data);
+        if (slot->host) return (const uint8_t *)slot->dev;
+        if (d->resident + bytes <= d->budget && cudaMalloc(&slot->dev, bytes) == cudaSuccess) {
+            upload(d, (uint8_t *)slot->dev, W, data, aux);
+            slot->host = W->data, slot->bytes = bytes;
+            d->used++, d->resident += bytes;
+            return (const uint8_t *)slot->dev;
+        }
+        cudaGetLastError(); /* a refused allocation: stage it instead */
+    }
+    reserve((void **)&d->stage, &d->stage_cap, bytes);
+    upload(d, d->stage, W, data, aux);
+    d->streamed += bytes;
+    return d->stage;
+}
+
+void cuda_mul(MatDevice *base, float *Y, const Mat *W, const float *X, int T) {
+    CudaDevice *d = (CudaDevice *)base;
+    size_t data = 0, aux = 0;
+    mat_sizes(W, &data, &aux);
+    const size_t xb = sizeof(float) * (size_t)T * (size_t)W->cols, yb = sizeof(float) * (size_t)T * (size_t)W->rows;
+    pthread_mutex_lock(&d->mu);
+    const uint8_t *dw = device_weights(d, W, data, aux);
+    reserve((void **)&d->x, &d->x_cap, xb);
+    reserve((void **)&d->y, &d->y_cap, yb);
+    check(cudaMemcpyAsync(d->x, X, xb, cudaMemcpyHostToDevice, d->stream), "copying activations");
+    DevMat w = {(int)W->fmt, W->rows, W->cols, dw, aux ? dw + (data + 15) / 16 * 16 : nullptr};
+    matmul_kernel<<<(W->rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, THREADS, 0, d->stream>>>(w, d->x, d->y, T);
+    check(cudaGetLastError(), "matmul kernel launch");
+    check(cudaMemcpyAsync(Y, d->y, yb, cudaMemcpyDeviceToHost, d->stream), "copying results");
+    check(cudaStreamSynchronize(d->stream), "matmul");
+    pthread_mutex_unlock(&d->mu);
+}
+
+void cuda_counters(MatDevice *base, size_t *resident, size_t *streamed) {
+    CudaDevice *d = (CudaDevice *)base;
+    pthread_mutex_lock(&d->mu);
+    *resident = d->resident, *streamed = d->streamed;
+    pthread_mutex_unlock(&d->mu);
+}
+
+void cuda_close(MatDevice *base) {
+    CudaDevice *d = (CudaDevice *)base;
+    for (size_t i = 0; i < d->cap; i++)
+        if (d->table[i].host) cudaFree(d->table[i].dev);
+    cudaFree(d->x), cudaFree(d->y), cudaFree(d->stage);
+    cudaStreamDestroy(d->stream);
+    pthread_mutex_destroy(&d->mu);
+    free(d->table);
+    free(d);
+}
+
+} // namespace
+
+extern "C" int cuda_device_available(void) {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+extern "C" int cuda_device_open(MatDevice **out) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0)
+        return df_fail("K3_DEV=cuda: no CUDA device answers (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    cudaDeviceProp p;
+    size_t free_b = 0, total_b = 0;
+    if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaGetDeviceProperties(&p, 0)) != cudaSuccess ||
+        (e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess)
+        return df_fail("K3_DEV=cuda: cannot open GPU 0: %s", cudaGetErrorString(e));
+    CudaDevice *d = (CudaDevice *)df_calloc(1, sizeof *d);
+    if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        free(d);
+        return df_fail("K3_DEV=cuda: cannot create a stream: %s", cudaGetErrorString(e));
+    }
+    pthread_mutex_init(&d->mu, nullptr);
+    d->budget = free_b > RESERVE ? free_b - RESERVE : 0;
+    snprintf(d->base.desc, sizeof d->base.desc, "cuda (%.80s, %.1f GB, weights kept up to %.1f GB)", p.name,
+             total_b / 1e9, d->budget / 1e9);
+    d->base.mul = cuda_mul;
+    d->base.counters = cuda_counters;
+    d->base.close = cuda_close;
+    grow_table(d);
+    *out = &d->base;
+    return 0;
+}

@@ -1,0 +1,50 @@
+/* device.c - choosing the compute device (device.h). The accelerator itself lives in
+ * kernels/cuda/ and is compiled only into the CUDA build (make cuda, which defines DF_CUDA). */
+#include "kernels/device.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+#ifdef DF_CUDA
+#include "kernels/cuda/mat_cuda.h"
+#endif
+
+static MatDevice *current; /* the process's device: NULL = the CPU kernels */
+
+MatDevice *device_current(void) { return current; }
+
+int device_kind_from_env(DeviceKind *kind) {
+    const char *v = getenv("K3_DEV");
+    if (!v || !*v || !strcmp(v, "auto")) {
+#ifdef DF_CUDA
+        *kind = cuda_device_available() ? DEV_CUDA : DEV_CPU;
+#else
+        *kind = DEV_CPU;
+#endif
+        return 0;
+    }
+    if (!strcmp(v, "cpu")) return *kind = DEV_CPU, 0;
+    if (strcmp(v, "cuda")) return df_fail("K3_DEV: '%s' is not auto, cpu or cuda", v);
+#ifdef DF_CUDA
+    *kind = DEV_CUDA;
+    return 0;
+#else
+    return df_fail("K3_DEV=cuda: this deltafin was built without the CUDA backend (build it with `make cuda`, "
+                   "which needs nvcc)");
+#endif
+}
+
+int device_open(DeviceKind kind) {
+    if (kind == DEV_CPU || current) return 0;
+#ifdef DF_CUDA
+    return cuda_device_open(&current);
+#else
+    return df_fail("K3_DEV=cuda: this build has no CUDA backend");
+#endif
+}
+
+void device_close(void) {
+    if (current) current->close(current);
+    current = NULL;
+}

@@ -1,0 +1,41 @@
+/* device.h - where matrix products run: the CPU kernels, or an accelerator that takes them over
+ * (K3_DEV). This is the seam a GPU backend slots into: model code calls mat_mul and never knows.
+ *
+ * The device is process-wide state, chosen once at start-up (device_open) before any forward and
+ * released at exit (device_close); mat_mul reads it. A device computes exactly what the CPU
+ * kernels compute: the same weight expansion and the same reduction order (kernels_impl.h), so
+ * logits are bit-identical on every device, and results stay independent of thread counts.
+ *
+ * A device may keep copies of weights in its own memory, keyed by where their bytes live on the
+ * host: the caller promises that a matrix's host bytes do not change while the device is open
+ * unless the matrix's format is MXFP4 (routed experts, whose cache slots are refilled and are
+ * therefore copied at every use). The engine enforces this by refusing a streamed spine. */
+#ifndef DF_DEVICE_H
+#define DF_DEVICE_H
+
+#include <stddef.h>
+
+#include "kernels/mat.h"
+
+typedef struct MatDevice MatDevice;
+struct MatDevice {
+    char desc[192];   /* for the start-up line, e.g. "cuda (NVIDIA H200, 139.8 GB)" */
+    /* Y[T][rows] = X[T][cols] . W^T, as mat_mul. Dies with a message on a device fault. */
+    void (*mul)(MatDevice *d, float *Y, const Mat *W, const float *X, int T);
+    /* Bytes of weights it holds resident, and bytes it copied for single uses, so far. */
+    void (*counters)(MatDevice *d, size_t *resident, size_t *streamed);
+    void (*close)(MatDevice *d);
+};
+
+typedef enum { DEV_CPU, DEV_CUDA } DeviceKind;
+
+/* K3_DEV: "auto" (default: cuda when this build has the CUDA backend and a GPU answers, else cpu),
+ * "cpu" or "cuda" (an error when unavailable, saying why). */
+int device_kind_from_env(DeviceKind *kind);
+/* Opens the device and makes mat_mul use it (nothing to open for DEV_CPU). */
+int device_open(DeviceKind kind);
+/* The open accelerator, or NULL on the CPU. */
+MatDevice *device_current(void);
+void device_close(void);
+
+#endif
