@@ -145,6 +145,9 @@ static int open_device(Engine *e) {
                        e->cat.cfg.n_layers - e->stream.plan.pinned, e->cat.cfg.n_layers);
     if (device_open(kind)) return -1;
     e->device_open = 1;
+    MatDevice *dev = device_current();
+    if (!e->streaming) dev->stable_experts = 1; /* expert spans are the mapped shards' own pages */
+    else if (e->stream.experts.arena) dev->host_memory(dev, e->stream.experts.arena, e->stream.experts.arena_bytes);
     return 0;
 }
 

@@ -9,7 +9,9 @@
  * A device may keep copies of weights in its own memory, keyed by where their bytes live on the
  * host: the caller promises that a matrix's host bytes do not change while the device is open
  * unless the matrix's format is MXFP4 (routed experts, whose cache slots are refilled and are
- * therefore copied at every use). The engine enforces this by refusing a streamed spine. */
+ * therefore copied at every use), and may widen the promise to MXFP4 too (stable_experts: the
+ * mapped store, whose expert spans are the shards' own pages). The engine enforces this by
+ * refusing a streamed spine. */
 #ifndef DF_DEVICE_H
 #define DF_DEVICE_H
 
@@ -25,6 +27,10 @@ struct MatDevice {
     /* Bytes of weights it holds resident, and bytes it copied for single uses, so far. */
     void (*counters)(MatDevice *d, size_t *resident, size_t *streamed);
     void (*close)(MatDevice *d);
+    /* Host memory that products will read again and again (the streaming store's expert cache):
+     * the device may lock it for fast copies. Best effort: failure only costs speed. */
+    void (*host_memory)(MatDevice *d, void *p, size_t bytes);
+    int stable_experts;   /* MXFP4 host bytes never change either: they may stay resident too */
 };
 
 typedef enum { DEV_CPU, DEV_CUDA } DeviceKind;

@@ -51,11 +51,21 @@ t0=$(date +%s)
 "$df" synth --preset k3 --layers "$layers" --seed 2 --out "$dir/k3" --quiet >/dev/null || bad "synth k3"
 echo "synth took $(( $(date +%s) - t0 )) s, $(du -sh "$dir/k3" | cut -f1)"
 prompt="1 2 3 4 5 6 7 8"
-for dev in cpu cuda cpu cuda; do
-    out=$(K3_DEV=$dev K3_STORE=mapped K3_SPEC=0 "$df" run --model "$dir/k3" --tokens "$prompt" --max-new 8 --stats \
-        2>&1 >"$dir/$dev.k3tok")
-    printf '%-5s %s\n' "$dev" "$(grep -E '^stats: prompt' <<<"$out")"
+# mapped: every weight's host address is stable, so the GPU keeps the experts it has used too;
+# stream: the expert cache (page-locked for the GPU) is refilled, so experts are copied per use
+rows=("cpu mapped:K3_DEV=cpu K3_STORE=mapped" "cuda mapped:K3_DEV=cuda K3_STORE=mapped"
+      "cpu stream:K3_DEV=cpu K3_STORE=stream K3_RAM_GB=24" "cuda stream:K3_DEV=cuda K3_STORE=stream K3_RAM_GB=24")
+for round in 1 2; do
+    for row in "${rows[@]}"; do
+        label=${row%%:*} settings=${row#*:}
+        out=$(env $settings K3_SPEC=0 "$df" run --model "$dir/k3" --tokens "$prompt" --max-new 16 --stats \
+            2>&1 >"$dir/k3.tok.${label// /_}")
+        printf 'round %d %-12s %s\n' "$round" "$label" "$(grep -E '^stats: prompt' <<<"$out")"
+    done
 done
-cmp -s "$dir/cpu.k3tok" "$dir/cuda.k3tok" && pass "k3 shapes: same tokens on cpu and cuda" || bad "k3 shapes: tokens differ"
+for label in "cuda mapped" "cpu stream" "cuda stream"; do
+    cmp -s "$dir/k3.tok.cpu_mapped" "$dir/k3.tok.${label// /_}" && pass "k3 shapes: $label tokens = cpu mapped" ||
+        bad "k3 shapes: $label tokens differ"
+done
 [ $fail = 0 ] && echo "ALL PASS" || echo "SOME FAILED"
 exit $fail

@@ -6,12 +6,14 @@
  * 2, 1 apart). Weights are expanded exactly as on the CPU (BF16 by a shift, I8ROW by one fp32
  * product, MXFP4 as E2M1 times a power of two), with no contraction or reassociation (explicit
  * __fmaf_rn/__fmul_rn, built with --fmad=false), so every output is bit-identical to the CPU
- * kernels'. A half warp walks its weight row once per tile of 4 X rows.
+ * kernels'. A half warp walks its weight row once per tile of 4 X rows, loading 8 weights ahead of
+ * their multiply-adds so that enough reads are in flight.
  *
- * Weights: BF16, F32 and I8ROW matrices (the spine) are copied to device memory at first use and
- * stay there, keyed by their host address (device.h says why that is safe), while the memory
- * budget lasts; past it, and always for MXFP4 (expert cache slots are refilled), the bytes are
- * copied for the one product. Activations go up and results come back on every call, on one
+ * Weights: BF16, F32 and I8ROW matrices (the spine), and MXFP4 experts too when their host bytes
+ * are stable (mapped store), are copied to device memory at first use and stay there, keyed by
+ * their host address (device.h says why that is safe), while the memory budget lasts; past it,
+ * and for the streaming store's refilled expert slots, the bytes are copied for the one product
+ * (from page-locked memory when the store's cache was registered: host_memory). Activations go up and results come back on every call, on one
  * stream, under a mutex (mat_mul may be called from any thread). */
 #include "kernels/cuda/mat_cuda.h"
 
@@ -26,8 +28,9 @@
 
 namespace {
 
-constexpr int LANES = 16, TILE_T = 4, ROWS_PER_BLOCK = 8, THREADS = LANES * ROWS_PER_BLOCK;
+constexpr int LANES = 16, TILE_T = 4, ROWS_PER_BLOCK = 8, THREADS = LANES * ROWS_PER_BLOCK, UNROLL = 8;
 constexpr size_t RESERVE = 2ull << 30; /* device memory left for scratch and the runtime */
+constexpr int MAX_LOCKED = 8;
 
 __constant__ float c_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
@@ -57,22 +60,39 @@ __device__ __forceinline__ float expand(const DevMat &w, int r, int c) {
     }
 }
 
+/* acc[k] += w * x[t0 + k][c] for the tile's X rows, in the lane's order. */
+__device__ __forceinline__ void fma_tile(float *acc, float wv, const float *__restrict__ X, size_t cols, int t0, int nt,
+                                         int c, bool in) {
+#pragma unroll
+    for (int k = 0; k < TILE_T; k++)
+        if (k < nt) acc[k] = __fmaf_rn(wv, in ? X[(size_t)(t0 + k) * cols + c] : 0.0f, acc[k]);
+}
+
 __global__ void __launch_bounds__(THREADS) matmul_kernel(DevMat w, const float *__restrict__ X, float *__restrict__ Y,
                                                           int T) {
     const int lane = threadIdx.x & (LANES - 1);
     const int r = blockIdx.x * ROWS_PER_BLOCK + (int)(threadIdx.x / LANES);
     const unsigned half = 0xFFFFu << (threadIdx.x & 16); /* this half warp's lanes */
     if (r >= w.rows) return; /* the whole half warp shares r */
-    const int padded = (w.cols + LANES - 1) / LANES * LANES;
+    const int full = w.cols / LANES; /* 16-column groups with no padding */
     for (int t0 = 0; t0 < T; t0 += TILE_T) {
         const int nt = T - t0 < TILE_T ? T - t0 : TILE_T;
         float acc[TILE_T] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int c = lane; c < padded; c += LANES) {
-            const bool in = c < w.cols;
-            const float wv = in ? expand(w, r, c) : 0.0f;
+        int g = 0;
+        /* UNROLL weights loaded before their multiply-adds, which still run in column order:
+         * the loads overlap, the lane's chain is unchanged */
+        for (; g + UNROLL <= full; g += UNROLL) {
+            float wv[UNROLL];
 #pragma unroll
-            for (int k = 0; k < TILE_T; k++)
-                if (k < nt) acc[k] = __fmaf_rn(wv, in ? X[(size_t)(t0 + k) * w.cols + c] : 0.0f, acc[k]);
+            for (int u = 0; u < UNROLL; u++) wv[u] = expand(w, r, (g + u) * LANES + lane);
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) fma_tile(acc, wv[u], X, w.cols, t0, nt, (g + u) * LANES + lane, true);
+        }
+        for (; g < full; g++) fma_tile(acc, expand(w, r, g * LANES + lane), X, w.cols, t0, nt, g * LANES + lane, true);
+        if (full * LANES < w.cols) { /* the last group, zero-padded as on the CPU */
+            const int c = full * LANES + lane;
+            const bool in = c < w.cols;
+            fma_tile(acc, in ? expand(w, r, c) : 0.0f, X, w.cols, t0, nt, c, in);
         }
 #pragma unroll
         for (int k = 0; k < TILE_T; k++) {
@@ -114,6 +134,8 @@ struct CudaDevice {
     size_t x_cap, y_cap;
     uint8_t *stage;           /* weights of a single use */
     size_t stage_cap;
+    void *locked[MAX_LOCKED]; /* host ranges registered by host_memory */
+    int n_locked;
 };
 
 void check(cudaError_t e, const char *what) {
@@ -161,7 +183,7 @@ void upload(CudaDevice *d, uint8_t *dst, const Mat *W, size_t data, size_t aux) 
 /* Where W's bytes are on the device: resident (copied now if new and it fits), or staged. */
 const uint8_t *device_weights(CudaDevice *d, const Mat *W, size_t data, size_t aux) {
     const size_t bytes = (data + 15) / 16 * 16 + aux;
-    if (W->fmt != WF_MXFP4) {
+    if (W->fmt != WF_MXFP4 || d->base.stable_experts) {
         if (2 * (d->used + 1) > d->cap) grow_table(d);
         Resident *slot = lookup(d, W->data);
         if (slot->host) return (const uint8_t *)slot->dev;
@@ -204,8 +226,18 @@ void cuda_counters(MatDevice *base, size_t *resident, size_t *streamed) {
     pthread_mutex_unlock(&d->mu);
 }
 
+void cuda_host_memory(MatDevice *base, void *p, size_t bytes) {
+    CudaDevice *d = (CudaDevice *)base;
+    pthread_mutex_lock(&d->mu);
+    if (d->n_locked < MAX_LOCKED && cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess)
+        d->locked[d->n_locked++] = p;
+    cudaGetLastError(); /* a refusal only costs speed */
+    pthread_mutex_unlock(&d->mu);
+}
+
 void cuda_close(MatDevice *base) {
     CudaDevice *d = (CudaDevice *)base;
+    for (int i = 0; i < d->n_locked; i++) cudaHostUnregister(d->locked[i]);
     for (size_t i = 0; i < d->cap; i++)
         if (d->table[i].host) cudaFree(d->table[i].dev);
     cudaFree(d->x), cudaFree(d->y), cudaFree(d->stage);
@@ -244,6 +276,7 @@ extern "C" int cuda_device_open(MatDevice **out) {
     d->base.mul = cuda_mul;
     d->base.counters = cuda_counters;
     d->base.close = cuda_close;
+    d->base.host_memory = cuda_host_memory;
     grow_table(d);
     *out = &d->base;
     return 0;

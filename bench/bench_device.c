@@ -1,0 +1,92 @@
+/* bench_device.c - matrix products on the process's device (K3_DEV: cpu or cuda), one shape at a
+ * time: microseconds per mat_mul and the weight bytes per second they stand for, for a resident
+ * weight (the same matrix every call: the spine) and for a weight the device does not keep (an
+ * MXFP4 expert, copied at every use as the streaming store's refilled slots are), plus the fixed cost of a call
+ * (a 16 x 16 product). Medians over the repetitions.
+ *
+ *   build-cuda/bench/bench_device [reps]        (K3_DEV=cuda; the same binary with K3_DEV=cpu) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/device.h"
+#include "kernels/mat.h"
+#include "util/err.h"
+#include "util/pool.h"
+#include "util/rng.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Random bytes for weights: BF16 words with a small exponent, int8 codes, E2M1 nibbles, scales. */
+static void fill(uint8_t *p, size_t n, WeightFormat fmt, int aux, Rng *r) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)(rng_next(r) >> 32);
+        if (fmt == WF_BF16) p[i] = (i & 1) ? (uint8_t)(0x3c + (v & 1)) : (uint8_t)v;
+        else if (aux && fmt == WF_MXFP4) p[i] = (uint8_t)(120 + v % 4);
+        else p[i] = (uint8_t)v;
+    }
+}
+
+static Mat make_mat(WeightFormat fmt, int rows, int cols, Rng *r) {
+    size_t n = (size_t)rows * cols, data = fmt == WF_BF16 ? 2 * n : fmt == WF_MXFP4 ? n / 2 : n;
+    size_t aux = fmt == WF_MXFP4 ? n / 32 : fmt == WF_I8ROW ? 4 * (size_t)rows : 0;
+    uint8_t *d = df_malloc(data), *a = aux ? df_malloc(aux) : NULL;
+    fill(d, data, fmt, 0, r);
+    if (fmt == WF_I8ROW)
+        for (int i = 0; i < rows; i++) ((float *)a)[i] = 0.01f;
+    else if (a) fill(a, aux, fmt, 1, r);
+    return (Mat){fmt, rows, cols, d, a};
+}
+
+static void time_shape(Pool *pool, const char *name, WeightFormat fmt, int rows, int cols, int T, int reps, Rng *r) {
+    float *X = df_malloc(sizeof(float) * (size_t)T * cols), *Y = df_malloc(sizeof(float) * (size_t)T * rows);
+    for (size_t i = 0; i < (size_t)T * cols; i++) X[i] = (float)((uint32_t)(rng_next(r) >> 32) % 1000) / 1000.0f - 0.5f;
+    Mat W = make_mat(fmt, rows, cols, r);
+    double *t = df_malloc(sizeof(double) * (size_t)reps);
+    mat_mul(pool, Y, &W, X, T); /* warm-up: a resident weight is copied here */
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_s();
+        mat_mul(pool, Y, &W, X, T);
+        t[i] = now_s() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    double med = t[reps / 2];
+    printf("%-34s T=%-2d %8.1f us  %8.1f GB/s of weights\n", name, T, med * 1e6, mat_bytes(&W) / med / 1e9);
+    free((void *)W.data), free((void *)W.aux), free(X), free(Y), free(t);
+}
+
+int main(int argc, char **argv) {
+    int reps = argc > 1 ? atoi(argv[1]) : 20;
+    if (reps < 1) reps = 1;
+    DeviceKind kind;
+    if (device_kind_from_env(&kind) || device_open(kind)) df_die("%s", df_errmsg());
+    MatDevice *dev = device_current();
+    printf("device: %s\n", dev ? dev->desc : "cpu");
+    Pool *pool = pool_create(pool_threads_from_env());
+    Rng r;
+    rng_seed(&r, 7);
+    time_shape(pool, "call cost (16 x 16 f32)", WF_F32, 16, 16, 1, reps, &r);
+    time_shape(pool, "lm_head-like BF16 32768 x 7168", WF_BF16, 32768, 7168, 1, reps, &r);
+    time_shape(pool, "q_proj-like BF16 12288 x 7168", WF_BF16, 12288, 7168, 1, reps, &r);
+    time_shape(pool, "q_proj-like BF16 12288 x 7168", WF_BF16, 12288, 7168, 8, reps, &r);
+    time_shape(pool, "q_proj-like I8ROW 12288 x 7168", WF_I8ROW, 12288, 7168, 1, reps, &r);
+    time_shape(pool, "expert MXFP4 3072 x 3584", WF_MXFP4, 3072, 3584, 1, reps, &r);
+    if (dev) {
+        size_t res, str;
+        dev->counters(dev, &res, &str);
+        printf("device memory: %.2f GB resident, %.2f GB copied for single uses\n", res / 1e9, str / 1e9);
+    }
+    pool_destroy(pool);
+    device_close();
+    return 0;
+}
