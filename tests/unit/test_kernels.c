@@ -13,6 +13,7 @@
 #include "check.h"
 #include "format/numfmt.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/mat.h"
 #include "util/rng.h"
 
 typedef enum { FMT_F32, FMT_BF16, FMT_MXFP4, FMT_I8ROW, N_FMT } Fmt;
@@ -312,6 +313,41 @@ static int child_isa(const char *setting, char *out, size_t n) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static Mat case_mat(const Case *k) {
+    static const WeightFormat wf[] = {WF_F32, WF_BF16, WF_MXFP4, WF_I8ROW};
+    const void *aux = k->fmt == FMT_I8ROW ? (const void *)k->row_scales : (const void *)k->scales;
+    return (Mat){wf[k->fmt], k->rows, k->cols, k->W, aux};
+}
+
+/* The latent MLA path's two row-block products: mat_rows views multiply like the rows of the
+ * whole matrix, and mat_rows_tmul is y[i] = sum over the block's rows in order of x[j] * w[j][i]
+ * (each product rounded, then added: exactly this loop in fp32). */
+static void row_block_products_are_exact(void) {
+    const Fmt fmts[] = {FMT_F32, FMT_BF16, FMT_I8ROW};
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+        Case k;
+        case_make(&k, fmts[f], 37, 301, 1, 40 + f);
+        Mat W = case_mat(&k);
+        const int row0 = 5, n = 20;
+        float full[37], part[20], y[301], want[301];
+        mat_mul_cpu(NULL, full, &W, k.X, 1);
+        Mat v = mat_rows(&W, row0, n);
+        mat_mul_cpu(NULL, part, &v, k.X, 1);
+        CHECK(memcmp(part, full + row0, sizeof part) == 0);
+        mat_rows_tmul(&W, row0, n, k.X, y);
+        for (int i = 0; i < k.cols; i++) {
+            float acc = 0;
+            for (int j = 0; j < n; j++) {
+                float prod = k.X[j] * k.Wf[(size_t)(row0 + j) * k.cols + i];
+                acc += prod;
+            }
+            want[i] = acc;
+        }
+        CHECK(memcmp(y, want, sizeof y) == 0);
+        case_free(&k);
+    }
+}
+
 static void k3_kernels_selects_the_path(void) {
     char out[512], want[64];
     for (int i = 0; i < KERN_N_ISA; i++) {
@@ -346,6 +382,7 @@ int main(int argc, char **argv) {
     RUN(e8m0_table_is_the_numfmt_scale);
     RUN(dot_f32_is_the_kernel_order);
     RUN(empty_shapes_write_nothing_or_zero);
+    RUN(row_block_products_are_exact);
     RUN(k3_kernels_selects_the_path);
     return check_summary();
 }

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# K3_DEV on a build without the CUDA backend: auto and cpu run on the CPU kernels and say so on
+# the start-up line, cuda is refused saying how to get it, anything else is refused; K3_MLA_CACHE
+# is validated and named on the start-up line. (The CUDA device itself is checked on a GPU machine
+# by tests/cuda/device_check.sh.)
+set -eu
+t="$DF_TEST_TMP/device"
+"$DF" synth --preset tiny --seed 2 --out "$t/m" --quiet >/dev/null
+for v in "" auto cpu; do
+    K3_DEV=$v "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >"$t/out" 2>"$t/err"
+    grep -q "| device cpu (" "$t/err"
+    [ "$(wc -w <"$t/out")" = 2 ]
+done
+! K3_DEV=cuda "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err" || exit 1
+grep -q "K3_DEV=cuda: this deltafin was built without the CUDA backend (build it with \`make cuda\`" "$t/err"
+! K3_DEV=gpu "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err" || exit 1
+grep -q "K3_DEV: 'gpu' is not auto, cpu or cuda" "$t/err"
+K3_MLA_CACHE=expanded "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err"
+grep -q "context 8192 (MLA cache expanded)" "$t/err"
+"$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err"
+grep -q "context 131072 (MLA cache latent)" "$t/err"
+! K3_MLA_CACHE=compact "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err" || exit 1
+grep -q "K3_MLA_CACHE: 'compact' is not latent or expanded" "$t/err"
+echo PASS
