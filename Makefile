@@ -22,13 +22,14 @@ endif
 NVCC      ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
 ifeq ($(B),build-cuda)
-  CFLAGS := -O2 -g -DDF_CUDA
+  CSTD   += -DDF_CUDA
   CU_OBJ := $(patsubst %.cu,$(B)/obj/%.o,$(shell find src -name '*.cu' | sort))
   LIBS   += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 endif
 # --fmad=false: as -ffp-contract=off, the GPU must not fuse what the CPU kernels do not.
-NVFLAGS := -std=c++17 -O3 --fmad=false -gencode=arch=compute_90,code=[sm_90,compute_90] \
-           -Xcompiler -Wall,-Wextra,-Werror -DDF_CUDA
+# Machine code for Ampere (sm_80), Ada (sm_89) and Hopper (sm_90), and PTX for later GPUs.
+NVFLAGS := -std=c++17 -O3 --fmad=false -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_89,code=sm_89 \
+           -gencode=arch=compute_90,code=[sm_90,compute_90] -Xcompiler -Wall,-Wextra,-Werror -DDF_CUDA
 
 OBJ      := $(SRC:%.c=$(B)/obj/%.o) $(CU_OBJ)
 DEPS     := $(OBJ:.o=.d) $(B)/obj/src/main.d

@@ -48,6 +48,10 @@ static Mat make_mat(WeightFormat fmt, int rows, int cols, Rng *r) {
     return (Mat){fmt, rows, cols, d, a};
 }
 
+/* The matrices stay allocated until the device closes: it keys its copies by host address. */
+static Mat kept[16];
+static int n_kept;
+
 static void time_shape(Pool *pool, const char *name, WeightFormat fmt, int rows, int cols, int T, int reps, Rng *r) {
     float *X = df_malloc(sizeof(float) * (size_t)T * cols), *Y = df_malloc(sizeof(float) * (size_t)T * rows);
     for (size_t i = 0; i < (size_t)T * cols; i++) X[i] = (float)((uint32_t)(rng_next(r) >> 32) % 1000) / 1000.0f - 0.5f;
@@ -62,14 +66,16 @@ static void time_shape(Pool *pool, const char *name, WeightFormat fmt, int rows,
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
     double med = t[reps / 2];
     printf("%-34s T=%-2d %8.1f us  %8.1f GB/s of weights\n", name, T, med * 1e6, mat_bytes(&W) / med / 1e9);
-    free((void *)W.data), free((void *)W.aux), free(X), free(Y), free(t);
+    kept[n_kept++] = W;
+    free(X), free(Y), free(t);
 }
 
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 20;
     if (reps < 1) reps = 1;
     DeviceKind kind;
-    if (device_kind_from_env(&kind) || device_open(kind)) df_die("%s", df_errmsg());
+    int asked;
+    if (device_kind_from_env(&kind, &asked) || device_open(kind)) df_die("%s", df_errmsg());
     MatDevice *dev = device_current();
     printf("device: %s\n", dev ? dev->desc : "cpu");
     Pool *pool = pool_create(pool_threads_from_env());
@@ -88,5 +94,6 @@ int main(int argc, char **argv) {
     }
     pool_destroy(pool);
     device_close();
+    for (int i = 0; i < n_kept; i++) free((void *)kept[i].data), free((void *)kept[i].aux);
     return 0;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prefill chunking, router lookahead and n-gram speculation measured side by side in one run, on a
-# synth model streamed under a budget smaller than the model (K3_STORE=stream, K3_RAM_GB).
+# Prefill chunking and router lookahead measured side by side in one run, on a synth model
+# streamed under a budget smaller than the model (K3_STORE=stream, K3_RAM_GB). Speculation has its
+# own: bench/bench_spec.sh.
 #
 #   bench/bench_speed.sh [model_gb] [budget_gb] [prompt_tokens] [new_tokens]   (defaults: 6 2 128 48)
 #
@@ -16,7 +17,6 @@ model="$dir/big$size"
 mkdir -p "$dir"
 [ -f "$model/config.json" ] || "$df" synth --preset big --size-gb "$size" --seed 5 --out "$model" --quiet
 ordinary=$(awk -v n="$n_prompt" 'BEGIN { srand(1); for (i = 0; i < n; i++) printf "%d ", 1 + int(rand() * 999) }')
-repetitive=$(awk -v n="$n_prompt" 'BEGIN { for (i = 0; i < n; i++) printf "%d ", 10 + i % 7 }')
 echo "model $(du -s --block-size=1 "$model" | awk '{printf "%.2f GB", $1 / 1e9}'), budget K3_RAM_GB=$budget, $(nproc) cores"
 
 row() { # label, prompt, max-new, chunk, env...
@@ -33,7 +33,6 @@ row() { # label, prompt, max-new, chunk, env...
 }
 
 short=$(echo "$ordinary" | cut -d' ' -f1-8)
-short_rep=$(echo "$repetitive" | cut -d' ' -f1-8)
 # 1. prefill: one position per forward vs 64 (bytes read per prompt token in the last stats line)
 row "prefill, chunk 1" "$ordinary" 1 1 K3_LOOKAHEAD=0
 row "prefill, chunk 64" "$ordinary" 1 64 K3_LOOKAHEAD=0
@@ -42,9 +41,5 @@ for run in 1 2; do # twice, alternating: the spread shows the noise of a shared 
     row "decode, lookahead off, run $run" "$short" "$new" 64 K3_SPEC=0 K3_LOOKAHEAD=0
     row "decode, lookahead on, run $run" "$short" "$new" 64 K3_SPEC=0 K3_LOOKAHEAD=1
 done
-# 3. speculation off and on, ordinary and repetitive prompts
-for p in short short_rep; do
-    row "decode, prompt $p, speculation off" "${!p}" "$new" 64 K3_SPEC=0 K3_LOOKAHEAD=0
-    row "decode, prompt $p, speculation on" "${!p}" "$new" 64 K3_SPEC=1 K3_LOOKAHEAD=0
-done
+# speculation needs text that repeats, which random weights do not write: bench/bench_spec.sh
 [ "${KEEP:-0}" = 1 ] || rm -rf "$model"

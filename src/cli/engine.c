@@ -11,11 +11,8 @@
 #include "util/err.h"
 #include "util/fileio.h"
 
-#define DEFAULT_CONTEXT_LATENT 131072
-#define DEFAULT_CONTEXT_EXPANDED 8192
-/* MLA cache positions the streaming memory plan reserves; the cache grows past them on use */
-#define PLANNED_LATENT 16384
-#define PLANNED_EXPANDED 4096
+#define DEFAULT_CONTEXT_LATENT 65536
+#define DEFAULT_CONTEXT_EXPANDED 4096
 
 static double now_s(void) {
     struct timespec ts;
@@ -23,8 +20,9 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* The default context follows the MLA cache's size per position: 2,304 B per layer latent (a
- * 131,072-position cache is 7.2 GB on K3), 122,880 B expanded (8,192 positions: 23 GB). */
+/* The default context follows the MLA cache's size per position, which the streaming memory plan
+ * reserves for the whole context: 2,304 B per layer latent (65,536 positions are 3.6 GB on K3),
+ * 122,880 B expanded (4,096 positions: 12.1 GB). */
 static int context_from_env(MlaCacheMode mla, int *out) {
     const char *v = getenv("K3_CONTEXT");
     *out = mla == MLA_CACHE_LATENT ? DEFAULT_CONTEXT_LATENT : DEFAULT_CONTEXT_EXPANDED;
@@ -112,8 +110,7 @@ static int open_store(Engine *e) {
                              .int8_spine = e->spine_int8,
                              .speculation = spec.on,
                              .extra_states = e->extra_states,
-                             .mla_position_bytes = model_mla_bytes_per_position(&e->cat.cfg, e->mla_cache),
-                             .planned_positions = e->mla_cache == MLA_CACHE_LATENT ? PLANNED_LATENT : PLANNED_EXPANDED};
+                             .mla_position_bytes = model_mla_bytes_per_position(&e->cat.cfg, e->mla_cache)};
         if (stream_open(&e->stream, &e->cat, &needs)) return -1;
         e->experts = &e->stream.experts.src;
     } else {
@@ -132,22 +129,45 @@ static int open_store(Engine *e) {
     return 0;
 }
 
+/* Bytes of the spine's matrices as the device will hold them (BF16 or int8). */
+static size_t spine_matrix_bytes(const Engine *e) {
+    if (e->streaming) return (size_t)(e->stream.plan.spine_bytes + e->stream.plan.globals);
+    if (e->spine_int8) return (size_t)e->i8.bytes;
+    const TensorInfo **v;
+    int n = i8spine_tensors(&e->cat, &v);
+    size_t sum = 0;
+    for (int i = 0; i < n; i++) sum += (size_t)v[i]->nbytes;
+    free(v);
+    return sum;
+}
+
 /* K3_DEV. The CUDA device keeps each spine matrix in GPU memory keyed by its host address, so
  * every spine layer must stay at one address: a streamed spine layer (two buffers refilled per
  * token) would be read stale. */
 static int open_device(Engine *e) {
     DeviceKind kind;
-    if (device_kind_from_env(&kind)) return -1;
-    if (kind == DEV_CPU) return 0;
-    if (e->streaming && e->stream.plan.pinned < e->cat.cfg.n_layers)
+    int asked;
+    if (device_kind_from_env(&kind, &asked)) return -1;
+    if (kind == DEV_CPU || device_current()) return 0; /* an engine opened inside another shares its device */
+    if (e->streaming && e->stream.plan.pinned < e->cat.cfg.n_layers) {
+        int streamed = e->cat.cfg.n_layers - e->stream.plan.pinned;
+        if (!asked) {
+            snprintf(e->device_note, sizeof e->device_note,
+                     " (GPU unused: %d of %d spine layers are streamed, and the GPU needs them all resident)", streamed,
+                     e->cat.cfg.n_layers);
+            return 0;
+        }
         return df_fail("K3_DEV=cuda keeps the spine in GPU memory and needs every spine layer resident in host memory "
                        "too: %d of %d layers are streamed under this budget (raise K3_RAM_GB, or use K3_STORE=mapped)",
-                       e->cat.cfg.n_layers - e->stream.plan.pinned, e->cat.cfg.n_layers);
+                       streamed, e->cat.cfg.n_layers);
+    }
     if (device_open(kind)) return -1;
     e->device_open = 1;
     MatDevice *dev = device_current();
+    dev->spine_bytes = spine_matrix_bytes(e);
     if (!e->streaming) dev->stable_experts = 1; /* expert spans are the mapped shards' own pages */
-    else if (e->stream.experts.arena) dev->host_memory(dev, e->stream.experts.arena, e->stream.experts.arena_bytes);
+    else if (e->stream.experts.arena) /* page-locking touches the whole cache now: start-up time for copy speed */
+        dev->host_memory(dev, e->stream.experts.arena, e->stream.experts.arena_bytes);
     return 0;
 }
 
@@ -210,7 +230,7 @@ void engine_print_settings(const Engine *e, FILE *f) {
     char device[224];
     MatDevice *dev = device_current();
     if (dev) snprintf(device, sizeof device, "%s", dev->desc);
-    else snprintf(device, sizeof device, "cpu (%s kernels)", kern_isa());
+    else snprintf(device, sizeof device, "cpu (%s kernels)%s", kern_isa(), e->device_note);
     fprintf(f, "deltafin: model %s (%d layers, %d experts, top-%d) | device %s | threads %d | "
                "spine %s | experts local %llu/%llu (%s)%s | context %d (MLA cache %s) | A_log %s | speculation %s | "
                "fp32 greedy\n",

@@ -35,6 +35,7 @@ typedef struct {
     ALogMode a_log;
     MlaCacheMode mla_cache;  /* K3_MLA_CACHE */
     int device_open;         /* K3_DEV opened an accelerator (device.h), closed with the engine */
+    char device_note[128];   /* why K3_DEV=auto stayed on the CPU, for the start-up line */
     I8Spine i8;              /* K3_SPINE: mapped int8 spine when spine_int8 */
     int spine_int8;          /* 1: the spine matrices are the lossy int8 ones */
     int top_k_full;          /* the checkpoint's experts per token; cat.cfg.top_k is K3_MOE_TOP_K's */

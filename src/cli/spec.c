@@ -8,7 +8,7 @@
 #define MATCH_MAX 16          /* longer suffix matches predict no better; bounds the scan */
 /* A draft needs a suffix match of at least two tokens: a token merely seen before predicts what
  * follows it poorly (on the ordinary bench model all such drafts were rejected), and a rejected
- * draft of d tokens costs a verify pass of d + 1 rows, measured at 1.7 (2 rows) to 5.8 (9 rows)
+ * draft of d tokens costs a verify pass of d + 1 rows, measured at 1.55 (2 rows) to 5.5 (9 rows)
  * plain passes on a streamed model (docs/PERFORMANCE.md). Repeating text matches long suffixes. */
 #define MATCH_MIN 2
 #define ACCEPT_FLOOR 0.25     /* rolling acceptance below which drafting is paused */

@@ -14,9 +14,10 @@ static MatDevice *current; /* the process's device: NULL = the CPU kernels */
 
 MatDevice *device_current(void) { return current; }
 
-int device_kind_from_env(DeviceKind *kind) {
+int device_kind_from_env(DeviceKind *kind, int *asked) {
     const char *v = getenv("K3_DEV");
-    if (!v || !*v || !strcmp(v, "auto")) {
+    *asked = v && *v && strcmp(v, "auto");
+    if (!*asked) {
 #ifdef DF_CUDA
         *kind = cuda_device_available() ? DEV_CUDA : DEV_CPU;
 #else

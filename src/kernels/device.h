@@ -22,8 +22,9 @@
 typedef struct MatDevice MatDevice;
 struct MatDevice {
     char desc[192];   /* for the start-up line, e.g. "cuda (NVIDIA H200, 139.8 GB)" */
-    /* Y[T][rows] = X[T][cols] . W^T, as mat_mul. Dies with a message on a device fault. */
-    void (*mul)(MatDevice *d, float *Y, const Mat *W, const float *X, int T);
+    /* Y[T][rows] = X[T][cols] . W^T, as mat_mul (pool: for the CPU kernels, which the device may
+     * fall back to when it cannot hold a weight). Dies with a message on a device fault. */
+    void (*mul)(MatDevice *d, Pool *pool, float *Y, const Mat *W, const float *X, int T);
     /* Bytes of weights it holds resident, and bytes it copied for single uses, so far. */
     void (*counters)(MatDevice *d, size_t *resident, size_t *streamed);
     void (*close)(MatDevice *d);
@@ -31,14 +32,17 @@ struct MatDevice {
      * the device may lock it for fast copies. Best effort: failure only costs speed. */
     void (*host_memory)(MatDevice *d, void *p, size_t bytes);
     int stable_experts;   /* MXFP4 host bytes never change either: they may stay resident too */
+    size_t spine_bytes;   /* device memory to leave for the spine when experts stay resident */
 };
 
 typedef enum { DEV_CPU, DEV_CUDA } DeviceKind;
 
-/* K3_DEV: "auto" (default: cuda when this build has the CUDA backend and a GPU answers, else cpu),
- * "cpu" or "cuda" (an error when unavailable, saying why). */
-int device_kind_from_env(DeviceKind *kind);
-/* Opens the device and makes mat_mul use it (nothing to open for DEV_CPU). */
+/* K3_DEV: "auto" (default: cuda when this build has the CUDA backend and a usable GPU answers,
+ * else cpu), "cpu" or "cuda" (an error when unavailable, saying why). *asked: 1 when K3_DEV named
+ * the device (the caller then refuses what it cannot do instead of falling back). */
+int device_kind_from_env(DeviceKind *kind, int *asked);
+/* Opens the device and makes mat_mul use it (nothing to open for DEV_CPU, nothing again when one
+ * is open). */
 int device_open(DeviceKind kind);
 /* The open accelerator, or NULL on the CPU. */
 MatDevice *device_current(void);

@@ -9,7 +9,7 @@
 
 void mat_mul(Pool *pool, float *Y, const Mat *W, const float *X, int T) {
     MatDevice *dev = device_current();
-    if (dev) dev->mul(dev, Y, W, X, T);
+    if (dev) dev->mul(dev, pool, Y, W, X, T);
     else mat_mul_cpu(pool, Y, W, X, T);
 }
 

@@ -12,6 +12,10 @@
 
 #include "util/pool.h"
 
+#ifdef __cplusplus /* the CUDA device (C++ by nvcc) falls back to mat_mul_cpu */
+extern "C" {
+#endif
+
 typedef enum {
     WF_BF16,  /* data: uint16 [rows][cols] */
     WF_F32,   /* data: float  [rows][cols] */
@@ -43,5 +47,9 @@ void mat_rows_tmul(const Mat *W, int row0, int n, const float *x, float *y);
 
 /* Bytes of weight data the matrix occupies (for I/O accounting). */
 uint64_t mat_bytes(const Mat *W);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

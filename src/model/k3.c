@@ -198,8 +198,11 @@ static int acquire_spine_layer(Model *m, int l) {
     int moved = m->spine->acquire_layer(m->spine, l);
     m->stats.spine_wait_s += model_now() - t0;
     if (moved < 0) return -1;
-    return moved ? weights_bind_layer_mats(&m->w, m->cat, l, m->spine->bytes, m->spine, m->spine->mat, m->spine->mat_ctx)
-                 : 0;
+    if (moved && weights_bind_layer_mats(&m->w, m->cat, l, m->spine->bytes, m->spine, m->spine->mat, m->spine->mat_ctx)) {
+        m->spine->release_layer(m->spine, l);
+        return -1;
+    }
+    return 0;
 }
 
 int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, int all_rows) {

@@ -31,12 +31,13 @@ typedef struct {
 
 typedef struct {
     int n;
-    I8Tensor *t;     /* sorted like the catalog (by name) */
+    I8Tensor *t;     /* in i8spine_tensors order */
     uint64_t bytes;  /* int8 data + scales of every tensor */
 } I8Spine;
 
-/* The spine tensors that convert-spine converts, in catalog order: returns the count and stores a
- * new array of pointers into cat (caller frees the array). */
+/* The spine tensors that convert-spine converts, in schema order (the globals, then layer by
+ * layer: the streamed spine relies on each layer's tensors being consecutive): returns the count
+ * and stores a new array of pointers into cat (caller frees the array). */
 int i8spine_tensors(const Catalog *cat, const TensorInfo ***out);
 /* New string: the path of tensor t's int8 file. */
 char *i8spine_path(const Catalog *cat, const TensorInfo *t);

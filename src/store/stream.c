@@ -46,9 +46,9 @@ static uint64_t fixed_bytes(const Catalog *cat, const SpineStore *sp, const Stre
     uint64_t scratch = 4 * R * (H * (6 + anchors) + 7 * W + 2 * ffn + (uint64_t)c->n_experts +
                                 (uint64_t)c->latent * (c->top_k + 5) + 3 * mla_row + 2 * (uint64_t)c->moe_inter) +
                        4 * (uint64_t)c->mla_heads * (uint64_t)context;
-    int ctx = context < needs->planned_positions ? context : needs->planned_positions;
+    /* the MLA cache for the whole context: it grows on use, never past the context */
     uint64_t state = (uint64_t)c->n_kda_layers * 4 * (3 * W * (uint64_t)(c->conv_kernel - 1) + W * (uint64_t)c->kda_head_dim) +
-                     needs->mla_position_bytes * (uint64_t)ctx * 3 / 2; /* the cache grows by 1.5x steps */
+                     needs->mla_position_bytes * (uint64_t)context;
     state *= 1 + (uint64_t)needs->extra_states; /* copies are never verified: no replay records */
     /* speculation's KDA replay records (state.c): S and the conv windows once, inputs per row */
     if (needs->speculation)

@@ -56,7 +56,6 @@ typedef struct {
     int speculation;         /* reserve speculation's rollback records (K3_SPEC on) */
     int extra_states;        /* decode States kept besides the working one (the server's prompt snapshot) */
     uint64_t mla_position_bytes; /* MLA cache bytes per position (model_mla_bytes_per_position) */
-    int planned_positions;   /* positions of MLA cache to plan for (fewer than context: it grows on use) */
 } StreamNeeds;
 
 int stream_open(StreamStore *s, const Catalog *cat, const StreamNeeds *needs);

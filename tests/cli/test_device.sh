@@ -16,9 +16,9 @@ grep -q "K3_DEV=cuda: this deltafin was built without the CUDA backend (build it
 ! K3_DEV=gpu "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err" || exit 1
 grep -q "K3_DEV: 'gpu' is not auto, cpu or cuda" "$t/err"
 K3_MLA_CACHE=expanded "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err"
-grep -q "context 8192 (MLA cache expanded)" "$t/err"
+grep -q "context 4096 (MLA cache expanded)" "$t/err"
 "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err"
-grep -q "context 131072 (MLA cache latent)" "$t/err"
+grep -q "context 65536 (MLA cache latent)" "$t/err"
 ! K3_MLA_CACHE=compact "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err" || exit 1
 grep -q "K3_MLA_CACHE: 'compact' is not latent or expanded" "$t/err"
 echo PASS

@@ -118,7 +118,9 @@ void mat_sizes(const Mat *W, size_t *data, size_t *aux) {
 }
 
 struct Resident {
-    const void *host; /* key: the host address of the matrix's data */
+    const void *host; /* key: the host address of the matrix's data ... */
+    const void *aux;  /* ... and the rest of what it was copied as */
+    int fmt, rows, cols, expert;
     void *dev;        /* data, then aux (16-byte aligned) */
     size_t bytes;
 };
@@ -130,6 +132,7 @@ struct CudaDevice {
     Resident *table;          /* open addressing on host address; cap is a power of two */
     size_t cap, used;
     size_t budget, resident, streamed;
+    size_t experts_resident;  /* of resident: MXFP4 */
     float *x, *y;             /* activation scratch */
     size_t x_cap, y_cap;
     uint8_t *stage;           /* weights of a single use */
@@ -142,13 +145,19 @@ void check(cudaError_t e, const char *what) {
     if (e != cudaSuccess) df_die("cuda: %s failed: %s", what, cudaGetErrorString(e));
 }
 
-/* Grows a device buffer to at least n bytes (its old content is not kept). */
-void reserve(void **buf, size_t *cap, size_t n) {
-    if (n <= *cap) return;
+/* Grows a device buffer to at least n bytes (its old content is not kept). Returns false when
+ * the device has no room (the buffer is then empty). */
+bool reserve(void **buf, size_t *cap, size_t n) {
+    if (n <= *cap) return true;
     if (*buf) check(cudaFree(*buf), "cudaFree");
-    size_t want = n > 2 * *cap ? n : 2 * *cap;
-    check(cudaMalloc(buf, want), "cudaMalloc (scratch)");
-    *cap = want;
+    *buf = nullptr, *cap = 0;
+    if (cudaMalloc(buf, n) != cudaSuccess) {
+        cudaGetLastError();
+        *buf = nullptr;
+        return false;
+    }
+    *cap = n;
+    return true;
 }
 
 size_t slot_of(const CudaDevice *d, const void *host) {
@@ -180,36 +189,59 @@ void upload(CudaDevice *d, uint8_t *dst, const Mat *W, size_t data, size_t aux) 
                    "copying weight scales");
 }
 
-/* Where W's bytes are on the device: resident (copied now if new and it fits), or staged. */
+bool same_matrix(const Resident *r, const Mat *W) {
+    return r->aux == W->aux && r->fmt == (int)W->fmt && r->rows == W->rows && r->cols == W->cols;
+}
+
+/* Whether a new copy of W may stay: within the budget, and experts leave room for the spine. */
+bool may_keep(const CudaDevice *d, const Mat *W, size_t bytes) {
+    if (d->resident + bytes > d->budget) return false;
+    if (W->fmt != WF_MXFP4) return true;
+    size_t spine_left = d->base.spine_bytes > d->resident - d->experts_resident
+                            ? d->base.spine_bytes - (d->resident - d->experts_resident)
+                            : 0;
+    return d->resident + bytes + spine_left <= d->budget;
+}
+
+/* Where W's bytes are on the device: resident (copied now if new and it may stay), or staged.
+ * NULL when the device cannot hold it at all. */
 const uint8_t *device_weights(CudaDevice *d, const Mat *W, size_t data, size_t aux) {
     const size_t bytes = (data + 15) / 16 * 16 + aux;
     if (W->fmt != WF_MXFP4 || d->base.stable_experts) {
         if (2 * (d->used + 1) > d->cap) grow_table(d);
         Resident *slot = lookup(d, W->data);
-        if (slot->host) return (const uint8_t *)slot->dev;
-        if (d->resident + bytes <= d->budget && cudaMalloc(&slot->dev, bytes) == cudaSuccess) {
+        if (slot->host && same_matrix(slot, W)) return (const uint8_t *)slot->dev;
+        if (slot->host) { /* another matrix now at this address: drop the old copy */
+            cudaFree(slot->dev);
+            d->resident -= slot->bytes, d->experts_resident -= slot->expert ? slot->bytes : 0;
+            slot->host = nullptr, d->used--;
+        }
+        if (may_keep(d, W, bytes) && cudaMalloc(&slot->dev, bytes) == cudaSuccess) {
             upload(d, (uint8_t *)slot->dev, W, data, aux);
-            slot->host = W->data, slot->bytes = bytes;
-            d->used++, d->resident += bytes;
+            *slot = Resident{W->data, W->aux, (int)W->fmt, W->rows, W->cols, W->fmt == WF_MXFP4, slot->dev, bytes};
+            d->used++, d->resident += bytes, d->experts_resident += slot->expert ? bytes : 0;
             return (const uint8_t *)slot->dev;
         }
         cudaGetLastError(); /* a refused allocation: stage it instead */
     }
-    reserve((void **)&d->stage, &d->stage_cap, bytes);
+    if (!reserve((void **)&d->stage, &d->stage_cap, bytes)) return nullptr;
     upload(d, d->stage, W, data, aux);
     d->streamed += bytes;
     return d->stage;
 }
 
-void cuda_mul(MatDevice *base, float *Y, const Mat *W, const float *X, int T) {
+void cuda_mul(MatDevice *base, Pool *pool, float *Y, const Mat *W, const float *X, int T) {
     CudaDevice *d = (CudaDevice *)base;
     size_t data = 0, aux = 0;
     mat_sizes(W, &data, &aux);
     const size_t xb = sizeof(float) * (size_t)T * (size_t)W->cols, yb = sizeof(float) * (size_t)T * (size_t)W->rows;
     pthread_mutex_lock(&d->mu);
     const uint8_t *dw = device_weights(d, W, data, aux);
-    reserve((void **)&d->x, &d->x_cap, xb);
-    reserve((void **)&d->y, &d->y_cap, yb);
+    if (!dw || !reserve((void **)&d->x, &d->x_cap, xb) || !reserve((void **)&d->y, &d->y_cap, yb)) {
+        pthread_mutex_unlock(&d->mu); /* no room on the device for this one: the same bits on the CPU */
+        mat_mul_cpu(pool, Y, W, X, T);
+        return;
+    }
     check(cudaMemcpyAsync(d->x, X, xb, cudaMemcpyHostToDevice, d->stream), "copying activations");
     DevMat w = {(int)W->fmt, W->rows, W->cols, dw, aux ? dw + (data + 15) / 16 * 16 : nullptr};
     matmul_kernel<<<(W->rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, THREADS, 0, d->stream>>>(w, d->x, d->y, T);
@@ -247,11 +279,15 @@ void cuda_close(MatDevice *base) {
     free(d);
 }
 
+/* The kernels are built for compute capability 8.0 and later (Makefile). */
+bool usable(const cudaDeviceProp &p) { return p.major >= 8; }
+
 } // namespace
 
 extern "C" int cuda_device_available(void) {
     int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    cudaDeviceProp p;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0 && cudaGetDeviceProperties(&p, 0) == cudaSuccess && usable(p);
 }
 
 extern "C" int cuda_device_open(MatDevice **out) {
@@ -264,6 +300,9 @@ extern "C" int cuda_device_open(MatDevice **out) {
     if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaGetDeviceProperties(&p, 0)) != cudaSuccess ||
         (e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess)
         return df_fail("K3_DEV=cuda: cannot open GPU 0: %s", cudaGetErrorString(e));
+    if (!usable(p))
+        return df_fail("K3_DEV=cuda: GPU 0 (%.80s) has compute capability %d.%d; this build needs 8.0 or later", p.name,
+                       p.major, p.minor);
     CudaDevice *d = (CudaDevice *)df_calloc(1, sizeof *d);
     if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         free(d);
