@@ -14,6 +14,10 @@
 #define ACCEPT_FLOOR 0.25     /* rolling acceptance below which drafting is paused */
 #define PAUSE_FIRST 16        /* plain tokens in the first pause; doubles up to PAUSE_MAX */
 #define PAUSE_MAX 1024
+/* Verify passes after which, if no plain pass has been timed yet (every step found a draft), one
+ * step decodes plainly: without that time the speed check cannot run, and acceptance alone is
+ * a poor guide (a pass of d + 1 rows costs far more than one plain pass). */
+#define CALIBRATE_AFTER 4
 
 int spec_init(Spec *s) {
     memset(s, 0, sizeof *s);
@@ -43,6 +47,10 @@ int spec_draft(Spec *s, const int *hist, int n, int limit, int *out) {
     if (!s->on || n < 2) return 0;
     if (s->pause_left > 0) {
         s->pause_left--, s->paused++;
+        return 0;
+    }
+    if (s->plain_s == 0 && s->verifies >= CALIBRATE_AFTER && !s->calibrated) {
+        s->calibrated = 1;
         return 0;
     }
     /* a long draft costs rows of compute whether accepted or not: scale it with acceptance */

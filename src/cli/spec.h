@@ -26,6 +26,7 @@ typedef struct {
     void *source_ctx;
     double accept;           /* rolling fraction of drafted tokens accepted */
     double plain_s;          /* rolling seconds per plain pass, 0 until one was timed */
+    int calibrated;          /* a plain pass was forced to time one (at most once) */
     double gain;             /* rolling verify-pass speed relative to plain passes */
     int pause_left, pause_len;
     uint64_t passes;         /* decode forwards, with or without a draft */

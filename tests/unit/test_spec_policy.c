@@ -76,10 +76,30 @@ static void test_off_and_bad_setting(void) {
     unsetenv("K3_SPEC");
 }
 
+/* Every step drafts, so no plain pass is ever timed: after four verify passes one step decodes
+ * plainly (once) so that the speed check has a plain time to compare with. */
+static void test_times_one_plain_pass_when_always_drafting(void) {
+    Spec s = fresh();
+    int out[SPEC_MAX_DRAFT];
+    for (int i = 0; i < 4; i++) {
+        CHECK(spec_draft(&s, loop, COUNT(loop), 8, out) == 8);
+        spec_record(&s, 8, 8, 0.2);
+    }
+    CHECK(s.plain_s == 0 && s.pauses == 0);
+    CHECK(spec_draft(&s, loop, COUNT(loop), 8, out) == 0); /* the calibration step */
+    spec_plain(&s, 0.1);
+    CHECK(spec_draft(&s, loop, COUNT(loop), 8, out) == 8);
+    spec_record(&s, 8, 8, 0.2);  /* 9 tokens in 0.2 s against 0.1 s each: pays */
+    CHECK(s.pauses == 0 && s.gain > 1);
+    for (int i = 0; i < 6 && s.pauses == 0; i++) spec_record(&s, 8, 2, 0.6); /* 3 tokens in 0.6 s: loses */
+    CHECK(s.pauses == 1 && s.calibrated == 1);
+}
+
 int main(void) {
     RUN(test_needs_a_two_token_match);
     RUN(test_pauses_after_a_rejected_draft);
     RUN(test_pauses_when_verify_is_slow);
+    RUN(test_times_one_plain_pass_when_always_drafting);
     RUN(test_off_and_bad_setting);
     return check_summary();
 }
