@@ -8,8 +8,9 @@
  * decides speed. It switches drafting off for a while when verification is not paying, measured
  * two ways: the rolling fraction of drafted tokens accepted, and the rolling ratio of tokens per
  * second in verify passes to that of plain one-token passes, once one has been timed (a verify
- * pass of many rows can cost several plain ones when each row reads different experts). It probes
- * again later; the pause doubles each time a probe fails. */
+ * pass of many rows can cost several plain ones when each row reads different experts); when
+ * every step finds a draft, one step after the first few verify passes decodes plainly to time
+ * one. It probes again later; the pause doubles each time a probe fails. */
 #ifndef DF_SPEC_H
 #define DF_SPEC_H
 
