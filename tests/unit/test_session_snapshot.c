@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "model_fixture.h"
 #include "serve/session.h"
 #include "synth/synth.h"
 #include "util/err.h"
@@ -144,21 +145,8 @@ static void test_memory_plan_counts_the_snapshot(void) {
     unsetenv("K3_RAM_GB"), unsetenv("K3_CONTEXT");
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 int main(void) {
-    if (!mkdtemp(dir)) return 1;
-    SynthPreset p;
-    SynthOptions so;
-    memset(&so, 0, sizeof so);
-    setenv("K3_STORE", "mapped", 1);
-    if (synth_preset(&p, "tiny", &so) || synth_write(&p, 7, dir, 0) || engine_open(&eng, dir)) {
-        fprintf(stderr, "setup: %s\n", df_errmsg());
-        return 1;
-    }
+    if (fixture_open(&eng, dir, 7)) return 1;
     memcpy(p2, p1, sizeof p1);
     memcpy(p2 + N1, p2_tail, sizeof p2_tail);
     RUN(test_resent_history_continues_from_the_snapshot);
@@ -166,7 +154,6 @@ int main(void) {
     RUN(test_cancel_keeps_the_snapshot);
     RUN(test_setting);
     RUN(test_memory_plan_counts_the_snapshot);
-    engine_close(&eng);
-    nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    fixture_close(&eng, dir);
     return check_summary();
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "model_fixture.h"
 #include "cli/generate.h"
 #include "model/internal.h"
 #include "serve/session.h"
@@ -241,20 +242,8 @@ static void test_bad_setting(void) {
     state_destroy(st);
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 int main(void) {
-    if (!mkdtemp(dir)) return 1;
-    SynthPreset p;
-    SynthOptions so = {0};
-    setenv("K3_STORE", "mapped", 1);
-    if (synth_preset(&p, "tiny", &so) || synth_write(&p, 7, dir, 0) || engine_open(&eng, dir)) {
-        fprintf(stderr, "setup: %s\n", df_errmsg());
-        return 1;
-    }
+    if (fixture_open(&eng, dir, 7)) return 1;
     RUN(test_reference);
     RUN(test_all_accepted);
     RUN(test_all_rejected);
@@ -265,7 +254,6 @@ int main(void) {
     RUN(test_session);
     RUN(test_bad_setting);
     state_destroy(ref_state);
-    engine_close(&eng);
-    nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    fixture_close(&eng, dir);
     return check_summary();
 }

@@ -1,0 +1,37 @@
+/* model_fixture.h - a tiny synth checkpoint in a temporary directory, opened as an Engine with
+ * weights mapped, for the unit tests that need a real model (speculation, sessions). */
+#ifndef DF_MODEL_FIXTURE_H
+#define DF_MODEL_FIXTURE_H
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/engine.h"
+#include "synth/synth.h"
+#include "util/err.h"
+
+static int fixture_remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* dir: a mkdtemp template, filled in. Returns 0, or 1 after printing why. */
+static int fixture_open(Engine *e, char *dir, uint64_t seed) {
+    SynthPreset p;
+    SynthOptions so = {0};
+    if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
+    setenv("K3_STORE", "mapped", 1);
+    if (synth_preset(&p, "tiny", &so) || synth_write(&p, seed, dir, 0) || engine_open(e, dir)) {
+        fprintf(stderr, "setup: %s\n", df_errmsg());
+        return 1;
+    }
+    return 0;
+}
+
+static void fixture_close(Engine *e, const char *dir) {
+    engine_close(e);
+    nftw(dir, fixture_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+#endif
