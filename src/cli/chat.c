@@ -5,8 +5,11 @@
  * history again. The new tokens come from rendering the whole conversation and checking that
  * the rendering without the new message is a token prefix of it; if it ever is not, the
  * conversation is re-rendered and prefilled from the start. Ctrl-C stops the current answer
- * (the text so far stays in the conversation); at the prompt it discards the line. Ctrl-D or
- * /exit ends the session; /reset starts a new conversation. */
+ * (the text so far stays in the conversation); while the model is still reading the prompt it
+ * stops that too, and the message stays in the conversation unanswered: the State keeps the
+ * prompt's chunks fed so far, and the next turn continues that prompt without its generation
+ * prompt (never fed: session.h), so only what is left is fed. At the prompt Ctrl-C discards the
+ * line. Ctrl-D or /exit ends the session; /reset starts a new conversation. */
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -48,6 +51,8 @@ typedef struct {
     int show_thinking, stats, tty, turn;
     int64_t max_new;
     TokIds tail;        /* tokens that close the last reply, fed at the start of the next turn */
+    TokIds unanswered;  /* the last turn stopped during its prefill: its prompt without the
+                         * generation prompt (the State holds a prefix of it); else empty */
 } Chat;
 
 /* Reads one line (without the newline) into line. 1: got a line; 0: end of input; -1: Ctrl-C. */
@@ -72,7 +77,8 @@ static int read_line(StrBuf *line) {
 }
 
 /* The tokens of the conversation plus the user's new message, as a continuation of what the
- * State holds (held + pending + tail + new), or the whole rendering when that is impossible. */
+ * State holds (held + pending + tail + new, or after a stopped prefill unanswered + new), or
+ * the whole rendering when that is impossible. */
 static int next_prompt(Chat *c, const json_t *with_user, TokIds *prompt, int *continued) {
     TokIds prev = {0}, full = {0};
     XtmlOptions no_gen = c->xo;
@@ -82,7 +88,12 @@ static int next_prompt(Chat *c, const json_t *with_user, TokIds *prompt, int *co
     *continued = 0;
     if (!rc) {
         int prefix = prev.n <= full.n && (!prev.n || !memcmp(prev.v, full.v, prev.n * sizeof *prev.v));
-        if (c->s.held.n && prefix) {
+        if (c->unanswered.n && prefix) {
+            *continued = 1;
+            tokids_reserve(prompt, c->unanswered.n + full.n - prev.n);
+            for (size_t i = 0; i < c->unanswered.n; i++) tokids_push(prompt, c->unanswered.v[i]);
+            for (size_t i = prev.n; i < full.n; i++) tokids_push(prompt, full.v[i]);
+        } else if (c->s.held.n && prefix) {
             *continued = 1;
             tokids_reserve(prompt, c->s.held.n + 1 + c->tail.n + full.n - prev.n);
             for (size_t i = 0; i < c->s.held.n; i++) tokids_push(prompt, c->s.held.v[i]);
@@ -162,7 +173,36 @@ static int remember(Chat *c, json_t **with_user, const Reply *reply, const Answe
     c->msgs = *with_user;
     *with_user = NULL;
     c->tail.n = 0;
-    return a->done ? 0 : closing_tail(c, a->state == 2);
+    return a->done ? 0 : closing_tail(c, !xtml_parser_in_thinking(reply->parser));
+}
+
+static int is_suffix(const TokIds *of, const TokIds *s) {
+    return s->n <= of->n && !memcmp(of->v + of->n - s->n, s->v, s->n * sizeof *s->v);
+}
+
+/* A turn stopped during its prefill: the user's message stays in the conversation, unanswered,
+ * and the next prompt starts with this one minus its generation prompt (the rendering of the
+ * conversation with it, less the rendering without it), of which the State holds a prefix.
+ * When that cannot be worked out, the State is dropped and the next turn renders it all. */
+static int keep_unanswered(Chat *c, json_t **with_user, const TokIds *prompt) {
+    TokIds full = {0}, bare = {0}, gen = {0};
+    XtmlOptions no_gen = c->xo;
+    no_gen.gen_prompt = 0;
+    int rc = xtml_render(c->tok, *with_user, &c->xo, &full);
+    if (!rc) rc = xtml_render(c->tok, *with_user, &no_gen, &bare);
+    c->unanswered.n = 0;
+    if (!rc && bare.n < full.n && !memcmp(bare.v, full.v, bare.n * sizeof *bare.v)) {
+        for (size_t i = bare.n; i < full.n; i++) tokids_push(&gen, full.v[i]);
+        if (is_suffix(prompt, &gen))
+            for (size_t i = 0; i < prompt->n - gen.n; i++) tokids_push(&c->unanswered, prompt->v[i]);
+    }
+    if (!c->unanswered.n) session_reset(&c->s);
+    json_decref(c->msgs);
+    c->msgs = *with_user;
+    *with_user = NULL;
+    c->tail.n = 0;
+    tokids_free(&full), tokids_free(&bare), tokids_free(&gen);
+    return rc;
 }
 
 static int turn(Chat *c, const char *text) {
@@ -170,6 +210,7 @@ static int turn(Chat *c, const char *text) {
     json_array_append_new(with_user, json_pack("{s:s, s:s}", "role", "user", "content", text));
     TokIds prompt = {0};
     int continued, rc = next_prompt(c, with_user, &prompt, &continued);
+    c->unanswered.n = 0; /* part of this prompt now */
     Reply reply;
     if (!rc) rc = reply_init(&reply, c->tok, 1);
     if (rc) {
@@ -182,23 +223,27 @@ static int turn(Chat *c, const char *text) {
     double p0 = c->s.prefill_s, d0 = c->s.decode_s;
     Answer a = {0};
     rc = session_prefill(&c->s, prompt.v, prompt.n, cancelled, NULL, &reused);
+    size_t fed = c->s.held.n > reused ? c->s.held.n - reused : 0;
+    int stopped_reading = rc == 1;
     if (!rc) rc = answer(c, &reply, &a);
     if (a.state == 1 && c->show_thinking && c->tty) fputs("\033[0m", stdout);
     fputs(rc == 1 || interrupted ? " [stopped]\n" : a.full ? " [context full]\n" : "\n", stdout);
     fflush(stdout);
     if (rc == 0) rc = remember(c, &with_user, &reply, &a);
+    else if (rc == 1) rc = keep_unanswered(c, &with_user, &prompt);
     if (c->stats) {
         double dec = c->s.decode_s - d0;
-        fprintf(stderr, "stats: turn %d: prompt %zu tokens, fed %zu (reused %zu from earlier turns%s) in %.3f s | "
+        fprintf(stderr, "stats: turn %d: prompt %zu tokens, fed %zu (reused %zu from earlier turns%s) in %.3f s%s | "
                         "generated %d tokens%s, %.3f s/token\n",
-                c->turn + 1, prompt.n, prompt.n - reused, reused, continued || !c->turn ? "" : "; history prefilled again",
-                c->s.prefill_s - p0, a.generated, a.done ? " and the end marker" : "", a.generated ? dec / a.generated : 0.0);
+                c->turn + 1, prompt.n, fed, reused, continued || !c->turn ? "" : "; history prefilled again",
+                c->s.prefill_s - p0, stopped_reading ? ", stopped while reading the prompt" : "", a.generated,
+                a.done ? " and the end marker" : "", a.generated ? dec / a.generated : 0.0);
     }
     c->turn++;
     json_decref(with_user);
     tokids_free(&prompt);
     reply_free(&reply);
-    return rc == 1 ? 0 : rc; /* 1: stopped during the prefill, the turn is dropped */
+    return rc;
 }
 
 /* A new conversation: only the system message (if any) remains. */
@@ -207,6 +252,7 @@ static void restart(Chat *c) {
     if (c->system) json_array_append_new(c->msgs, json_pack("{s:s, s:s}", "role", "system", "content", c->system));
     session_reset(&c->s);
     c->tail.n = 0;
+    c->unanswered.n = 0;
     c->turn = 0;
 }
 
@@ -276,6 +322,7 @@ int cmd_chat(int argc, char **argv) {
     chat_loop(&c);
     json_decref(c.msgs);
     tokids_free(&c.tail);
+    tokids_free(&c.unanswered);
     session_free(&c.s);
     tok_free(c.tok);
     engine_close(&c.e);

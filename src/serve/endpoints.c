@@ -1,4 +1,5 @@
 /* endpoints.c - the models list and the two generation endpoints, whole and streamed. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -45,6 +46,14 @@ static WireUsage usage_of(const Exchange *x) {
     return (WireUsage){(int)x->prompt.n, x->completion, (int)x->reused};
 }
 
+/* Tells the gate how far the generation is, for the Retry-After of those turned away. */
+static void report_progress(Req *q) {
+    if (!q->holds_gate) return; /* a replay from the memo */
+    double decode, prefill;
+    exchange_pace(&q->x, &decode, &prefill);
+    gate_progress(&q->srv->gate, exchange_tokens_left(&q->x, &q->srv->env), decode, prefill);
+}
+
 static enum MHD_Result internal_error(Req *q, const char *what) {
     ApiError err;
     api_error(&err, 500, "server_error", NULL, NULL, "%s: %s", what, df_errmsg());
@@ -56,7 +65,7 @@ static enum MHD_Result answer_whole(Req *q) {
     Server *srv = q->srv;
     ReplyDelta d;
     int rc;
-    while ((rc = exchange_step(&q->x, &srv->env, &srv->session, conn_cancelled, q, &d)) == 0) {}
+    while ((rc = exchange_step(&q->x, &srv->env, &srv->session, conn_cancelled, q, &d)) == 0) report_progress(q);
     endpoint_release(q);
     conn_reset_timeout(q);
     if (rc == 2) return MHD_NO; /* gone: close without an answer */
@@ -89,7 +98,10 @@ static int stream_more(Req *q) {
     if (rc == 2) return -1;
     if (d.reasoning_len || d.content_len)
         sse_add(q, wire_chunk(h, 0, d.reasoning, d.reasoning_len, d.content, d.content_len, NULL, q->include_usage));
-    if (rc == 0) return 0;
+    if (rc == 0) {
+        report_progress(q);
+        return 0;
+    }
     endpoint_release(q);
     conn_reset_timeout(q);
     if (rc < 0) {
@@ -158,18 +170,20 @@ enum MHD_Result endpoint_generate(Req *q) {
     if (rc) return conn_respond_error(q, &err);
     if (!q->x.from_memo) {
         double t0 = now_s();
-        int g = gate_acquire(&srv->gate, conn_cancelled, q);
+        int g = gate_acquire(&srv->gate, exchange_tokens_left(&q->x, &srv->env), conn_cancelled, q);
         q->wait_s = now_s() - t0;
         if (g == GATE_CANCELLED) return MHD_NO;
         if (g == GATE_FULL) {
             pthread_mutex_lock(&srv->stats_mu);
             srv->busy++;
             pthread_mutex_unlock(&srv->stats_mu);
+            int wait = gate_retry_after(&srv->gate);
             api_error(&err, 429, "rate_limit_error", "server_busy", NULL,
-                      "The model is busy with another request (one generation at a time%s); retry shortly.",
-                      srv->cfg.queue ? " and the queue is full" : "");
-            char *body = wire_error(&err);
-            return conn_respond(q, 429, body, "application/json", "Retry-After", "1");
+                      "The model is busy with another request (one generation at a time%s); retry in about %d s.",
+                      srv->cfg.queue ? " and the queue is full" : "", wait);
+            char retry[16];
+            snprintf(retry, sizeof retry, "%d", wait);
+            return conn_respond(q, 429, wire_error(&err), "application/json", "Retry-After", retry);
         }
         q->holds_gate = 1;
         q->seq = ++srv->admitted;

@@ -129,6 +129,19 @@ static int next_token(Exchange *x, Session *s, CancelFn cancel, void *ctx, int *
     return rc;
 }
 
+int64_t exchange_tokens_left(const Exchange *x, const ExchangeEnv *env) {
+    int64_t room = (int64_t)env->context - (int64_t)x->prompt.n - x->completion;
+    if (x->max_new >= 0 && x->max_new - x->completion < room) room = x->max_new - x->completion;
+    return room > 0 ? room : 0;
+}
+
+void exchange_pace(const Exchange *x, double *decode, double *prefill) {
+    /* generation is lazy: after n tokens were handed out, n - 1 of them have been fed */
+    *decode = x->completion >= 2 ? (x->model_s - x->prefill_s) / (x->completion - 1) : 0;
+    size_t fed = x->prompt.n - x->reused;
+    *prefill = x->started && fed ? x->prefill_s / (double)fed : 0;
+}
+
 const json_t *exchange_tool_calls(const Exchange *x) {
     const json_t *calls = x->kind == API_CHAT ? xtml_parser_tool_calls(x->reply.parser) : NULL;
     return json_array_size(calls) ? calls : NULL;

@@ -51,6 +51,16 @@ void exchange_free(Exchange *x);
  * message. s is used unless the reply comes from the memo (it may then be NULL). */
 int exchange_step(Exchange *x, const ExchangeEnv *env, Session *s, CancelFn cancel, void *ctx, ReplyDelta *d);
 
+/* The most tokens the exchange may still generate: what is left of its max_tokens budget
+ * (max_tokens, K3_SERVER_MAX_TOKENS) or of the context, whichever is smaller. A chat without a
+ * budget may run until the context is full, so that is what it counts. */
+int64_t exchange_tokens_left(const Exchange *x, const ExchangeEnv *env);
+
+/* Its pace so far: seconds per generated token (0 before two tokens, the first costing no
+ * forward of its own) and prefill seconds per prompt token fed (0 before the prefill, or when
+ * nothing was fed). */
+void exchange_pace(const Exchange *x, double *decode, double *prefill);
+
 /* The tool calls of a chat reply so far (OpenAI {"type", "function": {"name", "arguments"}}
  * objects, without ids), or NULL when there are none. Borrowed from the reply parser. */
 const json_t *exchange_tool_calls(const Exchange *x);

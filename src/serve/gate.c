@@ -1,9 +1,11 @@
 #include "serve/gate.h"
 
+#include <math.h>
 #include <time.h>
 
 struct GateWaiter {
     GateWaiter *next;
+    int64_t budget;
     int granted;
 };
 
@@ -13,6 +15,8 @@ void gate_init(Gate *g, int queue_max) {
     g->busy = g->waiting = 0;
     g->queue_max = queue_max;
     g->head = g->tail = NULL;
+    g->left = 0;
+    g->decode_pace = g->prefill_pace = 0;
 }
 
 void gate_destroy(Gate *g) {
@@ -29,10 +33,11 @@ static void unlink_waiter(Gate *g, GateWaiter *w) {
     g->waiting--;
 }
 
-int gate_acquire(Gate *g, int (*cancel)(void *ctx), void *ctx) {
+int gate_acquire(Gate *g, int64_t budget, int (*cancel)(void *ctx), void *ctx) {
     pthread_mutex_lock(&g->mu);
     if (!g->busy) {
         g->busy = 1;
+        g->left = budget;
         pthread_mutex_unlock(&g->mu);
         return GATE_OK;
     }
@@ -40,7 +45,7 @@ int gate_acquire(Gate *g, int (*cancel)(void *ctx), void *ctx) {
         pthread_mutex_unlock(&g->mu);
         return GATE_FULL;
     }
-    GateWaiter me = {NULL, 0};
+    GateWaiter me = {NULL, budget, 0};
     if (g->tail) g->tail->next = &me;
     else g->head = &me;
     g->tail = &me;
@@ -68,8 +73,29 @@ void gate_release(Gate *g) {
     if (w) { /* hand over: the gate stays busy */
         unlink_waiter(g, w);
         w->granted = 1;
+        g->left = w->budget;
         pthread_cond_broadcast(&g->cv);
-    } else
+    } else {
         g->busy = 0;
+        g->left = 0;
+    }
     pthread_mutex_unlock(&g->mu);
+}
+
+void gate_progress(Gate *g, int64_t left, double decode_pace, double prefill_pace) {
+    pthread_mutex_lock(&g->mu);
+    g->left = left > 0 ? left : 0;
+    if (decode_pace > 0) g->decode_pace = decode_pace;
+    if (prefill_pace > 0) g->prefill_pace = prefill_pace;
+    pthread_mutex_unlock(&g->mu);
+}
+
+int gate_retry_after(Gate *g) {
+    pthread_mutex_lock(&g->mu);
+    double tokens = g->busy ? (double)g->left : 0;
+    for (const GateWaiter *w = g->head; w; w = w->next) tokens += (double)w->budget;
+    double pace = g->decode_pace > 0 ? g->decode_pace : g->prefill_pace > 0 ? g->prefill_pace : 1.0;
+    pthread_mutex_unlock(&g->mu);
+    double s = ceil(tokens * pace);
+    return s < 1 ? 1 : s > GATE_RETRY_MAX_S ? GATE_RETRY_MAX_S : (int)s;
 }

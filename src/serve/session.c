@@ -94,12 +94,14 @@ static void settle(Session *s) {
     s->ready = 1, s->at = 0;
 }
 
-/* Feeds toks[0..n) in chunks, appending them to held. */
+/* Feeds toks[0..n) in chunks, appending them to held as each is done. The short chunk comes
+ * first, so a feed cancelled between chunks has not started on its last MODEL_MAX_CHUNK tokens
+ * (chat keeps what a cancelled prompt fed, up to its generation prompt, which is shorter). */
 static int feed(Session *s, const int32_t *toks, size_t n, CancelFn cancel, void *ctx) {
     settle(s);
     for (size_t at = 0; at < n;) {
         if (cancel && cancel(ctx)) return 1;
-        int T = n - at < MODEL_MAX_CHUNK ? (int)(n - at) : MODEL_MAX_CHUNK;
+        int T = (n - at) % MODEL_MAX_CHUNK ? (int)((n - at) % MODEL_MAX_CHUNK) : MODEL_MAX_CHUNK;
         int ids[MODEL_MAX_CHUNK];
         for (int i = 0; i < T; i++) ids[i] = toks[at + (size_t)i];
         if (model_forward(s->e->model, s->st, ids, T, s->rows, 0)) return -1;
@@ -119,8 +121,8 @@ int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel
     size_t common = reuse(s, prompt, n);
     if (reused) *reused = common;
     int rc = feed(s, prompt + common, n - common, cancel, ctx);
-    if (rc) session_reset(s);
-    else if (s->snap) { /* the State was just settled and fed: it holds exactly the prompt */
+    if (rc < 0) session_reset(s);
+    else if (rc == 0 && s->snap) { /* the State was just settled and fed: it holds exactly the prompt */
         state_copy(s->snap, s->st);
         copy_ids(&s->snap_held, &s->held);
     }

@@ -58,9 +58,11 @@ void session_keep_snapshots(Session *s);
 /* Starts a reply to prompt[0..n): continues from whichever of the held tokens and the snapshot
  * is the longer strict prefix of the prompt (restoring the snapshot when it wins), otherwise
  * resets, then feeds the rest and snapshots the end of the prompt. *reused (may be NULL) gets
- * the number of prompt tokens that were not fed again. Returns 0, 1 when cancelled (the session
- * is reset, the snapshot kept), or -1 with a message (the prompt does not fit the context, or
- * the forward failed; reset). */
+ * the number of prompt tokens that were not fed again. Returns 0, 1 when cancelled (between
+ * chunks: the State keeps what was fed and held is that prefix of the prompt; the short chunk
+ * goes first, so the fed chunks never reach into the prompt's last MODEL_MAX_CHUNK tokens;
+ * nothing is picked; the snapshot is kept), or -1 with a message (the prompt does not fit the
+ * context, or the forward failed; reset). */
 int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel, void *ctx, size_t *reused);
 
 /* The next greedy token. Returns 0 with *tok set, 1 when the context is full (nothing picked),

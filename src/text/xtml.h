@@ -69,6 +69,12 @@ int xtml_parser_feed(XtmlParser *p, int32_t id, XtmlDelta *d);
 /* Ends a reply cut short (no <|end_of_msg|>): releases held bytes as U+FFFD. */
 void xtml_parser_finish(XtmlParser *p, XtmlDelta *d);
 
+/* 1 while the reply is inside its think element: from the start when thinking is on, until a
+ * close of think (or of an element around it) takes effect at its <|sep|>; a header still being
+ * read changes nothing yet. 0 once <|end_of_msg|> ended the reply. What a reply cut short needs
+ * closed: the think element, or the response it has moved on to. */
+int xtml_parser_in_thinking(const XtmlParser *p);
+
 /* The tool calls completed so far, in order: a JSON array of OpenAI-style
  * {"type": "function", "function": {"name": ..., "arguments": "<JSON text>"}} (the caller adds
  * ids). Borrowed: valid until the parser is freed. */

@@ -81,6 +81,13 @@ void xtml_parser_free(XtmlParser *p) {
 
 const json_t *xtml_parser_tool_calls(const XtmlParser *p) { return p->calls; }
 
+int xtml_parser_in_thinking(const XtmlParser *p) {
+    if (p->done) return 0;
+    for (int i = 0; i < p->depth; i++)
+        if (p->stack[i].kind == EL_THINK) return 1;
+    return 0;
+}
+
 /* The value of attribute key in a header (` key="value"`, &quot; and &amp; undone), or NULL. */
 static char *header_attr(const char *h, const char *key) {
     size_t klen = strlen(key);

@@ -307,12 +307,17 @@ def check_tools(srv):
 
 
 def check_busy_and_disconnect(srv):
+    """429 while busy, with a Retry-After that estimates the running generation's remaining time
+    (its tokens left x its pace); a client that hangs up stops its generation."""
+    budget = 60000  # within the default context (65536)
     s = raw_socket(srv.port)
-    s.sendall(post_bytes(json.dumps({"model": MODEL_ID, "prompt": "a long one", "max_tokens": 5000,
+    s.sendall(post_bytes(json.dumps({"model": MODEL_ID, "prompt": "a long one", "max_tokens": budget,
                                      "stream": True}).encode()))
-    read_events(s, 2)
+    read_events(s, 300)  # enough tokens for a pace
     st, h, j, _ = srv.chat(max_tokens=2, messages=[{"role": "user", "content": "am I turned away?"}])
-    assert st == 429 and j["error"]["type"] == "rate_limit_error" and int(h["Retry-After"]) >= 1, (st, h, j)
+    assert st == 429 and j["error"]["type"] == "rate_limit_error", (st, h, j)
+    assert re.fullmatch(r"[1-9][0-9]*", h["Retry-After"]), h
+    retry = int(h["Retry-After"])
     s.close()  # hang up mid-stream
     # the generation stops: the model is free at once and the log says why it stopped
     deadline = time.time() + 5
@@ -322,8 +327,15 @@ def check_busy_and_disconnect(srv):
             break
         assert time.time() < deadline, srv.log()
         time.sleep(0.05)
-    m = re.search(r"completion=(\d+) finish=aborted", lines[-1])
-    assert m and int(m.group(1)) < 5000, lines
+    m = re.search(r"completion=(\d+) finish=aborted .* model=([0-9.]+)s", lines[-1])
+    assert m and int(m.group(1)) < budget, lines
+    # when the 429 was sent, between budget - done and budget tokens were left, at about the pace
+    # the log shows over the whole generation (noisy machine: a factor 2 either way)
+    done, pace = int(m.group(1)), float(m.group(2)) / int(m.group(1))
+    low, high = (budget - done) * pace / 2, budget * pace * 2 + 1
+    assert low > 1.5, ("too fast to tell 1 s apart from an estimate", done, pace)
+    assert low <= retry <= high, (retry, low, high, done, pace)
+    print("Retry-After %d s with %d of %d tokens done at %.2f ms/token" % (retry, done, budget, pace * 1e3))
     assert srv.chat(max_tokens=2)[0] == 200
     # a client that hangs up during a whole (non-streamed) answer stops it too
     s = raw_socket(srv.port)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deltafin chat in a real terminal (tmux): two turns where the second feeds only the new tokens
 # (the first turn's prompt and answer are not prefilled again: counts from --stats against
-# `deltafin tokenize`), and Ctrl-C stopping a long answer, back at the prompt with the state kept.
+# `deltafin tokenize`), Ctrl-C stopping a long answer, back at the prompt with the state kept, and
+# Ctrl-C while a long message is still being read: kept, and continued by the next turn.
 set -eu
 t="$DF_TEST_TMP/chat_tmux"
 mkdir -p "$t"
@@ -91,6 +92,55 @@ pl=$(field "$t/stats.2" 1 1) r=$(field "$t/stats.2" 2 3)
 tm send-keys -t chat "/exit" Enter
 for i in $(seq 50); do tm has-session -t chat 2>/dev/null || break; sleep 0.1; done
 ! tm has-session -t chat 2>/dev/null
+
+# --- Ctrl-C while the model is still reading a long message: the message stays in the
+# conversation and the State keeps what it read, so the next turn feeds only the rest (counts
+# from --stats), and its answer is exactly that of a fresh rendering of the history [long
+# message, next message] (`tokenize --chat`, then `run`). stdout goes to a file (plain text);
+# the keys, Ctrl-C included, still come through the terminal.
+long=$("$PYTHON" -c "import random; random.seed(7); w='river mountain stone water sky forest quiet light'.split(); print(' '.join(random.choice(w) for _ in range(600))[:3900])")
+markers=$(printf '%s' '<|open|><|close|><|sep|><|end_of_msg|>' | "$DF" tokenize --model "$m" --special)
+bos=$("$DF" inspect "$m" | sed -n 's/.*(bos \([0-9]*\),.*/\1/p')
+n_new=12 u2=""
+for q in "Thanks." "Go on." "Why?" "And then?"; do
+    "$PYTHON" -c 'import json, sys; json.dump([{"role": "user", "content": sys.argv[1]}, {"role": "user", "content": sys.argv[2]}], open(sys.argv[3], "w"))' \
+        "$long" "$q" "$t/hist.json"
+    hist=$("$DF" tokenize --model "$m" --chat "$t/hist.json")
+    ref=$("$DF" run --model "$m" --tokens "$hist" --max-new $n_new 2>/dev/null)
+    # no structural marker in the answer: the chat shows every non-special token's text as thinking
+    if ! printf '%s\n' $ref | grep -qxF "$(printf '%s\n' $markers)"; then u2="$q"; break; fi
+done
+[ -n "$u2" ] || { echo "no second message with a marker-free answer"; exit 1; }
+printf '%s\n' $ref | awk -v b="$bos" '$1 < b' | "$DF" detokenize --model "$m" >"$t/want.answer"
+tm kill-session -t chat 2>/dev/null || true
+tm new-session -d -s chat -x 160 -y 40 \
+    "exec env K3_THREADS=1 '$DF' chat --model '$m' --max-new $n_new --show-thinking --stats >'$t/out.3' 2>'$t/stats.3'"
+wait_for "$t/out.3" "^>" 30
+pid=$(tm display -p -t chat '#{pane_pid}')
+cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+c0=$(cpu)
+tm send-keys -t chat -l "$long"
+tm send-keys -t chat Enter
+for i in $(seq 300); do [ $(($(cpu) - c0)) -ge 20 ] && break; sleep 0.02; done # 0.2 s of CPU: reading
+tm send-keys -t chat C-c
+wait_for "$t/stats.3" "turn 1:"
+tm send-keys -t chat "$u2" Enter
+wait_for "$t/stats.3" "turn 2:"
+tm send-keys -t chat "/exit" Enter
+for i in $(seq 50); do tm has-session -t chat 2>/dev/null || break; sleep 0.1; done
+cat "$t/stats.3"
+p1=$(field "$t/stats.3" 1 1) f1=$(field "$t/stats.3" 1 2)
+p2=$(field "$t/stats.3" 2 1) f2=$(field "$t/stats.3" 2 2) r2=$(field "$t/stats.3" 2 3)
+grep -q "turn 1:.*stopped while reading the prompt" "$t/stats.3" && [ "$f1" -gt 0 ] && [ "$f1" -lt "$p1" ] ||
+    { echo "Ctrl-C did not land while the prompt was read (fed $f1 of $p1)"; exit 1; }
+[ "$p2" -eq "$(echo $hist | wc -w)" ] || { echo "turn 2's prompt has $p2 tokens, the history renders to $(echo $hist | wc -w)"; exit 1; }
+[ "$r2" -eq "$f1" ] && [ "$f2" -eq $((p2 - f1)) ] || { echo "turn 2 reused $r2 and fed $f2; expected $f1 and $((p2 - f1))"; exit 1; }
+"$PYTHON" - "$t/out.3" "$t/want.answer" <<'PY'
+import sys
+got, answer = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+want = b">  [stopped]\n> " + answer + b"\n> \n"
+assert got == want, (got, want)
+PY
 
 # --- the sanitizer build over a pipe: turns, /reset, a system message, shown thinking
 printf 'hello\nand again\n/reset\nfresh start\n' |

@@ -1,6 +1,6 @@
 /* The server's parts without HTTP: the request memo is an LRU of exact keys, the gate admits one
- * holder and serves its bounded queue first come first served, and request validation names
- * the offending field with OpenAI's error shape. */
+ * holder, serves its bounded queue first come first served and estimates when it will be free,
+ * and request validation names the offending field with OpenAI's error shape. */
 #include <jansson.h>
 #include <pthread.h>
 #include <string.h>
@@ -43,11 +43,12 @@ typedef struct {
     int id, rc;
     int *order, *n_order;
     pthread_mutex_t *mu;
+    int64_t budget;
 } Waiter;
 
 static void *wait_turn(void *arg) {
     Waiter *w = arg;
-    w->rc = gate_acquire(w->g, NULL, NULL);
+    w->rc = gate_acquire(w->g, w->budget, NULL, NULL);
     if (w->rc == GATE_OK) {
         pthread_mutex_lock(w->mu);
         w->order[(*w->n_order)++] = w->id;
@@ -62,19 +63,19 @@ static int cancel_now(void *ctx) { return *(int *)ctx; }
 static void gate_serves_its_queue_in_arrival_order(void) {
     Gate g;
     gate_init(&g, 3);
-    CHECK(gate_acquire(&g, NULL, NULL) == GATE_OK);
+    CHECK(gate_acquire(&g, 0, NULL, NULL) == GATE_OK);
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     int order[3], n = 0;
     Waiter w[3];
     pthread_t th[3];
     for (int i = 0; i < 3; i++) {
-        w[i] = (Waiter){&g, i, -1, order, &n, &mu};
+        w[i] = (Waiter){&g, i, -1, order, &n, &mu, 0};
         pthread_create(&th[i], NULL, wait_turn, &w[i]);
         for (int spin = 0; spin < 200 && g.waiting < i + 1; spin++) usleep(1000); /* queued in this order */
     }
     CHECK(g.waiting == 3);
     int yes = 1;
-    CHECK(gate_acquire(&g, cancel_now, &yes) == GATE_FULL); /* the queue is full */
+    CHECK(gate_acquire(&g, 0, cancel_now, &yes) == GATE_FULL); /* the queue is full */
     gate_release(&g);
     for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
     CHECK(n == 3 && order[0] == 0 && order[1] == 1 && order[2] == 2);
@@ -85,18 +86,53 @@ static void gate_serves_its_queue_in_arrival_order(void) {
 static void gate_without_queue_refuses_and_waiters_can_leave(void) {
     Gate g;
     gate_init(&g, 0);
-    CHECK(gate_acquire(&g, NULL, NULL) == GATE_OK);
-    CHECK(gate_acquire(&g, NULL, NULL) == GATE_FULL);
+    CHECK(gate_acquire(&g, 0, NULL, NULL) == GATE_OK);
+    CHECK(gate_acquire(&g, 0, NULL, NULL) == GATE_FULL);
     gate_release(&g);
-    CHECK(gate_acquire(&g, NULL, NULL) == GATE_OK);
+    CHECK(gate_acquire(&g, 0, NULL, NULL) == GATE_OK);
     gate_destroy(&g);
     gate_init(&g, 1);
-    CHECK(gate_acquire(&g, NULL, NULL) == GATE_OK);
+    CHECK(gate_acquire(&g, 0, NULL, NULL) == GATE_OK);
     int yes = 1;
-    CHECK(gate_acquire(&g, cancel_now, &yes) == GATE_CANCELLED); /* its client left while it waited */
+    CHECK(gate_acquire(&g, 0, cancel_now, &yes) == GATE_CANCELLED); /* its client left while it waited */
     CHECK(g.waiting == 0);
     gate_release(&g);
     CHECK(!g.busy);
+    gate_destroy(&g);
+}
+
+/* Retry-After: what the holder may still generate plus every waiter's budget, at the holder's
+ * decode pace, else the last one measured, else the prefill pace, else 1 s a token; rounded up
+ * into 1..3600. */
+static void gate_estimates_when_it_will_be_free(void) {
+    Gate g;
+    gate_init(&g, 2);
+    CHECK(gate_retry_after(&g) == 1); /* free */
+    CHECK(gate_acquire(&g, 500, NULL, NULL) == GATE_OK);
+    CHECK(gate_retry_after(&g) == 500); /* nothing measured yet */
+    gate_progress(&g, 500, 0, 0.01);
+    CHECK(gate_retry_after(&g) == 5); /* the prefill pace */
+    gate_progress(&g, 299, 0.25, 0);
+    CHECK(gate_retry_after(&g) == 75); /* 74.75 rounded up */
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    int order[2], n = 0;
+    Waiter w[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        w[i] = (Waiter){&g, i, -1, order, &n, &mu, i ? 20 : 101};
+        pthread_create(&th[i], NULL, wait_turn, &w[i]);
+        for (int spin = 0; spin < 200 && g.waiting < i + 1; spin++) usleep(1000);
+    }
+    CHECK(g.waiting == 2);
+    CHECK(gate_retry_after(&g) == 105); /* (299 + 101 + 20) x 0.25 */
+    gate_progress(&g, 1000000, 0, 0);   /* the pace measured is kept */
+    CHECK(gate_retry_after(&g) == GATE_RETRY_MAX_S);
+    gate_release(&g);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK(n == 2 && !g.busy && gate_retry_after(&g) == 1);
+    CHECK(gate_acquire(&g, 10, NULL, NULL) == GATE_OK);
+    CHECK(gate_retry_after(&g) == 3); /* a new generation starts at the last pace: 10 x 0.25 */
+    gate_release(&g);
     gate_destroy(&g);
 }
 
@@ -238,6 +274,7 @@ int main(void) {
     RUN(memo_is_an_lru_of_exact_keys);
     RUN(gate_serves_its_queue_in_arrival_order);
     RUN(gate_without_queue_refuses_and_waiters_can_leave);
+    RUN(gate_estimates_when_it_will_be_free);
     RUN(validation_names_the_field);
     RUN(stop_sequences_cut_across_pieces);
     RUN(errors_have_openai_shape);

@@ -2,8 +2,8 @@
  * prompt but not the reply given to it continues from the snapshot, and the State it reaches is
  * bit-identical to that of a session that was fed the same prompts without replying (same
  * chunks), with the same greedy tokens as a full prefill; the live tokens win when they are the
- * longer prefix; a cancelled prefill keeps the snapshot; the streaming memory plan counts the
- * second State. Runs on a tiny synthetic checkpoint written to a temporary directory. */
+ * longer prefix; a cancelled prefill keeps what it fed and the snapshot; the streaming memory
+ * plan counts the second State. Runs on a tiny synthetic checkpoint written to a temporary directory. */
 #define _XOPEN_SOURCE 700
 #include <ftw.h>
 #include <stdlib.h>
@@ -88,25 +88,32 @@ static void test_live_tokens_win_when_longer(void) {
 
 static int cancel_second(void *ctx) { return ++*(int *)ctx >= 2; }
 
-/* A long prompt cancelled after its first chunk resets the live State, not the snapshot; the
- * same prompt asked again reuses the snapshot and answers as a fresh session does. A prompt
- * equal to the snapshot's (nothing left to feed) is fed again whole. */
-static void test_cancel_keeps_the_snapshot(void) {
-    Session s, fresh;
-    open_session(&s, 1), open_session(&fresh, 0);
+/* A long prompt cancelled after its first chunk keeps what it fed: held is that prefix (the
+ * short chunk goes first) and the State is bit-identical to one fed just those tokens through
+ * the same chunks; the snapshot is kept. The same prompt asked again continues from the kept
+ * prefix and answers as a fresh session does. A prompt equal to the snapshot's (nothing left to
+ * feed) is fed again whole. */
+static void test_cancel_keeps_what_was_fed(void) {
+    Session s, fresh, ref;
+    open_session(&s, 1), open_session(&fresh, 0), open_session(&ref, 0);
     int32_t reply[N_REPLY], got[N_REPLY], want[N_REPLY];
     answer(&s, p1, N1, N_REPLY, reply);
     int32_t big[N1 + 100];
     memcpy(big, p1, sizeof p1);
     for (int i = 0; i < 100; i++) big[N1 + i] = 50 + i * 7 % 300;
     int calls = 0;
-    size_t reused = 0;
+    size_t reused = 0, first = 100 % MODEL_MAX_CHUNK;
     CHECK(session_prefill(&s, big, N1 + 100, cancel_second, &calls, &reused) == 1);
-    CHECK(reused == N1 && s.held.n == 0 && state_length(s.st) == 0);
-    CHECK(answer(&s, big, N1 + 100, N_REPLY, got) == N1);
+    CHECK(reused == N1 && s.held.n == N1 + first && !memcmp(s.held.v, big, s.held.n * sizeof *big));
+    CHECK(state_length(s.st) == (int)(N1 + first) && session_pending(&s) < 0);
+    CHECK(s.snap_held.n == N1 && !memcmp(s.snap_held.v, p1, sizeof p1));
+    answer(&ref, p1, N1, 0, NULL);
+    answer(&ref, big, N1 + first, 0, NULL);
+    CHECK(state_equal(s.st, ref.st));
+    CHECK(answer(&s, big, N1 + 100, N_REPLY, got) == N1 + first);
     CHECK(answer(&fresh, big, N1 + 100, N_REPLY, want) == 0 && memcmp(got, want, sizeof got) == 0);
     CHECK(answer(&s, big, N1 + 100, N_REPLY, got) == 0 && memcmp(got, want, sizeof got) == 0);
-    session_free(&s), session_free(&fresh);
+    session_free(&s), session_free(&fresh), session_free(&ref);
 }
 
 static void test_setting(void) {
@@ -151,7 +158,7 @@ int main(void) {
     memcpy(p2 + N1, p2_tail, sizeof p2_tail);
     RUN(test_resent_history_continues_from_the_snapshot);
     RUN(test_live_tokens_win_when_longer);
-    RUN(test_cancel_keeps_the_snapshot);
+    RUN(test_cancel_keeps_what_was_fed);
     RUN(test_setting);
     RUN(test_memory_plan_counts_the_snapshot);
     fixture_close(&eng, dir);

@@ -1,6 +1,7 @@
 /* Parsing the model's reply as it streams: reasoning and answer split at the think/response
  * boundary with every marker and header kept out of the text, characters split across tokens
- * held until complete, tool calls rebuilt into OpenAI's shape, and <|end_of_msg|> as the stop. */
+ * held until complete, tool calls rebuilt into OpenAI's shape, <|end_of_msg|> as the stop, and
+ * whether a reply cut short is still in its thinking. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,41 @@ static void rendered_tool_calls_parse_back(void) {
     xtml_parser_free(p);
 }
 
+static void feed_text(XtmlParser *p, const char *text) {
+    Reply r = feed_all(p, text, NULL, 0);
+    reply_free(&r);
+}
+
+/* Where a reply cut short stands: in its thinking from the start until the think element is
+ * closed (by its own close or an enclosing one, at the <|sep|>), never with thinking off or
+ * after <|end_of_msg|>. */
+static void in_thinking_follows_the_think_element(void) {
+    XtmlParser *p = xtml_parser_new(tok, 1);
+    CHECK(xtml_parser_in_thinking(p) == 1);
+    feed_text(p, "Hmm, <|open|>b<|sep|>bold<|close|>b<|sep|> so.");
+    CHECK(xtml_parser_in_thinking(p) == 1);
+    feed_text(p, "<|close|>think"); /* the header is not over yet */
+    CHECK(xtml_parser_in_thinking(p) == 1);
+    feed_text(p, "<|sep|>");
+    CHECK(xtml_parser_in_thinking(p) == 0); /* closed, no answer text yet */
+    feed_text(p, "<|open|>response<|sep|>Hi");
+    CHECK(xtml_parser_in_thinking(p) == 0);
+    xtml_parser_free(p);
+    p = xtml_parser_new(tok, 1);
+    feed_text(p, "x<|close|>message<|sep|>"); /* closing the message closes the think inside it */
+    CHECK(xtml_parser_in_thinking(p) == 0);
+    xtml_parser_free(p);
+    p = xtml_parser_new(tok, 1);
+    feed_text(p, "x<|end_of_msg|>");
+    CHECK(xtml_parser_in_thinking(p) == 0);
+    xtml_parser_free(p);
+    p = xtml_parser_new(tok, 0);
+    CHECK(xtml_parser_in_thinking(p) == 0);
+    feed_text(p, "<|open|>think<|sep|>"); /* an element named think opened later counts too */
+    CHECK(xtml_parser_in_thinking(p) == 1);
+    xtml_parser_free(p);
+}
+
 /* Random id sequences, markers included: the parser never fails on a valid id and only ever
  * returns whole UTF-8 characters. */
 static void random_replies_never_break_the_parser(void) {
@@ -142,6 +178,7 @@ int main(void) {
     RUN(a_character_split_across_tokens_is_held);
     RUN(tool_calls_become_openai_calls);
     RUN(rendered_tool_calls_parse_back);
+    RUN(in_thinking_follows_the_think_element);
     RUN(random_replies_never_break_the_parser);
     tok_free(tok);
     fixture_cleanup();
