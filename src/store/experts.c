@@ -236,8 +236,23 @@ static int experts_acquire(ExpertSource *src, int layer, const int *ids, int n, 
     return rc;
 }
 
+/* A fresh cache arena costs the kernel a page fault (and a zeroed page) for every 4 KiB that a
+ * first read lands on, inside the read: about 0.45 s per GB on a VM, paid by the first tokens.
+ * MADV_POPULATE_WRITE prepares the pages without touching their content, so this thread can run
+ * ahead of the reads, in the order the cache hands out free slots (slot 0 first). Where the
+ * kernel lacks it (before Linux 5.14) the reads fault as before. */
+static void *populate_arena(void *arg) {
+    ExpertStore *es = arg;
+    const size_t step = (size_t)32 << 20;
+    for (size_t off = 0; off < es->arena_bytes && !atomic_load(&es->populate_stop); off += step) {
+        size_t n = es->arena_bytes - off < step ? es->arena_bytes - off : step;
+        if (madvise(es->arena + off, n, MADV_POPULATE_WRITE) != 0) break;
+    }
+    return NULL;
+}
+
 int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPool *io, int n_slots,
-                 CachePolicy policy, int prefetch, int lookahead) {
+                 CachePolicy policy, int prefetch, int lookahead, int populate) {
     const K3Config *c = &cat->cfg;
     memset(es, 0, sizeof *es);
     if (n_slots < 1) return df_fail("expert store: no room for a single expert");
@@ -269,11 +284,14 @@ int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPo
     es->pinned = df_malloc(sizeof *es->pinned * (size_t)n_slots);
     es->predict = df_malloc(sizeof *es->predict * (size_t)c->n_layers * (size_t)c->top_k);
     memset(es->predict, 0xff, sizeof *es->predict * (size_t)c->n_layers * (size_t)c->top_k);
+    atomic_init(&es->populate_stop, 0);
+    es->populating = populate && pthread_create(&es->populator, NULL, populate_arena, es) == 0;
     return 0;
 }
 
 void experts_close(ExpertStore *es) {
     if (!es->slots) return;
+    if (es->populating) atomic_store(&es->populate_stop, 1), pthread_join(es->populator, NULL);
     if (es->arena) munmap(es->arena, es->arena_bytes);
     free(es->slots), free(es->pinned), free(es->predict);
     cidx_free(&es->ci);

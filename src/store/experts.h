@@ -15,6 +15,7 @@
 #define DF_EXPERTS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "model/model.h"
 #include "store/cache_index.h"
@@ -48,12 +49,16 @@ typedef struct {
     int prefetch;
     int routed[MODEL_MAX_CHUNK * 64], n_routed, routed_layer; /* the last route's distinct experts */
     ExpertCounters c;        /* under mu */
+    pthread_t populator;     /* prepares the arena's pages in the background (populate_arena) */
+    int populating;
+    atomic_int populate_stop;
 } ExpertStore;
 
 /* n_slots >= 1. prefetch: 0 disables background reads (K3_PREFETCH=0). lookahead: accept the
- * model's router-lookahead guesses (ExpertSource.predict; K3_LOOKAHEAD). */
+ * model's router-lookahead guesses (ExpertSource.predict; K3_LOOKAHEAD). populate: prepare the
+ * cache's pages on a background thread (K3_POPULATE). */
 int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPool *io, int n_slots,
-                 CachePolicy policy, int prefetch, int lookahead);
+                 CachePolicy policy, int prefetch, int lookahead, int populate);
 /* The I/O pool must be stopped first (no read may still target a slot). */
 void experts_close(ExpertStore *es);
 /* Buffer bytes of one slot. */

@@ -105,7 +105,9 @@ static int settings(StreamStore *s, int *direct) {
     const char *pol = getenv("K3_CACHE_POLICY");
     s->policy = POLICY_LFU; /* chosen on router traces: docs/PERFORMANCE.md, Streaming */
     if (pol && *pol && cache_policy_parse(pol, &s->policy)) return -1;
-    if (env_int("K3_PREFETCH", 0, 1, 1, &s->prefetch) || env_int("K3_LOOKAHEAD", 0, 1, 0, &s->lookahead)) return -1;
+    if (env_int("K3_PREFETCH", 0, 1, 1, &s->prefetch) || env_int("K3_LOOKAHEAD", 0, 1, 0, &s->lookahead) ||
+        env_int("K3_POPULATE", 0, 1, 1, &s->populate))
+        return -1;
     return env_int("K3_DIRECT", 0, 1, 1, direct) ? -1 : 0;
 }
 
@@ -121,7 +123,8 @@ int stream_open(StreamStore *s, const Catalog *cat, const StreamNeeds *needs) {
     s->spine.prefetch = s->prefetch;
     if (spine_start(&s->spine, &s->shards, s->io, s->plan.pinned, direct) ||
         (s->plan.slots > 0 &&
-         experts_open(&s->experts, cat, &s->shards, s->io, s->plan.slots, s->policy, s->prefetch, s->lookahead))) {
+         experts_open(&s->experts, cat, &s->shards, s->io, s->plan.slots, s->policy, s->prefetch, s->lookahead,
+                      s->populate))) {
         stream_close(s);
         return -1;
     }

@@ -38,6 +38,7 @@ typedef struct {
     CachePolicy policy;
     int prefetch;
     int lookahead;           /* K3_LOOKAHEAD: prefetch router lookahead's guesses */
+    int populate;            /* K3_POPULATE: prepare the expert cache's pages in the background */
 } StreamStore;
 
 typedef struct {
