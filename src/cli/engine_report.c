@@ -1,0 +1,74 @@
+/* engine_report.c - what an open engine tells the user: the start-up line with every resolved
+ * setting, the per-forward profile (K3_PROFILE) and the streaming store's totals (--stats). */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/engine.h"
+#include "cli/spec.h"
+#include "kernels/device.h"
+#include "kernels/kernels.h"
+
+void engine_print_settings(const Engine *e, FILE *f) {
+    Spec spec; /* K3_SPEC as the generation loop will read it */
+    const K3Config *c = &e->cat.cfg;
+    uint64_t total = (uint64_t)(c->n_layers - c->first_dense) * (uint64_t)c->n_experts, local = total;
+    if (e->inst) installer_expert_counts(e->inst, &local, &total);
+    char topk[64] = "";
+    if (c->top_k != e->top_k_full)
+        snprintf(topk, sizeof topk, " | experts top-%d of %d (lossy)", c->top_k, e->top_k_full);
+    char device[224];
+    MatDevice *dev = device_current();
+    if (dev) snprintf(device, sizeof device, "%s", dev->desc);
+    else snprintf(device, sizeof device, "cpu (%s kernels)%s", kern_isa(), e->device_note);
+    fprintf(f, "deltafin: model %s (%d layers, %d experts, top-%d) | device %s | threads %d | "
+               "spine %s | experts local %llu/%llu (%s)%s | context %d (MLA cache %s) | A_log %s | speculation %s | "
+               "fp32 greedy\n",
+            e->cat.dir, c->n_layers, c->n_experts, e->top_k_full, device, e->threads,
+            e->spine_int8 ? "int8 (lossy)" : "bf16 (exact)",
+            (unsigned long long)local,
+            (unsigned long long)total, e->streaming ? "streamed" : "mapped", topk, e->max_context,
+            e->mla_cache == MLA_CACHE_LATENT ? "latent" : "expanded",
+            e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)",
+            spec_init(&spec) == 0 && spec.on ? "n-gram (lossless)" : "off");
+    if (e->streaming) stream_print_plan(&e->stream, f);
+    if (e->inst) {
+        char reminder[1024];
+        installer_reminder(e->inst, reminder, sizeof reminder);
+        if (reminder[0]) fprintf(f, "%s\n", reminder);
+    }
+}
+
+static StreamCounters io_counters(const Engine *e) {
+    StreamCounters z = {0};
+    return e->streaming ? stream_counters((StreamStore *)&e->stream) : z; /* counters are read under the stores' locks */
+}
+
+void engine_profile_step(Engine *e, FILE *f) {
+    if (!e->profile) return;
+    const ModelStats *s = model_stats(e->model), *p = &e->prof_stats;
+    StreamCounters io = io_counters(e), *q = &e->prof_io;
+    double now = engine_now(), dt = now - e->prof_t;
+    double spine_w = s->spine_wait_s - p->spine_wait_s, exp_w = s->expert_wait_s - p->expert_wait_s;
+    uint64_t sb = io.spine_bytes - q->spine_bytes, eb = io.expert_bytes - q->expert_bytes;
+    uint64_t hits = io.experts.hits - q->experts.hits, miss = io.experts.misses - q->experts.misses;
+    uint64_t pf = io.experts.prefetch_hits - q->experts.prefetch_hits;
+    fprintf(f, "profile: pos %llu +%llu: %.3f s | read spine %.1f MB, experts %.1f MB, %.2f GB/s | cache hits %llu/%llu "
+               "(%.0f%%, %llu prefetched) | wait spine %.3f s, experts %.3f s | compute %.3f s\n",
+            (unsigned long long)p->positions, (unsigned long long)(s->positions - p->positions), dt, sb / 1e6, eb / 1e6,
+            dt > 0 ? (sb + eb) / dt / 1e9 : 0, (unsigned long long)hits, (unsigned long long)(hits + miss),
+            hits + miss ? 100.0 * hits / (hits + miss) : 0, (unsigned long long)pf, spine_w, exp_w, dt - spine_w - exp_w);
+    e->prof_stats = *s, e->prof_io = io, e->prof_t = now;
+}
+
+void engine_print_store_stats(const Engine *e, FILE *f) {
+    if (!e->streaming) return;
+    StreamCounters io = io_counters(e);
+    const ModelStats *s = model_stats(((Engine *)e)->model);
+    uint64_t need = io.experts.hits + io.experts.misses, pos = s->positions ? s->positions : 1;
+    fprintf(f, "stats: read spine %.3f GB, experts %.3f GB (%.1f MB per position) | expert cache hits %llu/%llu (%.1f%%), "
+               "prefetch %llu started, %llu used | spine wait %.3f s\n",
+            io.spine_bytes / 1e9, io.expert_bytes / 1e9, (io.spine_bytes + io.expert_bytes) / 1e6 / (double)pos,
+            (unsigned long long)io.experts.hits, (unsigned long long)need, need ? 100.0 * io.experts.hits / need : 0,
+            (unsigned long long)io.experts.prefetches, (unsigned long long)io.experts.prefetch_hits, s->spine_wait_s);
+}
