@@ -48,9 +48,9 @@ int engine_open(Engine *e, const char *dir);
  * server's prompt snapshot): the streaming memory plan counts them. engine_open passes 0. */
 int engine_open_states(Engine *e, const char *dir, int extra_states);
 void engine_close(Engine *e);
-/* The one start-up line with every resolved setting (and the streaming plan when streaming). */
 /* Monotonic seconds (for the profile). */
 double engine_now(void);
+/* The one start-up line with every resolved setting (and the streaming plan when streaming). */
 void engine_print_settings(const Engine *e, FILE *f);
 /* K3_PROFILE: after each forward, what it read and where its time went. No-op when off. */
 void engine_profile_step(Engine *e, FILE *f);
