@@ -129,6 +129,9 @@ static int open_store(Engine *e) {
     return 0;
 }
 
+/* ExpertStore.refill: the device drops its copies of a slot about to be overwritten. */
+static void slot_refilled(void *dev, int slot) { ((MatDevice *)dev)->slot_refilled((MatDevice *)dev, slot); }
+
 /* Bytes of the spine's matrices as the device will hold them (BF16 or int8). */
 static size_t spine_matrix_bytes(const Engine *e) {
     if (e->streaming) return (size_t)(e->stream.plan.spine_bytes + e->stream.plan.globals);
@@ -166,8 +169,11 @@ static int open_device(Engine *e) {
     MatDevice *dev = device_current();
     dev->spine_bytes = spine_matrix_bytes(e);
     if (!e->streaming) dev->stable_experts = 1; /* expert spans are the mapped shards' own pages */
-    else if (e->stream.experts.arena) /* page-locking touches the whole cache now: start-up time for copy speed */
-        dev->host_memory(dev, e->stream.experts.arena, e->stream.experts.arena_bytes);
+    else if (e->stream.experts.arena) { /* page-locking touches the whole cache now: start-up time for copy speed */
+        ExpertStore *es = &e->stream.experts;
+        dev->expert_cache(dev, es->arena, es->slot_bytes, (int)(es->arena_bytes / es->slot_bytes));
+        es->refill = slot_refilled, es->refill_ctx = dev;
+    }
     return 0;
 }
 

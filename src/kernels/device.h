@@ -8,10 +8,11 @@
  *
  * A device may keep copies of weights in its own memory, keyed by where their bytes live on the
  * host: the caller promises that a matrix's host bytes do not change while the device is open
- * unless the matrix's format is MXFP4 (routed experts, whose cache slots are refilled and are
- * therefore copied at every use), and may widen the promise to MXFP4 too (stable_experts: the
- * mapped store, whose expert spans are the shards' own pages). The engine enforces this by
- * refusing a streamed spine. */
+ * unless the matrix's format is MXFP4 (routed experts), and may widen the promise to MXFP4 too
+ * (stable_experts: the mapped store, whose expert spans are the shards' own pages). The streaming
+ * store's expert cache is described by expert_cache, and every refill of one of its slots is
+ * announced by slot_refilled before the slot's bytes change, so copies of the experts in it may
+ * stay too. The engine keeps the spine's side of the promise by refusing a streamed spine. */
 #ifndef DF_DEVICE_H
 #define DF_DEVICE_H
 
@@ -28,9 +29,11 @@ struct MatDevice {
     /* Bytes of weights it holds resident, and bytes it copied for single uses, so far. */
     void (*counters)(MatDevice *d, size_t *resident, size_t *streamed);
     void (*close)(MatDevice *d);
-    /* Host memory that products will read again and again (the streaming store's expert cache):
-     * the device may lock it for fast copies. Best effort: failure only costs speed. */
-    void (*host_memory)(MatDevice *d, void *p, size_t bytes);
+    /* The streaming store's expert cache: n_slots slots of slot_bytes from arena. The device may
+     * lock the memory for fast copies (best effort: failure only costs speed) and keep copies of
+     * the experts in it until slot_refilled(slot) says that slot is about to be overwritten. */
+    void (*expert_cache)(MatDevice *d, void *arena, size_t slot_bytes, int n_slots);
+    void (*slot_refilled)(MatDevice *d, int slot);
     int stable_experts;   /* MXFP4 host bytes never change either: they may stay resident too */
     size_t spine_bytes;   /* device memory to leave for the spine when experts stay resident */
 };

@@ -52,6 +52,7 @@ static void read_slot(IoJob *job) {
 
 static void start_read(ExpertStore *es, int i, int layer, int expert, int urgent) {
     ExpertSlot *s = &es->slots[i];
+    if (es->refill) es->refill(es->refill_ctx, i);
     cidx_assign(&es->ci, i, layer * es->cat->cfg.n_experts + expert);
     s->layer = layer, s->expert = expert;
     s->state = SLOT_LOADING;

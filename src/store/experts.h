@@ -49,6 +49,8 @@ typedef struct {
     int prefetch;
     int routed[MODEL_MAX_CHUNK * 64], n_routed, routed_layer; /* the last route's distinct experts */
     ExpertCounters c;        /* under mu */
+    void (*refill)(void *ctx, int slot); /* told (under mu) before a slot is overwritten, or NULL */
+    void *refill_ctx;
     pthread_t populator;     /* prepares the arena's pages in the background (populate_arena) */
     int populating;
     atomic_int populate_stop;

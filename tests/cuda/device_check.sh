@@ -35,6 +35,13 @@ same "small int8 spine" "$dir/small8"
 same "small bf16, expanded MLA cache" "$dir/small" K3_MLA_CACHE=expanded
 same "big (896 MXFP4 experts, top-16)" "$dir/big"
 same "big, streamed experts, pinned spine" "$dir/big" K3_STORE=stream K3_RAM_GB=2
+# a 132-slot cache: slots are refilled all the time, and the GPU's copies of them must follow
+same "big, small streamed cache (slots refilled)" "$dir/big" K3_STORE=stream K3_RAM_GB=0.3
+for dev in cpu cuda; do
+    K3_DEV=$dev K3_STORE=stream K3_RAM_GB=0.3 "$df" run --model "$dir/big" --tokens "$toks" --max-new 48 \
+        >"$dir/refill.$dev" 2>/dev/null
+done
+cmp -s "$dir/refill.cpu" "$dir/refill.cuda" && pass "small streamed cache: same 48 tokens" || bad "small cache: tokens differ"
 # greedy generation through the server's code path: same tokens
 K3_DEV=cpu "$df" run --model "$dir/small" --tokens "1 2 3" --max-new 32 >"$dir/cpu.tok" 2>/dev/null
 K3_DEV=cuda "$df" run --model "$dir/small" --tokens "1 2 3" --max-new 32 >"$dir/gpu.tok" 2>"$dir/gpu.err"

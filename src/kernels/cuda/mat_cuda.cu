@@ -11,9 +11,10 @@
  *
  * Weights: BF16, F32 and I8ROW matrices (the spine), and MXFP4 experts too when their host bytes
  * are stable (mapped store), are copied to device memory at first use and stay there, keyed by
- * their host address (device.h says why that is safe), while the memory budget lasts; past it,
- * and for the streaming store's refilled expert slots, the bytes are copied for the one product
- * (from page-locked memory when the store's cache was registered: host_memory). Activations go up and results come back on every call, on one
+ * their host address (device.h says why that is safe), while the memory budget lasts; experts in
+ * the streaming store's cache slots stay until the store refills the slot (slot_refilled), and
+ * the cache is page-locked for fast copies. Past the budget the bytes are copied for the one
+ * product, and where even that does not fit, the product runs on the CPU. Activations go up and results come back on every call, on one
  * stream, under a mutex (mat_mul may be called from any thread). */
 #include "kernels/cuda/mat_cuda.h"
 
@@ -30,7 +31,7 @@ namespace {
 
 constexpr int LANES = 16, ROWS_PER_BLOCK = 8, THREADS = LANES * ROWS_PER_BLOCK, UNROLL = 8;
 constexpr size_t RESERVE = 2ull << 30; /* device memory left for scratch and the runtime */
-constexpr int MAX_LOCKED = 8;
+constexpr int SLOT_COPIES = 4; /* matrices of one expert slot (an expert has three) */
 
 __constant__ float c_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
@@ -144,8 +145,13 @@ struct CudaDevice {
     size_t x_cap, y_cap;
     uint8_t *stage;           /* weights of a single use */
     size_t stage_cap;
-    void *locked[MAX_LOCKED]; /* host ranges registered by host_memory */
-    int n_locked;
+    /* the streaming store's expert cache (expert_cache): copies of the experts in its slots,
+     * dropped when a slot is refilled (slot_refilled) */
+    const uint8_t *arena;
+    size_t slot_bytes;
+    int n_slots;
+    bool arena_locked;
+    Resident *slot_copies;    /* [n_slots][SLOT_COPIES] */
 };
 
 void check(cudaError_t e, const char *what) {
@@ -210,31 +216,65 @@ bool may_keep(const CudaDevice *d, const Mat *W, size_t bytes) {
     return d->resident + bytes + spine_left <= d->budget;
 }
 
-/* Where W's bytes are on the device: resident (copied now if new and it may stay), or staged.
- * NULL when the device cannot hold it at all. */
-const uint8_t *device_weights(CudaDevice *d, const Mat *W, size_t data, size_t aux) {
-    const size_t bytes = (data + 15) / 16 * 16 + aux;
-    if (W->fmt != WF_MXFP4 || d->base.stable_experts) {
-        if (2 * (d->used + 1) > d->cap) grow_table(d);
-        Resident *slot = lookup(d, W->data);
-        if (slot->host && same_matrix(slot, W)) return (const uint8_t *)slot->dev;
-        if (slot->host) { /* another matrix now at this address: drop the old copy */
-            cudaFree(slot->dev);
-            d->resident -= slot->bytes, d->experts_resident -= slot->expert ? slot->bytes : 0;
-            slot->host = nullptr, d->used--;
-        }
-        if (may_keep(d, W, bytes) && cudaMalloc(&slot->dev, bytes) == cudaSuccess) {
-            upload(d, (uint8_t *)slot->dev, W, data, aux);
-            *slot = Resident{W->data, W->aux, (int)W->fmt, W->rows, W->cols, W->fmt == WF_MXFP4, slot->dev, bytes};
-            d->used++, d->resident += bytes, d->experts_resident += slot->expert ? bytes : 0;
-            return (const uint8_t *)slot->dev;
-        }
-        cudaGetLastError(); /* a refused allocation: stage it instead */
+/* Copies W into a new device allocation that stays, if it may (r filled); false otherwise. */
+bool keep_copy(CudaDevice *d, Resident *r, const Mat *W, size_t data, size_t aux, size_t bytes) {
+    void *dev = nullptr;
+    if (!may_keep(d, W, bytes) || cudaMalloc(&dev, bytes) != cudaSuccess) {
+        cudaGetLastError(); /* a refused allocation: the caller stages it instead */
+        return false;
     }
+    upload(d, (uint8_t *)dev, W, data, aux);
+    *r = Resident{W->data, W->aux, (int)W->fmt, W->rows, W->cols, W->fmt == WF_MXFP4, dev, bytes};
+    d->resident += bytes, d->experts_resident += r->expert ? bytes : 0;
+    return true;
+}
+
+void drop_copy(CudaDevice *d, Resident *r) {
+    cudaFree(r->dev);
+    d->resident -= r->bytes, d->experts_resident -= r->expert ? r->bytes : 0;
+    *r = Resident{};
+}
+
+/* W copied for this product only. NULL when the device has no room even for that. */
+const uint8_t *stage(CudaDevice *d, const Mat *W, size_t data, size_t aux, size_t bytes) {
     if (!reserve((void **)&d->stage, &d->stage_cap, bytes)) return nullptr;
     upload(d, d->stage, W, data, aux);
     d->streamed += bytes;
     return d->stage;
+}
+
+/* An expert in a slot of the streaming store's cache: its copy stays until the slot is refilled. */
+const uint8_t *slot_weights(CudaDevice *d, const Mat *W, size_t data, size_t aux, size_t bytes) {
+    const size_t slot = (size_t)((const uint8_t *)W->data - d->arena) / d->slot_bytes;
+    Resident *c = &d->slot_copies[slot * SLOT_COPIES];
+    for (int k = 0; k < SLOT_COPIES; k++)
+        if (c[k].host == W->data && same_matrix(&c[k], W)) return (const uint8_t *)c[k].dev;
+    for (int k = 0; k < SLOT_COPIES; k++)
+        if (!c[k].host) return keep_copy(d, &c[k], W, data, aux, bytes) ? (const uint8_t *)c[k].dev : stage(d, W, data, aux, bytes);
+    return stage(d, W, data, aux, bytes);
+}
+
+bool in_arena(const CudaDevice *d, const void *p) {
+    const uint8_t *q = (const uint8_t *)p;
+    return d->arena && q >= d->arena && q < d->arena + (size_t)d->n_slots * d->slot_bytes;
+}
+
+/* Where W's bytes are on the device: resident (copied now if new and it may stay), or staged.
+ * NULL when the device cannot hold it at all. */
+const uint8_t *device_weights(CudaDevice *d, const Mat *W, size_t data, size_t aux) {
+    const size_t bytes = (data + 15) / 16 * 16 + aux;
+    if (W->fmt == WF_MXFP4 && in_arena(d, W->data)) return slot_weights(d, W, data, aux, bytes);
+    if (W->fmt != WF_MXFP4 || d->base.stable_experts) {
+        if (2 * (d->used + 1) > d->cap) grow_table(d);
+        Resident *slot = lookup(d, W->data);
+        if (slot->host && same_matrix(slot, W)) return (const uint8_t *)slot->dev;
+        if (slot->host) drop_copy(d, slot), d->used--; /* another matrix now at this address */
+        if (keep_copy(d, slot, W, data, aux, bytes)) {
+            d->used++;
+            return (const uint8_t *)slot->dev;
+        }
+    }
+    return stage(d, W, data, aux, bytes);
 }
 
 void cuda_mul(MatDevice *base, Pool *pool, float *Y, const Mat *W, const float *X, int T) {
@@ -267,18 +307,31 @@ void cuda_counters(MatDevice *base, size_t *resident, size_t *streamed) {
     pthread_mutex_unlock(&d->mu);
 }
 
-void cuda_host_memory(MatDevice *base, void *p, size_t bytes) {
+void cuda_expert_cache(MatDevice *base, void *arena, size_t slot_bytes, int n_slots) {
     CudaDevice *d = (CudaDevice *)base;
     pthread_mutex_lock(&d->mu);
-    if (d->n_locked < MAX_LOCKED && cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess)
-        d->locked[d->n_locked++] = p;
-    cudaGetLastError(); /* a refusal only costs speed */
+    d->arena = (const uint8_t *)arena, d->slot_bytes = slot_bytes, d->n_slots = n_slots;
+    d->slot_copies = (Resident *)df_calloc((size_t)n_slots * SLOT_COPIES, sizeof *d->slot_copies);
+    d->arena_locked = cudaHostRegister(arena, slot_bytes * (size_t)n_slots, cudaHostRegisterDefault) == cudaSuccess;
+    cudaGetLastError(); /* a refusal only costs copy speed */
+    pthread_mutex_unlock(&d->mu);
+}
+
+void cuda_slot_refilled(MatDevice *base, int slot) {
+    CudaDevice *d = (CudaDevice *)base;
+    pthread_mutex_lock(&d->mu);
+    Resident *c = &d->slot_copies[(size_t)slot * SLOT_COPIES];
+    for (int k = 0; k < SLOT_COPIES; k++)
+        if (c[k].host) drop_copy(d, &c[k]);
     pthread_mutex_unlock(&d->mu);
 }
 
 void cuda_close(MatDevice *base) {
     CudaDevice *d = (CudaDevice *)base;
-    for (int i = 0; i < d->n_locked; i++) cudaHostUnregister(d->locked[i]);
+    if (d->arena_locked) cudaHostUnregister((void *)d->arena);
+    for (size_t i = 0; i < (size_t)d->n_slots * SLOT_COPIES; i++)
+        if (d->slot_copies[i].host) cudaFree(d->slot_copies[i].dev);
+    free(d->slot_copies);
     for (size_t i = 0; i < d->cap; i++)
         if (d->table[i].host) cudaFree(d->table[i].dev);
     cudaFree(d->x), cudaFree(d->y), cudaFree(d->stage);
@@ -324,7 +377,8 @@ extern "C" int cuda_device_open(MatDevice **out) {
     d->base.mul = cuda_mul;
     d->base.counters = cuda_counters;
     d->base.close = cuda_close;
-    d->base.host_memory = cuda_host_memory;
+    d->base.expert_cache = cuda_expert_cache;
+    d->base.slot_refilled = cuda_slot_refilled;
     grow_table(d);
     *out = &d->base;
     return 0;
