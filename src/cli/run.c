@@ -70,6 +70,7 @@ static void finish_output(Printer *p) {
         put(stdout, rest, len);
     }
     printf("\n");
+    fflush(stdout); /* before the statistics on stderr */
 }
 
 /* The prompt's ids, from whichever of --tokens / --prompt / --chat was given. */
