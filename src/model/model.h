@@ -79,6 +79,10 @@ void state_reset(State *s);
 int state_length(const State *s);
 /* Copies src into dst (same model): for snapshots and rollback. */
 void state_copy(State *dst, const State *src);
+/* The same when dst already holds src's first `same` positions (both were fed the same first
+ * `same` tokens: an MLA row depends only on the tokens up to its position), which are then not
+ * copied again: a snapshot of a growing conversation copies only its new rows. */
+void state_copy_from(State *dst, const State *src, int same);
 /* 1 when two States of the same model hold bit-identical state (length, KDA conv windows and
  * recurrent matrices, MLA caches), else 0. */
 int state_equal(const State *a, const State *b);

@@ -71,23 +71,33 @@ int state_reserve(State *s, int need) {
     return 0;
 }
 
-void state_copy(State *dst, const State *src) {
+/* Copies rows [from, n) of an MLA cache array of `per` floats per row. */
+static void copy_rows(float *dst, const float *src, size_t per, int from, int n) {
+    if (n > from) memcpy(dst + per * (size_t)from, src + per * (size_t)from, per * (size_t)(n - from) * sizeof(float));
+}
+
+void state_copy_from(State *dst, const State *src, int same) {
     const K3Config *c = &src->model->cfg;
     if (state_reserve(dst, src->len)) df_die("%s", df_errmsg()); /* same model: cannot exceed its limit */
+    if (same > dst->len) same = dst->len;
+    if (same > src->len) same = src->len;
+    if (same < 0) same = 0;
     for (int l = 0; l < c->n_layers; l++) {
         LayerState *d = &dst->layers[l];
         const LayerState *s = &src->layers[l];
         if (s->conv) memcpy(d->conv, s->conv, conv_floats(c) * sizeof(float));
         if (s->S) memcpy(d->S, s->S, recurrent_floats(c) * sizeof(float));
-        if (s->keys && src->len) {
-            memcpy(d->keys, s->keys, key_floats(c) * (size_t)src->len * sizeof(float));
-            memcpy(d->values, s->values, value_floats(c) * (size_t)src->len * sizeof(float));
+        if (s->keys) {
+            copy_rows(d->keys, s->keys, key_floats(c), same, src->len);
+            copy_rows(d->values, s->values, value_floats(c), same, src->len);
         }
-        if (s->latent && src->len) memcpy(d->latent, s->latent, latent_floats(c) * (size_t)src->len * sizeof(float));
+        if (s->latent) copy_rows(d->latent, s->latent, latent_floats(c), same, src->len);
     }
     dst->len = src->len;
     dst->verify_rows = 0;
 }
+
+void state_copy(State *dst, const State *src) { state_copy_from(dst, src, 0); }
 
 static int floats_equal(const float *x, const float *y, size_t n) { return n == 0 || !memcmp(x, y, n * sizeof *x); }
 

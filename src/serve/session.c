@@ -66,6 +66,13 @@ static void copy_ids(TokIds *dst, const TokIds *src) {
     dst->n = src->n;
 }
 
+/* Tokens two States were both fed first: their MLA rows there are the same. */
+static size_t shared_prefix(const TokIds *a, const TokIds *b) {
+    size_t n = a->n < b->n ? a->n : b->n, i = 0;
+    while (i < n && a->v[i] == b->v[i]) i++;
+    return i;
+}
+
 /* How many of the prompt's tokens `have` already covers: all of them when they are a strict
  * prefix of the prompt (at least one token is left to feed, for logits), otherwise none. */
 static size_t covered(const TokIds *have, const int32_t *prompt, size_t n) {
@@ -80,8 +87,9 @@ static size_t reuse(Session *s, const int32_t *prompt, size_t n) {
         if (!live) session_reset(s);
         return live;
     }
+    size_t same = shared_prefix(&s->held, &s->snap_held); /* before forget() empties held */
     forget(s);
-    state_copy(s->st, s->snap);
+    state_copy_from(s->st, s->snap, (int)same);
     copy_ids(&s->held, &s->snap_held);
     return snap;
 }
@@ -123,7 +131,7 @@ int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel
     int rc = feed(s, prompt + common, n - common, cancel, ctx);
     if (rc < 0) session_reset(s);
     else if (rc == 0 && s->snap) { /* the State was just settled and fed: it holds exactly the prompt */
-        state_copy(s->snap, s->st);
+        state_copy_from(s->snap, s->st, (int)shared_prefix(&s->snap_held, &s->held));
         copy_ids(&s->snap_held, &s->held);
     }
     s->prefill_s += now_s() - t0;
