@@ -12,20 +12,10 @@
 
 #include "kernels/device.h"
 #include "kernels/mat.h"
+#include "bench_util.h"
 #include "util/err.h"
 #include "util/pool.h"
 #include "util/rng.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Random bytes for weights: BF16 words with a small exponent, int8 codes, E2M1 nibbles, scales. */
 static void fill(uint8_t *p, size_t n, WeightFormat fmt, int aux, Rng *r) {
@@ -59,11 +49,11 @@ static void time_shape(Pool *pool, const char *name, WeightFormat fmt, int rows,
     double *t = df_malloc(sizeof(double) * (size_t)reps);
     mat_mul(pool, Y, &W, X, T); /* warm-up: a resident weight is copied here */
     for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         mat_mul(pool, Y, &W, X, T);
-        t[i] = now_s() - t0;
+        t[i] = bench_now() - t0;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     double med = t[reps / 2];
     printf("%-34s T=%-2d %8.1f us  %8.1f GB/s of weights\n", name, T, med * 1e6, mat_bytes(&W) / med / 1e9);
     kept[n_kept++] = W;

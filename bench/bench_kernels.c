@@ -16,6 +16,7 @@
 
 #include "format/numfmt.h"
 #include "kernels/kernels_impl.h"
+#include "bench_util.h"
 #include "util/err.h"
 #include "util/pool.h"
 #include "util/rng.h"
@@ -30,19 +31,8 @@ typedef struct {
     int runs;
 } Bench;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -83,9 +73,9 @@ static void sum_task(void *ctx, int task) {
 
 /* Seconds for one streaming pass over the whole buffer. */
 static double read_pass(const Bench *b, Pool *pool) {
-    double t0 = now();
+    double t0 = bench_now();
     pool_run(pool, (int)(b->bytes / SLICE), sum_task, (void *)b);
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 /* ---- the kernels over every matrix in the buffer ---- */
@@ -126,7 +116,7 @@ static void fill_weights(Bench *b, const Shape *s) {
 /* Seconds for one pass of the kernel over every matrix in the buffer. */
 static double kernel_pass(const Bench *b, const Shape *s, Pool *pool, const float *X, float *Y, int T) {
     size_t per = mat_bytes(s), n_mat = b->bytes / per, n = (size_t)s->rows * (size_t)s->cols;
-    double t0 = now();
+    double t0 = bench_now();
     for (size_t m = 0; m < n_mat; m++) {
         const uint8_t *base = b->buf + m * per;
         if (s->mxfp4)
@@ -134,7 +124,7 @@ static double kernel_pass(const Bench *b, const Shape *s, Pool *pool, const floa
         else
             kern_matmul_bf16(pool, Y, (const uint16_t *)base, X, T, s->rows, s->cols);
     }
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 /* Medians over runs of: read bandwidth, kernel weight bandwidth, and their ratio. Each run times a

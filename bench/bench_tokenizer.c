@@ -16,6 +16,7 @@
 #include "text/synth_corpus.h"
 #include "text/tokenizer.h"
 #include "text/vocab_synth.h"
+#include "bench_util.h"
 #include "util/err.h"
 
 static double now(void) {
@@ -44,11 +45,6 @@ static char *repeat_docs(int first, int last, size_t bytes, size_t *len) {
     return s;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void throughput(const Tokenizer *t, const char *name, const char *text, size_t len) {
     double mbs[5];
     size_t tokens = 0;
@@ -61,7 +57,7 @@ static void throughput(const Tokenizer *t, const char *name, const char *text, s
         tokens = ids.n;
         tokids_free(&ids);
     }
-    qsort(mbs, 5, sizeof *mbs, cmp_double);
+    qsort(mbs, 5, sizeof *mbs, bench_cmp_double);
     printf("%-12s %8.1f MB %10zu tokens %6.2f bytes/token  %6.1f MB/s (min %.1f, max %.1f)\n", name, (double)len / 1e6,
            tokens, (double)len / (double)tokens, mbs[2], mbs[0], mbs[4]);
 }

@@ -18,32 +18,22 @@
 #include <time.h>
 
 #include "cli/engine.h"
+#include "bench_util.h"
 #include "util/err.h"
 #include "util/rng.h"
 
 #define MAX_ROUNDS 1000
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* One pass of n rows after tok; returns the next greedy token (row 0's) or -1. */
 static int pass(Engine *e, State *st, int tok, int n, Rng *r, float *rows, double *seconds) {
     const int V = e->cat.cfg.vocab;
     int in[MODEL_MAX_VERIFY] = {tok};
     for (int i = 1; i < n; i++) in[i] = (int)(rng_next(r) % (uint64_t)V);
-    double t0 = now_s();
+    double t0 = bench_now();
     int rc = n == 1 ? model_forward(e->model, st, in, 1, rows, 1) : model_forward_verify(e->model, st, in, n, rows);
     if (rc) return -1;
     state_commit(st, 1);
-    *seconds = now_s() - t0;
+    *seconds = bench_now() - t0;
     return model_argmax(e->model, rows);
 }
 
@@ -83,7 +73,7 @@ int main(int argc, char **argv) {
     double base = 0;
     for (int k = 0; k < n_sizes && !rc; k++) {
         double *v = t + (size_t)k * rounds;
-        qsort(v, (size_t)rounds, sizeof *v, cmp_double);
+        qsort(v, (size_t)rounds, sizeof *v, bench_cmp_double);
         double med = rounds % 2 ? v[rounds / 2] : (v[rounds / 2 - 1] + v[rounds / 2]) / 2;
         if (k == 0) base = med;
         printf("verify rows %d: median %.6f s per pass (%.6f-%.6f over %d passes), %.2fx a %d-row pass\n", sizes[k], med,
