@@ -12,6 +12,7 @@ INC     := -Isrc
 SRC      := $(shell find src -name '*.c' ! -name main.c | sort)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 BENCH_SRC:= $(wildcard bench/*.c)
+TOOL_SRC := $(wildcard tools/*/*.c)
 
 # Three build flavours share the rules below: release (build/), ASan+UBSan (build-asan/) and the
 # release build with the CUDA backend (build-cuda/: `make cuda`, needs nvcc; K3_DEV picks the device).
@@ -35,9 +36,10 @@ OBJ      := $(SRC:%.c=$(B)/obj/%.o) $(CU_OBJ)
 DEPS     := $(OBJ:.o=.d) $(B)/obj/src/main.d
 TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
+TOOLS    := $(TOOL_SRC:tools/%.c=$(B)/tools/%)
 
 .PHONY: all asan cuda test demo clean deps
-all: $(B)/deltafin $(TESTS) $(BENCHES)
+all: $(B)/deltafin $(TESTS) $(BENCHES) $(TOOLS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -61,6 +63,11 @@ $(B)/tests/%: tests/unit/%.c tests/unit/check.h $(B)/libdeltafin.a
 $(B)/bench/%: bench/%.c $(B)/libdeltafin.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -o $@ $< $(B)/libdeltafin.a $(LIBS)
+
+# The data tools (tools/*/): training the tokenizer and encoding the training data (tools/corpus/README.md).
+$(B)/tools/%: tools/%.c tools/jsonl.h $(B)/libdeltafin.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itools -o $@ $< $(B)/libdeltafin.a $(LIBS)
 
 asan:
 	$(MAKE) B=build-asan all

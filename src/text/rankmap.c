@@ -36,6 +36,11 @@ void rankmap_init(RankMap *m) {
     m->slots = df_calloc(m->mask + 1, sizeof *m->slots);
 }
 
+void rankmap_init_bytes(RankMap *m) {
+    rankmap_init(m);
+    for (int b = 0; b < 256; b++) rankmap_add(m, &(uint8_t){(uint8_t)b}, 1, NULL);
+}
+
 void rankmap_free(RankMap *m) {
     free(m->bytes), free(m->off), free(m->slots);
     memset(m, 0, sizeof *m);

@@ -19,6 +19,9 @@ typedef struct {
 } RankMap;
 
 void rankmap_init(RankMap *m);
+/* rankmap_init, then the 256 single bytes as ids 0..255 (id = byte value): where byte-level
+ * BPE vocabularies start. */
+void rankmap_init_bytes(RankMap *m);
 void rankmap_free(RankMap *m);
 
 /* Adds s[0..len) (len >= 1) with id m->n and returns that id, or returns -1 when the string is

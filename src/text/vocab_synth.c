@@ -1,39 +1,13 @@
 #include "text/vocab_synth.h"
 
-#include <jansson.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/base64.h"
 #include "text/bpe_train.h"
 #include "text/rankmap.h"
 #include "text/synth_corpus.h"
-#include "text/tokenizer.h"
+#include "text/vocab_write.h"
 #include "util/err.h"
-#include "util/fileio.h"
-
-const char *vocab_k3_special(int offset) {
-    switch (offset) {
-    case 0: return "[BOS]";
-    case 1: return "[EOS]";
-    case 2: return "<|end_of_msg|>";
-    case 3: return "<|open|>";
-    case 4: return "<|close|>";
-    case 5: return "<|sep|>";
-    case 6: return "[start_header_id]";
-    case 7: return "[end_header_id]";
-    case 9: return "[EOT]";
-    case 18: return "<|media_begin|>";
-    case 19: return "<|media_content|>";
-    case 20: return "<|media_end|>";
-    case 21: return "<|media_pad|>";
-    case 65: return "<osagent_mode>";
-    case 254: return "[UNK]";
-    case 255: return "[PAD]";
-    default: return NULL;
-    }
-}
 
 /* Tops m up to n tokens with concatenations of two learned tokens (a outer, b inner). */
 static int add_compounds(RankMap *m, uint32_t n) {
@@ -52,62 +26,17 @@ static int add_compounds(RankMap *m, uint32_t n) {
     return 0;
 }
 
-static int write_ranks(const char *dir, const RankMap *m) {
-    size_t cap = 0;
-    for (uint32_t i = 0; i < m->n; i++) cap += (m->off[i + 1] - m->off[i] + 2) / 3 * 4 + 13;
-    char *text = df_malloc(cap + 1);
-    size_t o = 0;
-    for (uint32_t i = 0; i < m->n; i++) {
-        size_t len;
-        const uint8_t *b = rankmap_bytes(m, i, &len);
-        o += base64_encode(b, len, text + o);
-        o += (size_t)sprintf(text + o, " %u\n", i);
-    }
-    char *path = path_join(dir, "tiktoken.model");
-    int rc = file_write_atomic(path, text, o);
-    free(path), free(text);
-    return rc;
-}
-
-/* tokenizer_config.json in the shape of Hugging Face's: added_tokens_decoder plus the named
- * special tokens. */
-static int write_config(const char *dir, int first) {
-    json_t *dec = json_object();
-    for (int i = 0; i < TOK_N_SPECIAL; i++) {
-        char key[16], reserved[48];
-        const char *content = vocab_k3_special(i);
-        snprintf(key, sizeof key, "%d", first + i);
-        snprintf(reserved, sizeof reserved, "<|reserved_token_%d|>", first + i);
-        json_object_set_new(dec, key,
-                            json_pack("{s:s, s:b, s:b, s:b, s:b, s:b}", "content", content ? content : reserved,
-                                      "lstrip", 0, "normalized", 0, "rstrip", 0, "single_word", 0, "special", 1));
-    }
-    json_t *root = json_pack("{s:o, s:s, s:s, s:s, s:s, s:i, s:s}", "added_tokens_decoder", dec, "bos_token",
-                             "[BOS]", "eos_token", "<|end_of_msg|>", "pad_token", "[PAD]", "unk_token", "[UNK]",
-                             "model_max_length", 1048576, "tokenizer_class", "TikTokenTokenizer");
-    char *text = json_dumps(root, JSON_INDENT(2));
-    json_decref(root);
-    char *path = path_join(dir, "tokenizer_config.json");
-    size_t len = strlen(text);
-    text = df_realloc(text, len + 2);
-    text[len++] = '\n';
-    int rc = file_write_atomic(path, text, len);
-    free(path), free(text);
-    return rc;
-}
-
 int vocab_write_synthetic(const char *dir, int n_mergeable, uint64_t seed) {
     (void)seed; /* see the header: the vocabulary does not depend on it */
     if (n_mergeable < 256 || n_mergeable > VOCAB_SYNTH_MAX)
         return df_fail("synthetic vocabulary: %d mergeable tokens requested; need 256..%d", n_mergeable,
                        VOCAB_SYNTH_MAX);
     RankMap m;
-    rankmap_init(&m);
-    for (int b = 0; b < 256; b++) rankmap_add(&m, &(uint8_t){(uint8_t)b}, 1, NULL);
+    rankmap_init_bytes(&m);
     int rc = bpe_train(SYNTH_CORPUS, SYNTH_CORPUS_DOCS, n_mergeable - 256, &m) < 0 ? -1 : 0;
     if (!rc) rc = add_compounds(&m, (uint32_t)n_mergeable);
-    if (!rc) rc = write_ranks(dir, &m);
-    if (!rc) rc = write_config(dir, n_mergeable);
+    if (rc) rc = df_failctx("%s", dir);
+    else rc = vocab_write_k3(dir, &m);
     rankmap_free(&m);
-    return rc ? df_failctx("%s", dir) : 0;
+    return rc;
 }
