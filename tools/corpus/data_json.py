@@ -11,18 +11,13 @@ not counted).
 """
 import argparse
 import base64
-import hashlib
 import json
 import os
+import sys
 import tarfile
 
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from build_corpus import sha256_file as sha256  # noqa: E402
 
 
 def specials(out, n_mergeable):

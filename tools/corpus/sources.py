@@ -253,7 +253,9 @@ HTML_SKIP = frozenset({"navheader", "navfooter", "sphinxsidebar", "related", "fo
 
 
 def html_files(pattern, skip=()):
-    return [p for p in sorted(glob.glob(pattern, recursive=True)) if not any(re.search(s, p) for s in skip)]
+    """The files matching pattern, each once (a directory may be reachable through a link)."""
+    files = {os.path.realpath(p) for p in glob.glob(pattern, recursive=True)}
+    return [p for p in sorted(files) if not any(re.search(s, p) for s in skip)]
 
 
 def extract_html(source, pattern, skip=()):
