@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(build-essential pkg-config libjansson-dev libpcre2-dev libcurl4-openssl-dev libmicrohttpd-dev
-      liburing-dev python3 python3-numpy nginx-light time tmux groff-base)
+      liburing-dev python3 python3-numpy python3-torch nginx-light time tmux groff-base)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Node.js may come from another source than Debian (it brings npm along): only install if absent.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests (release and ASan+UBSan builds), command-line tests, the NumPy
-# reference comparisons and the Node.js peer tests. Prints one "N passed, N failed" line last.
-# A test group can be selected: tests/run.sh unit|cli|node
+# reference comparisons, the trainer's tests (PyTorch on the CPU) and the Node.js peer tests.
+# Prints one "N passed, N failed" line last.
+# A test group can be selected: tests/run.sh unit|cli|train|node
 set -u
 cd "$(dirname "$0")/.."
 export DF="$PWD/build/deltafin" DF_ASAN="$PWD/build-asan/deltafin"
@@ -34,6 +35,14 @@ fi
 if [ "$only" = all ] || [ "$only" = cli ]; then
     for t in tests/cli/test_*.sh; do
         [ -f "$t" ] && run_one "$t" bash "$t"
+    done
+fi
+if [ "$only" = all ] || [ "$only" = train ]; then
+    for t in tests/train/test_*; do
+        case "$t" in
+            *.py) run_one "$t" "$PYTHON" "$t" ;;
+            *.sh) run_one "$t" bash "$t" ;;
+        esac
     done
 fi
 if [ "$only" = all ] || [ "$only" = node ]; then

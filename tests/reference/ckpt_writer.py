@@ -8,9 +8,13 @@ writes it. Scales keep activations O(1) so numerical comparisons stay well-condi
 import json
 import math
 import os
-import struct
+import sys
 
 import numpy as np
+
+# the file encodings (BF16 bytes, safetensors shards) are shared with the trainer's export
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "train"))
+from k3_format import bf16_bytes, write_shard  # noqa: E402,F401
 
 
 def tiny_config(**over):
@@ -31,13 +35,6 @@ def tiny_config(**over):
                                     kda_layers=[l + 1 for l in range(n) if l + 1 not in mla])
     tc["_a_log_len"] = a_log_len
     return tc
-
-
-def bf16_bytes(a):
-    """float -> BF16 little-endian bytes, round to nearest even."""
-    bits = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    return bits.astype("<u2").tobytes()
 
 
 def tensors(tc, rng):
@@ -124,18 +121,6 @@ def moe_tensors(out, tc, p, rng, mat, vec):
             scale = (s0 + rng.integers(-1, 2, (rows, cols // 32))).astype(np.uint8)
             out[f"{p}experts.{e}.{w}.weight_packed"] = ("U8", [rows, cols // 2], packed.tobytes())
             out[f"{p}experts.{e}.{w}.weight_scale"] = ("U8", [rows, cols // 32], scale.tobytes())
-
-
-def write_shard(path, items):
-    header, data, off = {}, [], 0
-    for name, (dtype, shape, raw) in items:
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
-        data.append(raw)
-        off += len(raw)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(data))
 
 
 def write_checkpoint(d, tc, seed=0, n_shards=3, edit=None):

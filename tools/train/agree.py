@@ -36,8 +36,7 @@ def torch_logits(model_dir, tokens, dtype=torch.float32, device="cpu"):
     """Logits [T, vocab] (float64 numpy) of the exported model evaluated in `dtype`."""
     cfg, _ = X.load(model_dir)
     m = X.load_into(K3Model(cfg), model_dir).to(device=device, dtype=dtype).eval()
-    if device == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")   # no TF32 on a GPU
     with torch.no_grad():
         return m(torch.tensor([tokens], device=device))[0].double().cpu().numpy()
 

@@ -221,9 +221,9 @@ def main(argv=None):
     total, active, experts = parameter_counts(cfg)
     print(json.dumps(dataclasses.asdict(cfg)))
     for k, v in b.items():
-        print(f"{k:<28} {v:>12,d} B")
-    print(f"{'tokenizer files (given)':<28} {args.tokenizer_bytes:>12,d} B")
-    print(f"{'all files':<28} {b['total'] + args.tokenizer_bytes:>12,d} B")
+        print(f"{k:<44} {v:>12,d} B")
+    print(f"{'tokenizer files (--tokenizer-bytes)':<44} {args.tokenizer_bytes:>12,d} B")
+    print(f"{'all files':<44} {b['total'] + args.tokenizer_bytes:>12,d} B")
     print(f"parameters (embedding excluded): {total:,d} total, {active:,d} active per token, {experts:,d} in routed experts")
     return 0
 

@@ -142,29 +142,41 @@ def config_text(cfg):
     return json.dumps(cfg.to_json(), indent=2) + "\n"
 
 
+BUDGET_PARTS = (("embedding + lm_head (BF16)", ("embed_tokens.weight", "lm_head.weight")),
+                ("routed experts (MXFP4)", (".experts.",)),
+                ("MoE router, latent down/up, shared experts", (".block_sparse_moe.",)),
+                ("dense FFN of layer 0", (".mlp.",)),
+                ("norms and AttnRes vectors", ("layernorm.weight", "_res_norm.weight", "_res_proj.weight",
+                                               "model.norm.weight")),
+                ("attention: KDA and MLA", (".self_attn.",)))
+
+
 def byte_budget(cfg, max_shard_bytes=MAX_SHARD_BYTES):
-    """Bytes of every part export() writes (tokenizer files excepted), from the shape alone."""
+    """Bytes of every part export() writes (tokenizer files excepted), from the shape alone:
+    tensor data by part, safetensors headers, the JSON files, SHA256SUMS; then the largest shard."""
     groups = layout(cfg)
     shards = plan_shards(groups, max_shard_bytes)
-    data = {"embedding + lm_head (BF16)": 0, "routed experts (MXFP4)": 0, "rest of the spine (BF16/F32)": 0}
+    out = {label: 0 for label, _ in BUDGET_PARTS}
+    kda = mla = 0
     for g in groups:
         for name, dtype, shape, _ in g:
             n = _nbytes(dtype, shape)
-            if name.endswith(("embed_tokens.weight", "lm_head.weight")):
-                data["embedding + lm_head (BF16)"] += n
-            elif dtype == "U8":
-                data["routed experts (MXFP4)"] += n
-            else:
-                data["rest of the spine (BF16/F32)"] += n
+            label = next(lb for lb, keys in BUDGET_PARTS if any(k in name for k in keys))
+            out[label] += n
+            if label.startswith("attention"):
+                layer = int(name.split(".layers.")[1].split(".")[0])
+                kda, mla = (kda, mla + n) if cfg.is_mla(layer) else (kda + n, mla)
+    out["attention: KDA and MLA"] = kda + mla
+    out[f"  of which KDA ({sum(not cfg.is_mla(l) for l in range(cfg.num_hidden_layers))} layers)"] = kda
+    out[f"  of which MLA ({sum(cfg.is_mla(l) for l in range(cfg.num_hidden_layers))} layers)"] = mla
     sizes = [kf.shard_size(sh) for sh in shards]
-    total_data = sum(data.values())
-    out = dict(data)
-    out["safetensors headers"] = sum(sizes) - total_data
-    meta = len(config_text(cfg)) + len(generation_config(cfg)) + len(index_json(shards, total_data))
-    out["config/generation/index json"] = meta
-    out["SHA256SUMS"] = (len(shards) + 3 + len(TOKENIZER_FILES)) * 100
-    out[f"shards ({len(shards)}, largest)"] = max(sizes)
-    out["total"] = sum(sizes) + meta + out["SHA256SUMS"]
+    data = sum(n for sh in shards for _, _, _, n in sh)
+    out["safetensors headers"] = sum(sizes) - data
+    out["config/generation/index JSON"] = (len(config_text(cfg)) + len(generation_config(cfg))
+                                           + len(index_json(shards, data)))
+    out["SHA256SUMS (about)"] = (len(shards) + 3 + len(TOKENIZER_FILES)) * 100
+    out["total"] = sum(sizes) + out["config/generation/index JSON"] + out["SHA256SUMS (about)"]
+    out[f"largest of the {len(shards)} shards"] = max(sizes)
     return out
 
 
@@ -183,7 +195,8 @@ def _tensor_bytes(state, dtype, source, quantized):
 
 def export(model, out_dir, tokenizer_dir, max_shard_bytes=MAX_SHARD_BYTES):
     """Writes the checkpoint of `model` to out_dir (created; existing files of the set replaced).
-    tokenizer_dir holds tiktoken.model and tokenizer_config.json. Returns {file name: bytes}."""
+    tokenizer_dir holds tiktoken.model and tokenizer_config.json (None: no tokenizer files, for
+    tests that need none). Returns {file name: bytes}."""
     cfg = model.cfg
     os.makedirs(out_dir, exist_ok=True)
     state = model.state_dict()
@@ -200,10 +213,11 @@ def export(model, out_dir, tokenizer_dir, max_shard_bytes=MAX_SHARD_BYTES):
              "model.safetensors.index.json": index_json(shards, total)}
     for name, text in texts.items():
         _write_atomic(os.path.join(out_dir, name), lambda p, t=text: open(p, "w").write(t))
-    for name in TOKENIZER_FILES:
+    tok_files = list(TOKENIZER_FILES) if tokenizer_dir else []
+    for name in tok_files:
         src = os.path.join(tokenizer_dir, name)
         _write_atomic(os.path.join(out_dir, name), lambda p, s=src: shutil.copyfile(s, p))
-    files = [shard_name(i + 1, len(shards)) for i in range(len(shards))] + sorted(texts) + list(TOKENIZER_FILES)
+    files = [shard_name(i + 1, len(shards)) for i in range(len(shards))] + sorted(texts) + tok_files
     sums = "".join(f"{_sha256(os.path.join(out_dir, f))}  {f}\n" for f in files)
     _write_atomic(os.path.join(out_dir, "SHA256SUMS"), lambda p: open(p, "w").write(sums))
     return {f: os.path.getsize(os.path.join(out_dir, f)) for f in files + ["SHA256SUMS"]}

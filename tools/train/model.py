@@ -21,6 +21,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 import kda as kda_ops
 from quant import fake_mxfp4
@@ -52,9 +53,34 @@ def l2n(x):
 
 
 def situ(a, b, beta, beta_lin):
-    """SiTU(a, b) = [beta tanh(a/beta) sigmoid(a)] * [beta_lin tanh(b/beta_lin)], in float32."""
-    a, b = a.to(_wide(a.dtype)), b.to(_wide(b.dtype))
-    return (torch.tanh(a / beta) * beta * torch.sigmoid(a)) * (torch.tanh(b / beta_lin) * beta_lin)
+    """SiTU(a, b) = [beta tanh(a/beta) sigmoid(a)] * [beta_lin tanh(b/beta_lin)], in float32 (float64
+    for float64 inputs). Its backward keeps only a and b (_SiTU), not the float32 intermediates."""
+    return _SiTU.apply(a, b, beta, beta_lin)
+
+
+class _SiTU(torch.autograd.Function):
+    @staticmethod
+    def _parts(a, b, beta, beta_lin):
+        a, b = a.to(_wide(a.dtype)), b.to(_wide(b.dtype))
+        return torch.tanh(a / beta), torch.sigmoid(a), torch.tanh(b / beta_lin)
+
+    @staticmethod
+    def forward(ctx, a, b, beta, beta_lin):
+        ctx.save_for_backward(a, b)
+        ctx.beta = beta, beta_lin
+        ta, sa, tb = _SiTU._parts(a, b, beta, beta_lin)
+        return (ta * beta * sa) * (tb * beta_lin)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        beta, beta_lin = ctx.beta
+        ta, sa, tb = _SiTU._parts(a, b, beta, beta_lin)
+        grad = grad.to(ta.dtype)
+        # d/da [beta tanh(a/beta) sigmoid(a)] = (1 - tanh^2) sigmoid + beta tanh sigmoid (1 - sigmoid)
+        da = grad * (tb * beta_lin) * ((1 - ta * ta) * sa + beta * ta * sa * (1 - sa))
+        db = grad * (ta * beta * sa) * (1 - tb * tb)
+        return da.to(a.dtype), db.to(b.dtype), None, None
 
 
 def linear(in_dim, out_dim, std):
@@ -106,7 +132,7 @@ class KDA(nn.Module):
         half_life = torch.exp(torch.rand(W) * math.log(512.0))
         self.dt_bias = nn.Parameter(torch.logit(math.log(2.0) / (half_life * -cfg.gate_lower_bound)))
         self.o_norm = RMSNorm(D, cfg.rms_norm_eps)
-        self.chunk = kda_ops.chunk_size(cfg.gate_lower_bound, 16)
+        self.chunk = kda_ops.chunk_size(cfg.gate_lower_bound)
         self.recurrent = False                                       # True: the per-token form
 
     def conv(self, name, x):
@@ -207,14 +233,16 @@ class Router(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(cfg.num_experts, cfg.hidden_size) * cfg.hidden_size ** -0.5)
+        # small at the start, so the first routings are close to uniform (balanced) rather than set by
+        # the random directions of a full-scale initialisation
+        self.weight = nn.Parameter(torch.randn(cfg.num_experts, cfg.hidden_size) * 0.1 * cfg.hidden_size ** -0.5)
         self.register_buffer("e_score_correction_bias", torch.zeros(cfg.num_experts))
 
     def forward(self, u, top_k):
         """Sigmoid scores, selection by score + bias, weights = selected unbiased scores
         renormalised with +1e-20. In float32 (float64 for float64). Returns (ids, weights, scores)."""
         work = _wide(u.dtype)
-        with kda_ops._no_autocast(u.device):
+        with kda_ops.no_autocast(u.device):
             s = torch.sigmoid(F.linear(u.to(work), self.weight.to(work)))
             ids = torch.topk(s + self.e_score_correction_bias.to(work), top_k, dim=-1).indices
             w = s.gather(-1, ids)
@@ -302,8 +330,7 @@ class MoE(nn.Module):
     def update_bias(self, rate):
         """Aux-loss-free balancing: each expert's bias moves by `rate` towards equal load
         (up when the expert had fewer than the mean pairs since the last call, down when more)."""
-        if self.load.sum() > 0:
-            self.gate.e_score_correction_bias += rate * torch.sign(self.load.mean() - self.load)
+        self.gate.e_score_correction_bias += rate * torch.sign(self.load.mean() - self.load)  # 0 when idle
         self.load.zero_()
 
 
@@ -314,6 +341,7 @@ class Layer(nn.Module):
         super().__init__()
         H, eps = cfg.hidden_size, cfg.rms_norm_eps
         out_std = (2 * cfg.num_hidden_layers) ** -0.5
+        self.eps = eps
         self.input_layernorm = RMSNorm(H, eps)
         self.self_attention_res = AttnResWeights(H)    # unused on layer 0 (no anchors yet)
         self.post_attention_layernorm = RMSNorm(H, eps)
@@ -326,6 +354,20 @@ class Layer(nn.Module):
 
     def ffn(self, u):
         return self.block_sparse_moe(u) if hasattr(self, "block_sparse_moe") else self.mlp(u)
+
+    def forward(self, P, anchors, boundary):
+        """One layer (3.1): AttnRes, attention, AttnRes, FFN. P: the running partial-block sum;
+        anchors: the blocks' anchors before this layer (a tuple). At a block boundary P becomes an
+        anchor and the partial sum restarts from the attention output. Returns the new P."""
+        ar, mr = self.self_attention_res, self.mlp_res
+        x_att = P if not anchors else attn_res(list(anchors) + [P], ar.norm, ar.proj, self.eps)
+        base = None if boundary else P
+        if boundary:
+            anchors = anchors + (P,)
+        a = self.self_attn(self.input_layernorm(x_att)).to(P.dtype)
+        P = a if base is None else base + a
+        x_ffn = attn_res(list(anchors) + [P], mr.norm, mr.proj, self.eps)
+        return P + self.ffn(self.post_attention_layernorm(x_ffn)).to(P.dtype)
 
 
 class Backbone(nn.Module):
@@ -347,6 +389,7 @@ class K3Model(nn.Module):
         self.cfg = cfg
         self.model = Backbone(cfg)
         self.lm_head = linear(cfg.hidden_size, cfg.vocab_size, 0.5 * cfg.hidden_size ** -0.5)
+        self.checkpoint = False
 
     def moe_layers(self):
         return [l.block_sparse_moe for l in self.model.layers if hasattr(l, "block_sparse_moe")]
@@ -359,26 +402,23 @@ class K3Model(nn.Module):
             m.qat = on
 
     def hidden(self, ids):
-        """The final normalised hidden state [B, T, H] of token ids [B, T] (3.1)."""
-        c, m = self.cfg, self.model
-        eps, block = c.rms_norm_eps, c.attn_res_block_size
-        stream = _wide(m.embed_tokens.weight.dtype)
-        P = m.embed_tokens(ids).to(stream)
-        anchors = []
+        """The final normalised hidden state [B, T, H] of token ids [B, T] (3.1, 3.7). With
+        self.checkpoint set, training recomputes each layer's activations in the backward pass
+        instead of keeping them."""
+        m = self.model
+        P = m.embed_tokens(ids).to(_wide(m.embed_tokens.weight.dtype))
+        anchors = ()
         for l, layer in enumerate(m.layers):
-            ar, mr = layer.self_attention_res, layer.mlp_res
-            x_att = P if not anchors else attn_res(anchors + [P], ar.norm, ar.proj, eps)
-            base = None
-            if l % block == 0:
-                anchors.append(P)
+            boundary = l % self.cfg.attn_res_block_size == 0
+            if self.checkpoint and self.training:
+                P_next = torch.utils.checkpoint.checkpoint(layer, P, anchors, boundary, use_reentrant=False)
             else:
-                base = P
-            a = layer.self_attn(layer.input_layernorm(x_att)).to(stream)
-            P = a if base is None else base + a
-            x_ffn = attn_res(anchors + [P], mr.norm, mr.proj, eps)
-            P = P + layer.ffn(layer.post_attention_layernorm(x_ffn)).to(stream)
+                P_next = layer(P, anchors, boundary)
+            if boundary:
+                anchors = anchors + (P,)
+            P = P_next
         o = m.output_attn_res
-        return m.norm(attn_res(anchors + [P], o.norm, o.proj, eps))
+        return m.norm(attn_res(list(anchors) + [P], o.norm, o.proj, self.cfg.rms_norm_eps))
 
     def forward(self, ids):
         """Logits [B, T, vocab]; row t predicts token t + 1."""
