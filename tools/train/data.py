@@ -3,9 +3,10 @@
 A data directory holds uint16 little-endian token-id files: train.bin and valid.bin (plain text,
 every token a target) and optionally chat_train.bin and chat_valid.bin (rendered conversations)
 with a uint8 loss mask beside each, one byte per token: 1 where the token is a target the model
-learns to produce (the assistant's turns), 0 elsewhere. The mask of X.bin is named by data.json's
-"masks" object ({"chat_train.bin": "chat_train.mask", ...}) when there is one, else X.mask.
-data.json, when present, may give "vocab_size", checked against the model's.
+learns to produce (the assistant's turns), 0 elsewhere. The mask of X.bin is X.mask, or what
+data.json's "masks" object names ({"chat_train.bin": "chat_train.mask", ...}). data.json, when
+present, may give the vocabulary size ("vocabulary": {"vocab_size": N}, as tools/corpus writes it,
+or a top-level "vocab_size"), checked against the model's.
 
 Batches are random windows of seq+1 tokens; the loss of position t (predicting token t+1) is
 weighted by the mask of token t+1. Validation windows are fixed: evenly spaced over the file."""
@@ -74,8 +75,9 @@ class Dataset:
         if os.path.isfile(meta_path):
             with open(meta_path) as f:
                 meta = json.load(f)
-            if "vocab_size" in meta and meta["vocab_size"] != vocab_size:
-                raise DataError(f"{meta_path}: vocab_size {meta['vocab_size']} differs from the model's {vocab_size}")
+            declared = meta.get("vocabulary", {}).get("vocab_size", meta.get("vocab_size"))
+            if declared is not None and declared != vocab_size:
+                raise DataError(f"{meta_path}: vocab_size {declared} differs from the model's {vocab_size}")
         masks = meta.get("masks", {})
 
         def load(name, masked):
