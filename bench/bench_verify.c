@@ -1,6 +1,6 @@
 /* bench_verify - what one speculative verify pass of n rows costs against a plain one-token pass,
  * on a checkpoint opened as `deltafin run` opens it (K3_STORE, K3_RAM_GB, K3_THREADS ... from the
- * environment). The speculation controller (src/cli/spec.c) keeps drafting only while
+ * environment). The speculation controller (src/engine/spec.c) keeps drafting only while
  * (1 + accepted) plain passes take longer than the verify pass that replaced them: this prints
  * the ratio that decides it.
  *
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cli/engine.h"
+#include "engine/engine.h"
 #include "bench_util.h"
 #include "util/err.h"
 #include "util/rng.h"
@@ -58,7 +58,8 @@ int main(int argc, char **argv) {
     Rng r;
     rng_seed(&r, 12345);
     int tok = -1;
-    if (engine_prefill(&e, st, prompt, 8, 8, NULL, rows) == 0) tok = model_argmax(e.model, rows);
+    FeedOptions fo = {8, 0, rows, NULL, NULL, NULL, NULL};
+    if (engine_feed(&e, st, prompt, 8, &fo) == 0) tok = model_argmax(e.model, rows);
     int need = (rounds + 1) * n_sizes * MODEL_MAX_VERIFY + 16;
     if (tok >= 0 && state_length(st) + need > e.max_context) tok = -1, fprintf(stderr, "context too small\n");
     for (int round = -1; round < rounds && tok >= 0; round++)

@@ -19,9 +19,9 @@
 #include <unistd.h>
 
 #include "cli/args.h"
-#include "cli/engine.h"
+#include "engine/engine.h"
 #include "serve/reply.h"
-#include "serve/session.h"
+#include "engine/session.h"
 #include "text/strbuf.h"
 #include "text/tokenizer.h"
 #include "text/xtml.h"
@@ -142,7 +142,8 @@ typedef struct {
 /* Generates and shows the answer after the prefill. Returns 0 or -1 with a message. */
 static int answer(Chat *c, Reply *reply, Answer *a) {
     while (c->max_new < 0 || a->generated < c->max_new) {
-        int tok, r = session_next(&c->s, &tok, cancelled, NULL);
+        int more = c->max_new < 0 ? -1 : (int)(c->max_new - a->generated - 1);
+        int tok, r = session_next(&c->s, &tok, more, cancelled, NULL);
         if (r) {
             a->full = r == 1;
             if (r < 0) return -1;

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cli/args.h"
-#include "cli/engine.h"
+#include "engine/engine.h"
 #include "util/err.h"
 
 #define CHECK_TOKENS 32
@@ -64,7 +64,8 @@ static float *run_sequence(const char *dir, const char *spine, const int *ids, u
     int V = e.cat.cfg.vocab;
     float *rows = df_malloc(sizeof *rows * (size_t)CHECK_TOKENS * V);
     State *st = state_create(e.model);
-    int rc = engine_prefill(&e, st, ids, CHECK_TOKENS, CHECK_TOKENS, rows, NULL);
+    FeedOptions fo = {CHECK_TOKENS, 1, rows, NULL, NULL, NULL, NULL}; /* one chunk: its rows are all of them */
+    int rc = engine_feed(&e, st, ids, CHECK_TOKENS, &fo);
     state_destroy(st);
     *spine_bytes = !e.spine_int8 ? 0 : e.streaming ? e.stream.plan.spine_bytes + e.stream.plan.globals : e.i8.bytes;
     engine_close(&e);

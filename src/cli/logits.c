@@ -7,9 +7,22 @@
 #include <unistd.h>
 
 #include "cli/args.h"
-#include "cli/engine.h"
+#include "cli/token_list.h"
+#include "engine/engine.h"
 #include "util/err.h"
 #include "util/fileio.h"
+
+typedef struct {
+    float *all; /* [T][vocab] */
+    int vocab;
+} FeedTarget;
+
+/* engine_feed's chunk_done: the chunk's rows in their place among all. */
+static int keep_rows(void *ctx, size_t at, int T, const float *rows) {
+    FeedTarget *t = ctx;
+    memcpy(t->all + at * (size_t)t->vocab, rows, sizeof *rows * (size_t)T * (size_t)t->vocab);
+    return 0;
+}
 
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *tokens = NULL, *text = NULL, *out = NULL;
@@ -40,9 +53,13 @@ int cmd_logits(int argc, char **argv) {
     }
     if (n < 0) df_die("%s", df_errmsg());
     if (n > e.max_context) df_die("logits: %d tokens exceed the context limit %d (K3_CONTEXT)", n, e.max_context);
+    if (chunk < 1 || chunk > MODEL_MAX_CHUNK) df_die("logits: --chunk must be 1..%d", MODEL_MAX_CHUNK);
     float *rows = df_malloc(sizeof *rows * (size_t)n * V);
     State *st = state_create(e.model);
-    if (engine_prefill(&e, st, ids, n, (int)chunk, rows, NULL)) df_die("%s", df_errmsg());
+    FeedTarget all = {rows, V};
+    FeedOptions fo = {(int)chunk, 1, df_malloc(sizeof(float) * (size_t)chunk * V), NULL, NULL, keep_rows, &all};
+    if (engine_feed(&e, st, ids, (size_t)n, &fo)) df_die("%s", df_errmsg());
+    free(fo.rows);
     if (file_write_atomic(out, rows, sizeof *rows * (size_t)n * V)) df_die("%s", df_errmsg());
     fprintf(stderr, "wrote logits [%d x %d] to %s\n", n, V, out);
     state_destroy(st);

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 
 #include "cli/args.h"
-#include "cli/engine.h"
+#include "cli/token_list.h"
+#include "engine/engine.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
@@ -16,6 +17,19 @@ static double token_nll(const float *logits, int V, int target) {
     double sum = 0;
     for (int i = 0; i < V; i++) sum += exp((double)logits[i] - mx);
     return log(sum) - ((double)logits[target] - mx);
+}
+
+typedef struct {
+    const int *ids; /* the sequence: row t of position at + t predicts ids[at + t + 1] */
+    int vocab;
+    double total;
+} Scoring;
+
+/* engine_feed's chunk_done: adds the chunk's rows' negative log-likelihoods. */
+static int score_chunk(void *ctx, size_t at, int T, const float *rows) {
+    Scoring *sc = ctx;
+    for (int t = 0; t < T; t++) sc->total += token_nll(rows + (size_t)t * sc->vocab, sc->vocab, sc->ids[at + (size_t)t + 1]);
+    return 0;
 }
 
 static int read_text_tokens(const Engine *e, const char *path, int **ids) {
@@ -51,15 +65,12 @@ int cmd_nll(int argc, char **argv) {
     if (n < 2) df_die("nll: %s needs at least 2 tokens", file);
     if (n > e.max_context) df_die("nll: %d tokens exceed the context limit %d (K3_CONTEXT)", n, e.max_context);
     State *st = state_create(e.model);
-    float *rows = df_malloc(sizeof *rows * (size_t)MODEL_MAX_CHUNK * V);
-    double total = 0;
-    for (int at = 0; at < n - 1; at += MODEL_MAX_CHUNK) {
-        int T = n - 1 - at < MODEL_MAX_CHUNK ? n - 1 - at : MODEL_MAX_CHUNK;
-        if (model_forward(e.model, st, ids + at, T, rows, 1)) df_die("%s", df_errmsg());
-        for (int t = 0; t < T; t++) total += token_nll(rows + (size_t)t * V, V, ids[at + t + 1]);
-    }
+    Scoring sc = {ids, V, 0};
+    FeedOptions fo = {MODEL_MAX_CHUNK, 1, df_malloc(sizeof(float) * (size_t)MODEL_MAX_CHUNK * V), NULL, NULL, score_chunk, &sc};
+    if (engine_feed(&e, st, ids, (size_t)n - 1, &fo)) df_die("%s", df_errmsg());
+    double total = sc.total;
     printf("nll %.6f over %d predicted tokens (perplexity %.4f)\n", total / (n - 1), n - 1, exp(total / (n - 1)));
-    free(rows), free(ids);
+    free(fo.rows), free(ids);
     state_destroy(st);
     engine_close(&e);
     return 0;

@@ -4,15 +4,40 @@
  * rendered in K3's chat format. Output is ids, text (characters split across tokens are held
  * until complete), or in chat mode the answer on stdout and the thinking on stderr. */
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
-#include "cli/generate.h"
+#include "cli/token_list.h"
+#include "engine/stats.h"
 #include "text/utf8stream.h"
 #include "text/xtml.h"
 #include "util/err.h"
+
+/* The first SIGINT asks generation to stop before the next token (the text so far is kept); a
+ * second one exits at once. */
+static volatile sig_atomic_t interrupts;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    if (++interrupts >= 2) _exit(130);
+}
+
+static void install_sigint(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+static int interrupted(void *ctx) {
+    (void)ctx;
+    return interrupts > 0;
+}
 
 typedef struct {
     Tokenizer *tok;       /* NULL: print ids */
@@ -122,6 +147,7 @@ int cmd_run(int argc, char **argv) {
     if (!tokens == !text) df_die("run: give the prompt with exactly one of --prompt and --tokens");
     if (chat && !text) df_die("run: --chat needs --prompt");
     if (max_new < -1 || max_new > (1 << 24)) df_die("run: --max-new must be 0..16777216");
+    if (chunk < 1 || chunk > MODEL_MAX_CHUNK) df_die("run: --chunk must be 1..%d", MODEL_MAX_CHUNK);
     Engine e;
     if (engine_open(&e, model)) df_die("%s", df_errmsg());
     engine_print_settings(&e, stderr);
@@ -133,17 +159,19 @@ int cmd_run(int argc, char **argv) {
     if (n < 0) df_die("%s", df_errmsg());
     if (n > e.max_context) df_die("run: the prompt's %d tokens exceed the context limit %d (K3_CONTEXT)", n, e.max_context);
     if (max_new < 0) max_new = chat ? e.max_context : 256;
-    generate_install_sigint();
-    State *st = state_create(e.model);
-    GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, (int)chunk, NULL, NULL};
+    install_sigint();
+    Session s;
+    if (session_init(&s, &e)) df_die("%s", df_errmsg());
+    s.chunk = (int)chunk;
+    GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, interrupted, NULL};
     GenResult res;
-    int rc = generate(&e, st, ids, n, &opt, print_token, &pr, &res);
+    int rc = generate(&s, ids, (size_t)n, &opt, print_token, &pr, &res);
     finish_output(&pr);
     if (res.interrupted) fprintf(stderr, "deltafin: interrupted after %d tokens\n", res.generated);
     if (rc) df_die("%s", df_errmsg());
     if (stats) generate_print_stats(&e, &res, stderr);
     if (stats_json) write_stats_json(&e, &res, &pr, stats_json);
-    state_destroy(st);
+    session_free(&s);
     free(ids);
     free(pr.ids);
     xtml_parser_free(pr.chat);

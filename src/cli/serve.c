@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "cli/args.h"
-#include "cli/engine.h"
+#include "engine/engine.h"
 #include "serve/memo.h"
 #include "serve/server.h"
-#include "serve/session.h"
+#include "engine/session.h"
 #include "text/tokenizer.h"
 #include "util/err.h"
 

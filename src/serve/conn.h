@@ -7,11 +7,11 @@
 #include <microhttpd.h>
 #include <pthread.h>
 
+#include "engine/session.h"
 #include "serve/exchange.h"
 #include "serve/gate.h"
 #include "serve/memo.h"
 #include "serve/server.h"
-#include "serve/session.h"
 #include "serve/watchdog.h"
 #include "text/strbuf.h"
 

@@ -122,7 +122,7 @@ static int next_token(Exchange *x, Session *s, CancelFn cancel, void *ctx, int *
     double p0 = s->prefill_s, d0 = s->decode_s;
     int rc = 0;
     if (!x->started) rc = session_prefill(s, x->prompt.v, x->prompt.n, cancel, ctx, &x->reused);
-    if (!rc) rc = session_next(s, tok, cancel, ctx);
+    if (!rc) rc = session_next(s, tok, x->max_new < 0 ? -1 : x->max_new - x->completion - 1, cancel, ctx);
     else rc = rc > 0 ? 2 : -1;
     x->prefill_s += s->prefill_s - p0;
     x->model_s += s->prefill_s - p0 + s->decode_s - d0;

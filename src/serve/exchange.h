@@ -9,10 +9,10 @@
 
 #include <stdint.h>
 
+#include "engine/session.h"
 #include "serve/memo.h"
 #include "serve/reply.h"
 #include "serve/request.h"
-#include "serve/session.h"
 #include "serve/stopseq.h"
 #include "serve/wire.h"
 

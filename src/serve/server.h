@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cli/engine.h"
+#include "engine/engine.h"
 #include "text/tokenizer.h"
 
 typedef struct {

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cli/engine.h"
+#include "engine/engine.h"
 #include "synth/synth.h"
 #include "util/err.h"
 

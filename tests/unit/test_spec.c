@@ -10,9 +10,8 @@
 
 #include "check.h"
 #include "model_fixture.h"
-#include "cli/generate.h"
+#include "engine/generate.h"
 #include "model/internal.h"
-#include "serve/session.h"
 #include "synth/synth.h"
 #include "util/err.h"
 
@@ -57,9 +56,16 @@ static int oracle_draft(void *ctx, const int *hist, int n, int limit, int *out) 
     return limit;
 }
 
+/* Generates through a fresh Session and copies the State it leaves behind into st. */
 static int run_with(Oracle *o, int stop_token, int max_new, Collected *got, GenResult *res, State *st) {
-    GenOptions opt = {max_new, stop_token, 64, o ? oracle_draft : NULL, o};
-    return generate(&eng, st, prompt, n_prompt, &opt, collect, got, res);
+    Session s;
+    if (session_init(&s, &eng)) return -1;
+    if (o) s.spec.source = oracle_draft, s.spec.source_ctx = o;
+    GenOptions opt = {max_new, stop_token, NULL, NULL};
+    int rc = generate(&s, prompt, (size_t)n_prompt, &opt, collect, got, res);
+    if (!rc) state_copy(st, s.st);
+    session_free(&s);
+    return rc;
 }
 
 static void test_reference(void) {
@@ -178,7 +184,7 @@ static int two_turns(Session *s, int32_t *picks) {
     int n = 0, tok;
     CHECK(session_prefill(s, prompt, (size_t)n_prompt, NULL, NULL, NULL) == 0);
     for (int i = 0; i < 13; i++) {
-        CHECK(session_next(s, &tok, NULL, NULL) == 0);
+        CHECK(session_next(s, &tok, -1, NULL, NULL) == 0);
         picks[n++] = tok;
     }
     int32_t turn2[64];
@@ -190,7 +196,7 @@ static int two_turns(Session *s, int32_t *picks) {
     CHECK(session_prefill(s, turn2, m, NULL, NULL, &reused) == 0);
     CHECK(reused == m - 4);
     for (int i = 0; i < 11; i++) {
-        CHECK(session_next(s, &tok, NULL, NULL) == 0);
+        CHECK(session_next(s, &tok, -1, NULL, NULL) == 0);
         picks[n++] = tok;
     }
     return n;
@@ -224,7 +230,7 @@ static void test_session(void) {
         CHECK(session_prefill(&spec, turn3, m, NULL, NULL, NULL) == 0 && session_prefill(&plain, turn3, m, NULL, NULL, NULL) == 0);
         CHECK(states_equal(spec.st, plain.st));
         int t1 = -1, t2 = -2;
-        CHECK(session_next(&spec, &t1, NULL, NULL) == 0 && session_next(&plain, &t2, NULL, NULL) == 0 && t1 == t2);
+        CHECK(session_next(&spec, &t1, -1, NULL, NULL) == 0 && session_next(&plain, &t2, -1, NULL, NULL) == 0 && t1 == t2);
         session_free(&spec), session_free(&plain);
     }
 }

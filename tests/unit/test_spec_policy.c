@@ -1,10 +1,10 @@
-/* The speculation controller (src/cli/spec.c) on its own: which n-gram draft it proposes, and
+/* The speculation controller (src/engine/spec.c) on its own: which n-gram draft it proposes, and
  * when it drafts, pauses and probes again. Losslessness is tested in test_spec.c. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "cli/spec.h"
+#include "engine/spec.h"
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

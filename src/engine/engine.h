@@ -1,5 +1,10 @@
-/* engine.h - what run, logits, nll (and later chat/serve) share: opening a checkpoint into a
- * ready model with its settings resolved from the environment, and printing them. */
+/* engine.h - a checkpoint opened into a ready model: the catalog, the weight store (mapped or
+ * streamed, with on-demand fetching and router traces around its experts), the compute pool and
+ * device, and the model itself. Every command that computes (run, chat, serve, bench's children,
+ * logits, nll, convert-spine) opens one; decoding goes through a Session (session.h) over it.
+ *
+ * The Engine owns everything it opened until engine_close. One forward at a time: the States
+ * of several sequences may share it (model.h). */
 #ifndef DF_ENGINE_H
 #define DF_ENGINE_H
 
@@ -14,6 +19,7 @@
 #include "store/stream.h"
 #include "store/trace.h"
 #include "text/tokenizer.h"
+#include "text/tokids.h"
 
 typedef struct {
     Catalog cat;
@@ -62,13 +68,26 @@ Tokenizer *engine_tokenizer(const Engine *e);
 /* Encodes untrusted text (special spellings are ordinary text). Returns the count or -1. */
 int engine_encode_text(const Engine *e, const Tokenizer *tok, const char *text, size_t len, int **ids);
 
-/* Parses whitespace-separated token ids (at most max). Returns the count, or -1 with a message. */
-int parse_token_list(const char *text, int *ids, int max, int vocab);
-/* Reads a file of whitespace-separated token ids into a new array. Returns the count or -1. */
-int read_token_file(const char *path, int **ids, int vocab);
+/* Polled between prefill chunks and before each decode step; nonzero cancels. */
+typedef int (*CancelFn)(void *ctx);
 
-/* Feeds tokens through the model in chunks of `chunk` positions; writes logits of every
- * position to rows (if not NULL, [n][vocab]) or of the last position to last (if not NULL). */
-int engine_prefill(Engine *e, State *st, const int *tokens, int n, int chunk, float *rows, float *last);
+/* How engine_feed walks a token sequence. */
+typedef struct {
+    int chunk;          /* positions per forward, 1..MODEL_MAX_CHUNK */
+    int all_rows;       /* 1: logits of every position of a chunk; 0: of its last position only */
+    float *rows;        /* where each chunk's logits go: [chunk][vocab] (all_rows) or [vocab]; NULL: none */
+    CancelFn cancel;    /* polled before each chunk, or NULL */
+    void *cancel_ctx;
+    /* called after each chunk with its first position in the sequence, its size and its logits
+     * (rows); nonzero fails the feed. NULL: nothing to do */
+    int (*chunk_done)(void *ctx, size_t at, int T, const float *rows);
+    void *ctx;
+} FeedOptions;
+
+/* Feeds tokens[0..n) after what st holds, in chunks of at most o->chunk positions. The short
+ * chunk goes first, so a feed cancelled between chunks has not started on its last o->chunk
+ * tokens; chunking never changes a bit of the result (model.h). Returns 0, 1 when cancelled
+ * (st keeps the chunks fed), or -1 with a message. */
+int engine_feed(Engine *e, State *st, const int32_t *tokens, size_t n, const FeedOptions *o);
 
 #endif

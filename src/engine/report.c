@@ -1,11 +1,11 @@
-/* engine_report.c - what an open engine tells the user: the start-up line with every resolved
+/* report.c - what an open engine tells the user: the start-up line with every resolved
  * setting, the per-forward profile (K3_PROFILE) and the streaming store's totals (--stats). */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "cli/engine.h"
-#include "cli/spec.h"
+#include "engine/engine.h"
+#include "engine/spec.h"
 #include "kernels/device.h"
 #include "kernels/kernels.h"
 

@@ -1,4 +1,4 @@
-#include "cli/spec.h"
+#include "engine/spec.h"
 
 #include <stdlib.h>
 #include <string.h>

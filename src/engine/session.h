@@ -1,14 +1,16 @@
-/* session.h - a decode State that remembers which tokens it holds, so that a prompt extending
- * them (the next turn of a conversation, a repeated system prompt) only feeds its new suffix.
+/* session.h - one sequence being decoded: a State that remembers which tokens it holds, and the
+ * one greedy decode step that every front end uses (run and bench through generate.h, chat, the
+ * server). A prompt that extends the held tokens (the next turn of a conversation, a repeated
+ * system prompt) only feeds its new suffix.
  *
  * Generation is lazy: session_next picks the greedy token from the last logits and feeds the
  * previously picked one first, so the token that ends a reply (a stop token, the last allowed
  * token, a cancelled step) is never fed and the held tokens stay exactly what the State saw.
- * Feeding a picked token may verify an n-gram draft after it (K3_SPEC, cli/spec.h): the
- * accepted draft tokens are then already in the State, uncommitted, and the next picks come
- * from their rows without a forward. Before anything else is fed the State is cut back to the
- * tokens actually handed out (state_commit), so the held tokens and the State always agree and
- * the tokens are the same as with K3_SPEC=0.
+ * Feeding a picked token may verify an n-gram draft after it (K3_SPEC, spec.h): the accepted
+ * draft tokens are then already in the State, uncommitted, and the next picks come from their
+ * rows without a forward. Before anything else is fed the State is cut back to the tokens
+ * actually handed out (state_commit), so the held tokens and the State always agree and the
+ * tokens are the same as with K3_SPEC=0.
  *
  * Prompt-boundary snapshot (K3_PROMPT_SNAPSHOT, on in the server): after each prompt is fed the
  * State is copied aside with the prompt's tokens. A client that resends a conversation without
@@ -16,20 +18,19 @@
  * tokens right after the previous prompt, so the next prompt restores the snapshot and feeds
  * only what follows it. Costs: one State copy (memory bandwidth) per prompt, one more when the
  * snapshot is restored, and a second State's memory (planned by the caller: engine_open_states).
+ *
  * A Session owns its States, logits and token lists; it borrows the Engine, which must outlive
- * it. One thread at a time. */
+ * it. Several Sessions may share an Engine; one thread at a time uses a Session, and one forward
+ * at a time runs on the Engine. */
 #ifndef DF_SESSION_H
 #define DF_SESSION_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/engine.h"
-#include "cli/spec.h"
+#include "engine/engine.h"
+#include "engine/spec.h"
 #include "text/tokids.h"
-
-/* Polled between prefill chunks and before each decode step; nonzero cancels. */
-typedef int (*CancelFn)(void *ctx);
 
 typedef struct {
     Engine *e;
@@ -41,6 +42,7 @@ typedef struct {
     int ready, at;   /* rows [0, ready) hold predictions; the next pick comes from row at */
     int have_logits;
     int pending;     /* picked but not yet fed, or -1 */
+    int chunk;       /* prefill positions per forward (MODEL_MAX_CHUNK unless the caller changes it) */
     Spec spec;
     double prefill_s, decode_s;
 } Session;
@@ -60,17 +62,23 @@ void session_keep_snapshots(Session *s);
  * resets, then feeds the rest and snapshots the end of the prompt. *reused (may be NULL) gets
  * the number of prompt tokens that were not fed again. Returns 0, 1 when cancelled (between
  * chunks: the State keeps what was fed and held is that prefix of the prompt; the short chunk
- * goes first, so the fed chunks never reach into the prompt's last MODEL_MAX_CHUNK tokens;
- * nothing is picked; the snapshot is kept), or -1 with a message (the prompt does not fit the
- * context, or the forward failed; reset). */
+ * goes first, so the fed chunks never reach into the prompt's last `chunk` tokens; nothing is
+ * picked; the snapshot is kept), or -1 with a message (the prompt does not fit the context, or
+ * the forward failed; reset). */
 int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel, void *ctx, size_t *reused);
 
-/* The next greedy token. Returns 0 with *tok set, 1 when the context is full (nothing picked),
- * 2 when cancelled, or -1 with a message (the session is reset). */
-int session_next(Session *s, int *tok, CancelFn cancel, void *ctx);
+/* The next greedy token. more: the most tokens the caller may still take after this one (drafts
+ * longer than that would be verified for nothing), or -1 for no limit. Returns 0 with *tok set,
+ * 1 when the context is full (nothing picked), 2 when cancelled, or -1 with a message (the
+ * session is reset). */
+int session_next(Session *s, int *tok, int more, CancelFn cancel, void *ctx);
 
 /* Feeds the picked-but-unfed token now (before appending more prompt text). Returns 0 or -1. */
 int session_commit(Session *s);
+
+/* Cuts the State back to the held tokens (a verify pass may have fed accepted draft tokens that
+ * were not handed out yet): afterwards it is bit-identical to a State fed only the held tokens. */
+void session_settle(Session *s);
 
 /* The token picked last and not fed, or -1. */
 static inline int session_pending(const Session *s) { return s->pending; }

@@ -1,15 +1,14 @@
-#include "cli/engine.h"
+#include "engine/engine.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "cli/spec.h"
+#include "engine/spec.h"
 #include "kernels/device.h"
 #include "kernels/kernels.h"
 #include "util/err.h"
-#include "util/fileio.h"
 
 #define DEFAULT_CONTEXT_LATENT 65536
 #define DEFAULT_CONTEXT_EXPANDED 4096
@@ -251,49 +250,20 @@ int engine_encode_text(const Engine *e, const Tokenizer *tok, const char *text, 
     return n;
 }
 
-int parse_token_list(const char *text, int *ids, int max, int vocab) {
-    int n = 0;
-    const char *p = text;
-    for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',') p++;
-        if (!*p) break;
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v >= vocab)
-            return df_fail("token list: '%.20s' is not a token id in 0..%d", p, vocab - 1);
-        if (n >= max) return df_fail("token list: more than %d tokens", max);
-        ids[n++] = (int)v;
-        p = end;
-    }
-    if (n == 0) return df_fail("token list is empty");
-    return n;
+/* The size of the chunk that starts at `at` of n tokens: the remainder first, then full chunks. */
+static int chunk_at(size_t at, size_t n, int chunk) {
+    size_t rest = n - at, first = rest % (size_t)chunk;
+    return first ? (int)first : chunk;
 }
 
-int read_token_file(const char *path, int **ids, int vocab) {
-    char *text;
-    size_t len;
-    if (file_read_all(path, 256u << 20, &text, &len)) return -1;
-    int max = (int)(len / 2 + 1);
-    *ids = df_malloc(sizeof **ids * (size_t)max);
-    int n = parse_token_list(text, *ids, max, vocab);
-    free(text);
-    if (n < 0) {
-        free(*ids);
-        return df_failctx("%s", path);
-    }
-    return n;
-}
-
-int engine_prefill(Engine *e, State *st, const int *tokens, int n, int chunk, float *rows, float *last) {
-    const int V = e->cat.cfg.vocab;
-    if (chunk < 1 || chunk > MODEL_MAX_CHUNK) return df_fail("chunk size %d outside 1..%d", chunk, MODEL_MAX_CHUNK);
-    for (int at = 0; at < n; at += chunk) {
-        int T = n - at < chunk ? n - at : chunk;
-        int final = at + T == n;
-        float *out = rows ? rows + (size_t)at * V : (final ? last : NULL);
-        if (model_forward(e->model, st, tokens + at, T, out, rows != NULL)) return -1;
-        if (rows && final && last) memcpy(last, rows + (size_t)(n - 1) * V, sizeof(float) * (size_t)V);
+int engine_feed(Engine *e, State *st, const int32_t *tokens, size_t n, const FeedOptions *o) {
+    if (o->chunk < 1 || o->chunk > MODEL_MAX_CHUNK) return df_fail("chunk size %d outside 1..%d", o->chunk, MODEL_MAX_CHUNK);
+    for (size_t at = 0; at < n;) {
+        if (o->cancel && o->cancel(o->cancel_ctx)) return 1;
+        int T = chunk_at(at, n, o->chunk);
+        if (model_forward(e->model, st, tokens + at, T, o->rows, o->all_rows)) return -1;
+        if (o->chunk_done && o->chunk_done(o->ctx, at, T, o->rows)) return -1;
+        at += (size_t)T;
     }
     return 0;
 }

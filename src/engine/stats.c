@@ -1,12 +1,12 @@
-/* generate_json.c - one generation's numbers as a JSON object (run --stats-json), the
- * machine-readable twin of generate_print_stats: what `deltafin bench` reads from each child.
+/* stats.c - one generation's numbers, printed (--stats) and as a JSON object (--stats-json).
  *
  * "numerics" names what decides the output tokens (spine format, experts per token, A_log
- * indexing, MLA cache layout: the last changes only fp32 reduction order); every other setting (threads, store, speculation, prefetch, chunking) leaves the
- * tokens unchanged, so two runs with the same numerics must agree token for token. */
+ * indexing, MLA cache layout: the last changes only fp32 reduction order); every other setting
+ * (threads, store, speculation, prefetch, chunking) leaves the tokens unchanged, so two runs with the same numerics must agree token for token. */
+#include "engine/stats.h"
+
 #include <string.h>
 
-#include "cli/generate.h"
 #include "kernels/kernels.h"
 
 static int is_lossy(const Engine *e) { return e->spine_int8 || e->cat.cfg.top_k != e->top_k_full; }
@@ -63,4 +63,29 @@ json_t *generate_stats_json(Engine *e, const GenResult *r, const int *tokens) {
                      e->streaming ? "stream" : "mapped", "kernels", kern_isa(), "numerics", numerics_json(e), "read",
                      read_json(e, r), "phases", phases_json(model_stats(e->model), &r->at_decode), "speculation",
                      spec_json(&r->spec));
+}
+
+void generate_print_stats(const Engine *e, const GenResult *r, FILE *f) {
+    const ModelStats *s = model_stats(e->model);
+    double per_tok = r->generated > 1 ? r->decode_s / (r->generated - 1) : 0;
+    const Spec *sp = &r->spec;
+    fprintf(f, "stats: prompt %d tokens in %.4f s (%.2f tok/s) | generated %d tokens, %.5f s/token (%.2f tok/s)\n",
+            r->prompt_tokens, r->prefill_s, r->prefill_s > 0 ? r->prompt_tokens / r->prefill_s : 0, r->generated, per_tok,
+            per_tok > 0 ? 1 / per_tok : 0);
+    fprintf(f, "stats: phases over %llu positions: attention %.3f s, ffn %.3f s (expert wait %.3f s, experts %.3f s), "
+               "head %.3f s; expert bytes %.3f GB\n",
+            (unsigned long long)s->positions, s->attention_s, s->ffn_s, s->expert_wait_s, s->experts_s, s->head_s,
+            s->expert_bytes / 1e9);
+    uint64_t decoded = r->generated > 0 ? (uint64_t)r->generated - 1 : 0; /* the first comes from the prefill */
+    fprintf(f, "stats: speculation %s: %llu passes, %.2f tokens/pass; %llu drafts verified, %llu of %llu drafted tokens "
+               "accepted (%.1f%%); %llu pauses, %llu tokens decoded with drafting paused\n",
+            sp->on ? "on" : "off (K3_SPEC=0)", (unsigned long long)sp->passes,
+            sp->passes ? (double)decoded / sp->passes : 0, (unsigned long long)sp->verifies,
+            (unsigned long long)sp->accepted, (unsigned long long)sp->drafted,
+            sp->drafted ? 100.0 * sp->accepted / sp->drafted : 0, (unsigned long long)sp->pauses,
+            (unsigned long long)sp->paused);
+    if (s->look_routed)
+        fprintf(f, "stats: router lookahead: %llu of %llu routed experts guessed a layer ahead (recall %.1f%%)\n",
+                (unsigned long long)s->look_hits, (unsigned long long)s->look_routed, 100.0 * s->look_hits / s->look_routed);
+    engine_print_store_stats(e, f);
 }

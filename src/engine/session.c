@@ -1,16 +1,9 @@
-#include "serve/session.h"
+#include "engine/session.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "util/err.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int session_init(Session *s, Engine *e) {
     memset(s, 0, sizeof *s);
@@ -20,6 +13,7 @@ int session_init(Session *s, Engine *e) {
     s->rows = df_malloc(sizeof *s->rows * (size_t)e->cat.cfg.vocab * MODEL_MAX_VERIFY);
     s->ready = 1;
     s->pending = -1;
+    s->chunk = MODEL_MAX_CHUNK;
     return 0;
 }
 
@@ -102,26 +96,33 @@ static void settle(Session *s) {
     s->ready = 1, s->at = 0;
 }
 
-/* Feeds toks[0..n) in chunks, appending them to held as each is done. The short chunk comes
- * first, so a feed cancelled between chunks has not started on its last MODEL_MAX_CHUNK tokens
- * (chat keeps what a cancelled prompt fed, up to its generation prompt, which is shorter). */
-static int feed(Session *s, const int32_t *toks, size_t n, CancelFn cancel, void *ctx) {
-    settle(s);
-    for (size_t at = 0; at < n;) {
-        if (cancel && cancel(ctx)) return 1;
-        int T = (n - at) % MODEL_MAX_CHUNK ? (int)((n - at) % MODEL_MAX_CHUNK) : MODEL_MAX_CHUNK;
-        int ids[MODEL_MAX_CHUNK];
-        for (int i = 0; i < T; i++) ids[i] = toks[at + (size_t)i];
-        if (model_forward(s->e->model, s->st, ids, T, s->rows, 0)) return -1;
-        for (int i = 0; i < T; i++) tokids_push(&s->held, ids[i]);
-        s->have_logits = 1;
-        at += (size_t)T;
-    }
+void session_settle(Session *s) { settle(s); }
+
+typedef struct {
+    Session *s;
+    const int32_t *toks;
+} Feeding;
+
+/* engine_feed's chunk_done: the chunk is in the State, so its tokens are held. */
+static int held_chunk(void *ctx, size_t at, int T, const float *rows) {
+    Feeding *f = ctx;
+    (void)rows;
+    for (int i = 0; i < T; i++) tokids_push(&f->s->held, f->toks[at + (size_t)i]);
+    f->s->have_logits = 1;
     return 0;
 }
 
+/* Feeds toks[0..n) in chunks, appending them to held as each is done (engine_feed: the short
+ * chunk first, so chat keeps what a cancelled prompt fed, up to its generation prompt). */
+static int feed(Session *s, const int32_t *toks, size_t n, CancelFn cancel, void *ctx) {
+    settle(s);
+    Feeding f = {s, toks};
+    FeedOptions o = {s->chunk, 0, s->rows, cancel, ctx, held_chunk, &f};
+    return engine_feed(s->e, s->st, toks, n, &o);
+}
+
 int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel, void *ctx, size_t *reused) {
-    double t0 = now_s();
+    double t0 = engine_now();
     if (n == 0) return df_fail("the prompt is empty");
     if (n > (size_t)s->e->max_context)
         return df_fail("the prompt's %zu tokens exceed the context limit of %d", n, s->e->max_context);
@@ -134,13 +135,39 @@ int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel
         state_copy_from(s->snap, s->st, (int)shared_prefix(&s->snap_held, &s->held));
         copy_ids(&s->snap_held, &s->held);
     }
-    s->prefill_s += now_s() - t0;
+    if (rc == 0) engine_profile_step(s->e, stderr);
+    s->prefill_s += engine_now() - t0;
     return rc;
 }
 
+/* The one decode step: feeds tok, the last token handed out, and verifies after it in the same
+ * pass a draft of at most `limit` tokens when speculation has one. Afterwards rows[0, ready)
+ * predict the tokens after tok and after each accepted draft token (those are in the State,
+ * uncommitted, until settle). */
+static int decode_step(Session *s, int32_t tok, int limit) {
+    const int V = s->e->cat.cfg.vocab;
+    int in[MODEL_MAX_VERIFY] = {tok};
+    int d = spec_draft(&s->spec, s->held.v, (int)s->held.n, limit, in + 1);
+    s->spec.passes++;
+    double t0 = engine_now();
+    if (d == 0) {
+        if (model_forward(s->e->model, s->st, in, 1, s->rows, 0)) return -1;
+        spec_plain(&s->spec, engine_now() - t0);
+        s->ready = 1;
+    } else {
+        if (model_forward_verify(s->e->model, s->st, in, d + 1, s->rows)) return -1;
+        int a = 0;
+        while (a < d && model_argmax(s->e->model, s->rows + (size_t)a * V) == in[a + 1]) a++;
+        spec_record(&s->spec, d, a, engine_now() - t0);
+        s->ready = a + 1;
+    }
+    engine_profile_step(s->e, stderr);
+    return 0;
+}
+
 /* Feeds the pending token: nothing to compute when a verify pass already did (it was the next
- * accepted draft token); else one forward, verifying a draft after it when there is one. */
-static int feed_pending(Session *s) {
+ * accepted draft token); else one decode step, its draft limited by `more` and the context. */
+static int feed_pending(Session *s, int more) {
     int32_t tok = s->pending;
     s->pending = -1;
     if (s->at + 1 < s->ready) {
@@ -150,46 +177,36 @@ static int feed_pending(Session *s) {
     }
     settle(s);
     tokids_push(&s->held, tok);
-    int in[MODEL_MAX_VERIFY] = {tok}, n = (int)s->held.n, V = s->e->cat.cfg.vocab;
-    int d = spec_draft(&s->spec, s->held.v, n, s->e->max_context - n, in + 1);
-    s->spec.passes++;
-    double t0 = now_s();
-    if (d == 0) {
-        if (model_forward(s->e->model, s->st, in, 1, s->rows, 0)) return -1;
-        spec_plain(&s->spec, now_s() - t0);
-        return 0;
-    }
-    if (model_forward_verify(s->e->model, s->st, in, d + 1, s->rows)) return -1;
-    int a = 0;
-    while (a < d && model_argmax(s->e->model, s->rows + (size_t)a * V) == in[a + 1]) a++;
-    spec_record(&s->spec, d, a, now_s() - t0);
-    s->ready = a + 1;
-    return 0;
+    int room = s->e->max_context - (int)s->held.n;
+    return decode_step(s, tok, more >= 0 && more < room ? more : room);
 }
 
-int session_commit(Session *s) {
+/* Feeds the pending token, or fails (resetting) when it does not fit the context. */
+static int commit(Session *s, int more) {
     if (s->pending < 0) return 0;
     if ((int)s->held.n >= s->e->max_context) {
         s->pending = -1;
         return df_fail("the context limit of %d is reached", s->e->max_context);
     }
-    if (feed_pending(s)) {
+    if (feed_pending(s, more)) {
         session_reset(s);
         return -1;
     }
     return 0;
 }
 
-int session_next(Session *s, int *tok, CancelFn cancel, void *ctx) {
+int session_commit(Session *s) { return commit(s, -1); }
+
+int session_next(Session *s, int *tok, int more, CancelFn cancel, void *ctx) {
     if (cancel && cancel(ctx)) return 2;
-    double t0 = now_s();
+    double t0 = engine_now();
     if (s->pending >= 0) {
         if ((int)s->held.n >= s->e->max_context) return 1;
-        if (session_commit(s)) return -1;
+        if (commit(s, more)) return -1;
     }
     if (!s->have_logits) return df_fail("session: nothing was fed before generating");
     *tok = model_argmax(s->e->model, s->rows + (size_t)s->at * s->e->cat.cfg.vocab);
     s->pending = *tok;
-    s->decode_s += now_s() - t0;
+    s->decode_s += engine_now() - t0;
     return 0;
 }
