@@ -38,7 +38,7 @@ TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 TOOLS    := $(TOOL_SRC:tools/%.c=$(B)/tools/%)
 
-.PHONY: all asan cuda test demo clean deps
+.PHONY: all asan cuda test demo clean deps check-layers
 all: $(B)/deltafin $(TESTS) $(BENCHES) $(TOOLS)
 
 $(B)/obj/%.o: %.c
@@ -80,7 +80,11 @@ deps:
 
 JOBS ?= $(shell nproc)
 
-test: deps
+# The folders' include order, and where the environment is read and the process may exit.
+check-layers:
+	bash scripts/check_layers.sh
+
+test: deps check-layers
 	$(MAKE) -j$(JOBS) all
 	$(MAKE) -j$(JOBS) asan
 	bash tests/run.sh

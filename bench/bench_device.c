@@ -10,9 +10,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
+#include "cli/die.h"
+#include "cli/settings.h"
 #include "kernels/device.h"
 #include "kernels/mat.h"
-#include "bench_util.h"
 #include "util/err.h"
 #include "util/pool.h"
 #include "util/rng.h"
@@ -63,12 +65,12 @@ static void time_shape(Pool *pool, const char *name, WeightFormat fmt, int rows,
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 20;
     if (reps < 1) reps = 1;
+    Settings set; /* K3_DEV, K3_THREADS */
     DeviceKind kind;
-    int asked;
-    if (device_kind_from_env(&kind, &asked) || device_open(kind)) df_die("%s", df_errmsg());
+    if (settings_from_env(&set) || device_resolve(set.engine.device, &kind) || device_open(kind)) df_die("%s", df_errmsg());
     MatDevice *dev = device_current();
     printf("device: %s\n", dev ? dev->desc : "cpu");
-    Pool *pool = pool_create(pool_threads_from_env());
+    Pool *pool = pool_create(set.engine.threads);
     Rng r;
     rng_seed(&r, 7);
     time_shape(pool, "call cost (16 x 16 f32)", WF_F32, 16, 16, 1, reps, &r);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/settings.h"
 #include "fetch/installer.h"
 #include "fetch/progress.h"
 #include "util/err.h"
@@ -53,7 +54,9 @@ int main(int argc, char **argv) {
     /* as the run-time store does: its own catalog, the installer attached to it */
     Catalog cat_own;
     Installer *in;
-    if (catalog_open(&cat_own, argv[1]) || installer_attach(&in, &cat_own, INST_ONLINE))
+    Settings set; /* the source: K3_HF_*, K3_FETCH_* */
+    if (settings_from_env(&set) || catalog_open(&cat_own, argv[1]) ||
+        installer_attach(&in, &cat_own, INST_ONLINE, &set.engine.fetch))
         return fprintf(stderr, "%s\n", df_errmsg()), 1;
     const Catalog *cat = &cat_own;
     const K3Config *c = &cat->cfg;

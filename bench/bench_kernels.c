@@ -14,9 +14,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
+#include "cli/die.h"
 #include "format/numfmt.h"
 #include "kernels/kernels_impl.h"
-#include "bench_util.h"
 #include "util/err.h"
 #include "util/pool.h"
 #include "util/rng.h"

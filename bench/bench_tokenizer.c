@@ -13,10 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+#include "cli/die.h"
 #include "text/synth_corpus.h"
 #include "text/tokenizer.h"
 #include "text/vocab_synth.h"
-#include "bench_util.h"
 #include "util/err.h"
 
 static double now(void) {

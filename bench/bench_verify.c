@@ -17,8 +17,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "engine/engine.h"
 #include "bench_util.h"
+#include "cli/settings.h"
+#include "engine/engine.h"
 #include "util/err.h"
 #include "util/rng.h"
 
@@ -47,8 +48,9 @@ int main(int argc, char **argv) {
         if (sizes[i] < 1 || sizes[i] > MODEL_MAX_VERIFY)
             return fprintf(stderr, "rows must be 1..%d: %s\n", MODEL_MAX_VERIFY, argv[3 + i]), 2;
     }
+    Settings set; /* the engine's settings from the environment, as deltafin reads them */
     Engine e;
-    if (engine_open(&e, argv[1])) return fprintf(stderr, "%s\n", df_errmsg()), 1;
+    if (settings_from_env(&set) || engine_open(&e, argv[1], &set.engine)) return fprintf(stderr, "%s\n", df_errmsg()), 1;
     engine_print_settings(&e, stderr);
     State *st = state_create(e.model);
     float *rows = malloc(sizeof *rows * (size_t)e.cat.cfg.vocab * MODEL_MAX_VERIFY);

@@ -3,11 +3,12 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/die.h"
 #include "util/err.h"
 
 typedef struct {
     const char *name;
-    int (*fn)(int, char **);
+    int (*fn)(const Settings *, int, char **);
     const char *summary;
 } Command;
 
@@ -38,7 +39,11 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (name_is(commands[i].name, argv[1])) return commands[i].fn(argc - 1, argv + 1);
+        if (name_is(commands[i].name, argv[1])) {
+            Settings set; /* every setting, validated before any command runs */
+            if (settings_from_env(&set)) df_die("%s", df_errmsg());
+            return commands[i].fn(&set, argc - 1, argv + 1);
+        }
     fprintf(stderr, "deltafin: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

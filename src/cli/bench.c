@@ -16,6 +16,8 @@
 
 #include "cli/args.h"
 #include "cli/bench.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
@@ -221,14 +223,13 @@ static int report(const BenchArgs *a, const BenchConfig *cs) {
 }
 
 /* A private directory for the children's JSON and stderr, removed afterwards. */
-static char *make_workdir(void) {
-    const char *tmp = getenv("TMPDIR");
-    char *dir = path_join(tmp && *tmp ? tmp : "/tmp", "deltafin-bench.XXXXXX");
+static char *make_workdir(const char *tmp) {
+    char *dir = path_join(tmp, "deltafin-bench.XXXXXX");
     if (!mkdtemp(dir)) df_die("bench: cannot create a directory %s: %s", dir, strerror(errno));
     return dir;
 }
 
-int cmd_bench(int argc, char **argv) {
+int cmd_bench(const Settings *set, int argc, char **argv) {
     BenchArgs a;
     parse_args(argc, argv, &a);
     BenchConfig cs[BENCH_MAX_CONFIGS];
@@ -237,7 +238,7 @@ int cmd_bench(int argc, char **argv) {
         for (int k = 0; k < cs[i].n_env; k++) {
             char name[128];
             snprintf(name, sizeof name, "%.*s", (int)(strchr(cs[i].env[k], '=') - cs[i].env[k]), cs[i].env[k]);
-            if (!bench_setting_known(name))
+            if (!settings_find(name))
                 fprintf(stderr, "deltafin: bench: warning: %s is not a setting deltafin is known to read\n", name);
         }
         cs[i].runs = json_array();
@@ -246,7 +247,7 @@ int cmd_bench(int argc, char **argv) {
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) df_die("bench: cannot find this program's path (/proc/self/exe): %s", strerror(errno));
     exe[n] = 0;
-    char *dir = make_workdir(), *json_path = path_join(dir, "run.json"), *err_path = path_join(dir, "run.err");
+    char *dir = make_workdir(set->tmpdir), *json_path = path_join(dir, "run.json"), *err_path = path_join(dir, "run.err");
     char nums[2][24], *num[2] = {nums[0], nums[1]};
     BenchChild ch = {exe, child_argv(&a, exe, json_path, num), json_path, err_path};
     bench_signals_block();

@@ -30,8 +30,6 @@ typedef struct {
 /* Parses "NAME=VALUE[,NAME=VALUE...]" ("" = no overrides) into c and builds its environment from
  * base. Names must be K3_* or DELTAFIN_* variables, each at most once. Fails with a message. */
 int bench_config_parse(BenchConfig *c, const char *text, char *const *base);
-/* 1 if name is a setting deltafin is known to read (an unknown one is only warned about). */
-int bench_setting_known(const char *name);
 void bench_config_free(BenchConfig *c);
 
 /* One child process: argv is run's argv (argv[0] = the binary) ending with "--stats-json" and the

@@ -7,24 +7,6 @@
 #include "cli/bench.h"
 #include "util/err.h"
 
-/* The settings deltafin reads (README's settings table). Others are allowed with a warning:
- * a misspelt name would otherwise benchmark the baseline twice without a word. */
-static const char *const known[] = {
-    "DELTAFIN_ROOT",    "DELTAFIN_API_KEY", "K3_A_LOG",        "K3_CACHE_POLICY",    "K3_CONTEXT",
-    "K3_DEV",           "K3_DIRECT",        "K3_IO_THREADS",   "K3_KERNELS",         "K3_LOOKAHEAD",
-    "K3_MLA_CACHE",     "K3_MOE_TOP_K",     "K3_OFFLINE",       "K3_PIN_LAYERS",   "K3_PREFETCH",        "K3_PROFILE",
-    "K3_PROMPT_SNAPSHOT", "K3_RAM_GB",      "K3_SPEC",         "K3_SPINE",           "K3_STORE",
-    "K3_THREADS",       "K3_TRACE",         "K3_HF_HOST",      "K3_HF_PATH",         "K3_HF_REVISION",
-    "K3_FETCH_PARALLEL", "K3_FETCH_RETRIES", "K3_FETCH_CHUNK_KB", "K3_FETCH_BACKOFF_MS",
-    "K3_FETCH_CONNECT_TIMEOUT", "K3_FETCH_STALL_TIMEOUT", "K3_DISK_FREE_BYTES",
-};
-
-int bench_setting_known(const char *name) {
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (!strcmp(known[i], name)) return 1;
-    return 0;
-}
-
 /* NAME: K3_ or DELTAFIN_ followed by at least one of A-Z 0-9 _. */
 static int valid_name(const char *s, size_t n) {
     size_t p = n >= 3 && !memcmp(s, "K3_", 3) ? 3 : n >= 9 && !memcmp(s, "DELTAFIN_", 9) ? 9 : 0;

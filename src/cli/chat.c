@@ -19,9 +19,11 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "engine/engine.h"
-#include "serve/reply.h"
 #include "engine/session.h"
+#include "serve/reply.h"
 #include "text/strbuf.h"
 #include "text/tokenizer.h"
 #include "text/xtml.h"
@@ -283,8 +285,8 @@ static void chat_loop(Chat *c) {
     fputs("\n", stdout);
 }
 
-int cmd_chat(int argc, char **argv) {
-    const char *model = NULL, *system = NULL, *effort = getenv("K3_REASONING_EFFORT");
+int cmd_chat(const Settings *set, int argc, char **argv) {
+    const char *model = NULL, *system = NULL, *effort = set->effort;
     Chat c;
     memset(&c, 0, sizeof c);
     int64_t max_new = -1;
@@ -304,10 +306,10 @@ int cmd_chat(int argc, char **argv) {
     if (effort && strcmp(effort, "low") && strcmp(effort, "high") && strcmp(effort, "max"))
         df_die("chat: --effort must be low, high or max, not '%s'", effort);
     c.max_new = max_new;
-    if (engine_open(&c.e, model)) df_die("%s", df_errmsg());
+    if (engine_open(&c.e, settings_dir(set, model), &set->engine)) df_die("%s", df_errmsg());
     engine_print_settings(&c.e, stderr);
     if (!(c.tok = tok_load(c.e.cat.dir))) df_die("%s", df_errmsg());
-    if (session_init(&c.s, &c.e)) df_die("%s", df_errmsg());
+    session_init(&c.s, &c.e);
     c.xo = (XtmlOptions)XTML_OPTIONS_DEFAULT;
     c.xo.effort = effort;
     c.tty = isatty(STDOUT_FILENO);

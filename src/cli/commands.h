@@ -1,7 +1,10 @@
-/* commands.h - the list of subcommands. Each is `int cmd_NAME(int argc, char **argv)` in
- * src/cli/NAME.c, returns the process exit status, and reports errors through util/err.h. */
+/* commands.h - the list of subcommands. Each is `int cmd_NAME(const Settings *set, int argc,
+ * char **argv)` in src/cli/NAME.c (settings: beside the table in settings.c): it gets the settings main() parsed from the environment,
+ * returns the process exit status, and reports errors through util/err.h. */
 #ifndef DF_COMMANDS_H
 #define DF_COMMANDS_H
+
+#include "cli/settings.h"
 
 /* X(name, summary) */
 #define DF_COMMANDS(X)                                                                   \
@@ -19,9 +22,10 @@
     X(doctor, "read-only health check of an install")                            \
     X(chat, "interactive multi-turn chat in the terminal")                                \
     X(serve, "OpenAI-compatible HTTP server")                                            \
-    X(bench, "benchmark configurations against each other, checking every run's tokens")
+    X(bench, "benchmark configurations against each other, checking every run's tokens") \
+    X(settings, "list every setting (environment variable) with its value, default and meaning")
 
-#define DF_DECLARE(name, summary) int cmd_##name(int argc, char **argv);
+#define DF_DECLARE(name, summary) int cmd_##name(const Settings *set, int argc, char **argv);
 DF_COMMANDS(DF_DECLARE)
 #undef DF_DECLARE
 

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "engine/engine.h"
 #include "util/err.h"
 
@@ -55,11 +57,13 @@ static double nll_of(const float *x, int V, int target) {
     return log(sum) - ((double)x[target] - mx);
 }
 
-/* Logits of every position of ids through an engine opened with K3_SPINE=spine. */
-static float *run_sequence(const char *dir, const char *spine, const int *ids, uint64_t *spine_bytes) {
-    setenv("K3_SPINE", spine, 1);
+/* Logits of every position of ids through an engine opened with the given spine. */
+static float *run_sequence(const char *dir, const EngineOptions *o, SpineChoice spine, const int *ids,
+                           uint64_t *spine_bytes) {
+    EngineOptions with = *o;
+    with.spine = spine;
     Engine e;
-    if (engine_open(&e, dir)) return NULL;
+    if (engine_open(&e, dir, &with)) return NULL;
     engine_print_settings(&e, stderr);
     int V = e.cat.cfg.vocab;
     float *rows = df_malloc(sizeof *rows * (size_t)CHECK_TOKENS * V);
@@ -73,12 +77,15 @@ static float *run_sequence(const char *dir, const char *spine, const int *ids, u
     return rows;
 }
 
-static int quality_check(const Engine *bf, const char *dir) {
+/* o: the user's settings (the check runs on the store they pick: streamed when the model is
+ * larger than the memory budget). */
+static int quality_check(const Engine *bf, const char *dir, const EngineOptions *o) {
     const int V = bf->cat.cfg.vocab;
     int ids[CHECK_TOKENS];
     for (int i = 0; i < CHECK_TOKENS; i++) ids[i] = (int)((1000003u * (unsigned)i + 12345u) % (unsigned)V);
     uint64_t bytes_bf16, bytes_i8;
-    float *a = run_sequence(dir, "bf16", ids, &bytes_bf16), *b = a ? run_sequence(dir, "int8", ids, &bytes_i8) : NULL;
+    float *a = run_sequence(dir, o, SPINE_BF16, ids, &bytes_bf16);
+    float *b = a ? run_sequence(dir, o, SPINE_INT8, ids, &bytes_i8) : NULL;
     if (!b) return free(a), -1;
     int top1 = 0, top5 = 0;
     double drift = 0, nll_a = 0, nll_b = 0;
@@ -99,7 +106,7 @@ static int quality_check(const Engine *bf, const char *dir) {
     return 0;
 }
 
-int cmd_convert_spine(int argc, char **argv) {
+int cmd_convert_spine(const Settings *set, int argc, char **argv) {
     const char *model = NULL;
     int no_check = 0;
     ArgSpec specs[] = {
@@ -110,19 +117,13 @@ int cmd_convert_spine(int argc, char **argv) {
     int n_pos;
     if (args_parse(argc, argv, specs, 2, pos, 0, &n_pos, "deltafin convert-spine [--model DIR] [--no-check]"))
         df_die("%s", df_errmsg());
-    /* the source is the BF16 spine, read through a mapped store; the check runs on the store the
-     * user's settings pick (streamed when the model is larger than the memory budget) */
-    const char *user_store = getenv("K3_STORE");
-    char *store = user_store ? df_strdup(user_store) : NULL;
-    setenv("K3_SPINE", "bf16", 1);
-    setenv("K3_STORE", "mapped", 1);
+    /* the source is the BF16 spine, read through a mapped store */
+    EngineOptions source = set->engine;
+    source.spine = SPINE_BF16;
+    source.store.kind = STORE_MAPPED;
     Engine e;
-    if (engine_open(&e, model)) df_die("%s", df_errmsg());
-    int rc = convert_all(&e);
-    if (store) setenv("K3_STORE", store, 1);
-    else unsetenv("K3_STORE");
-    free(store);
-    if (rc || (!no_check && quality_check(&e, e.cat.dir))) df_die("%s", df_errmsg());
+    if (engine_open(&e, settings_dir(set, model), &source)) df_die("%s", df_errmsg());
+    if (convert_all(&e) || (!no_check && quality_check(&e, e.cat.dir, &set->engine))) df_die("%s", df_errmsg());
     engine_close(&e);
     return 0;
 }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "text/tokenizer.h"
 #include "text/utf8stream.h"
 #include "util/err.h"
@@ -24,7 +26,7 @@ static int read_id(FILE *f, long long *id, long long index) {
     return 1;
 }
 
-int cmd_detokenize(int argc, char **argv) {
+int cmd_detokenize(const Settings *set, int argc, char **argv) {
     const char *model = NULL;
     ArgSpec specs[] = {
         {"model", ARG_STR, &model, "model directory with tiktoken.model (default $DELTAFIN_ROOT or .)"},
@@ -33,9 +35,7 @@ int cmd_detokenize(int argc, char **argv) {
     int n_pos;
     if (args_parse(argc, argv, specs, 1, pos, 0, &n_pos, "deltafin detokenize [--model DIR] < ids"))
         df_die("%s", df_errmsg());
-    if (!model || !*model) model = getenv("DELTAFIN_ROOT");
-    if (!model || !*model) model = ".";
-    Tokenizer *tok = tok_load(model);
+    Tokenizer *tok = tok_load(settings_dir(set, model));
     if (!tok) df_die("%s", df_errmsg());
     Utf8Stream st = UTF8STREAM_INIT;
     long long id = 0, index = 0;

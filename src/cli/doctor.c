@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "cli/install_common.h"
 #include "fetch/installer.h"
 #include "fetch/progress.h"
@@ -41,14 +43,14 @@ static int check_files(Installer *in) {
     return bad;
 }
 
-int cmd_doctor(int argc, char **argv) {
+int cmd_doctor(const Settings *set, int argc, char **argv) {
     const char *root = NULL;
     ArgSpec specs[] = {{"root", ARG_STR, &root, "install directory (default $DELTAFIN_ROOT or .)"}};
     const char *pos[1];
     int n_pos;
     if (args_parse(argc, argv, specs, 1, pos, 0, &n_pos, "deltafin doctor [--root DIR]")) df_die("%s", df_errmsg());
     Installer *in;
-    if (installer_open(&in, root, INST_OFFLINE, 0)) {
+    if (installer_open(&in, settings_dir(set, root), INST_OFFLINE, 0, &set->engine.fetch)) {
         printf("NOT USABLE: %s\n", df_errmsg());
         installer_close(in);
         return 1;

@@ -4,12 +4,14 @@
 #include <stdlib.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "cli/install_common.h"
 #include "fetch/installer.h"
 #include "fetch/progress.h"
 #include "util/err.h"
 
-int cmd_fetch(int argc, char **argv) {
+int cmd_fetch(const Settings *set, int argc, char **argv) {
     int dry = 0;
     const char *root = NULL, *layers = NULL;
     ArgSpec specs[] = {
@@ -22,7 +24,7 @@ int cmd_fetch(int argc, char **argv) {
     if (args_parse(argc, argv, specs, 3, pos, 0, &n_pos, "deltafin fetch [--layers 1-40,45] [--dry-run] [--root DIR]"))
         df_die("%s", df_errmsg());
     Installer *in;
-    if (installer_open(&in, root, dry ? INST_OFFLINE : INST_ONLINE, 0)) df_die("fetch: %s", df_errmsg());
+    if (installer_open(&in, settings_dir(set, root), dry ? INST_OFFLINE : INST_ONLINE, 0, &set->engine.fetch)) df_die("fetch: %s", df_errmsg());
     if (installer_unmanaged(in)) df_die("fetch: %s has no %s: it was not installed by deltafin setup", installer_root(in), MANIFEST_FILE);
     const K3Config *cfg = &installer_catalog(in)->cfg;
     FetchPlan plan = {0};

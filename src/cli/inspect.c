@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "format/catalog.h"
 #include "format/schema.h"
 #include "util/err.h"
@@ -52,7 +54,8 @@ static void print_bytes(const Catalog *cat) {
            per_token_experts / 1e9, row);
 }
 
-int cmd_inspect(int argc, char **argv) {
+int cmd_inspect(const Settings *set, int argc, char **argv) {
+    (void)set; /* reads no setting */
     const char *pos[1];
     int n_pos;
     if (args_parse(argc, argv, NULL, 0, pos, 1, &n_pos, "deltafin inspect DIR")) df_die("%s", df_errmsg());

@@ -11,9 +11,9 @@ uint64_t install_reserve(uint64_t need) { return need / 100 + (64u << 20); }
 
 int install_fits(uint64_t need, uint64_t free_b) { return need == 0 || need + install_reserve(need) <= free_b; }
 
-const char *install_source_display(void) {
+const char *install_source_display(const FetchOptions *o) {
     static Source s;
-    return source_from_env(&s) ? "?" : s.display;
+    return source_init(&s, o) ? "?" : s.display;
 }
 
 int install_verify_report(Installer *in) {

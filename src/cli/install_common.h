@@ -11,8 +11,8 @@
 int install_fits(uint64_t need, uint64_t free_b);
 /* The space kept free beyond `need`. */
 uint64_t install_reserve(uint64_t need);
-/* The source as messages show it (from the environment; "?" if invalid). */
-const char *install_source_display(void);
+/* The source as messages show it ("?" if invalid). */
+const char *install_source_display(const FetchOptions *o);
 /* Hashes complete shards against published SHA-256s and prints what was verified. */
 int install_verify_report(Installer *in);
 /* Local/missing summary, with the exact fetch command when experts are missing. */

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "cli/token_list.h"
 #include "engine/engine.h"
 #include "util/err.h"
@@ -24,7 +26,7 @@ static int keep_rows(void *ctx, size_t at, int T, const float *rows) {
     return 0;
 }
 
-int cmd_logits(int argc, char **argv) {
+int cmd_logits(const Settings *set, int argc, char **argv) {
     const char *model = NULL, *tokens = NULL, *text = NULL, *out = NULL;
     int64_t chunk = MODEL_MAX_CHUNK;
     ArgSpec specs[] = {
@@ -40,7 +42,7 @@ int cmd_logits(int argc, char **argv) {
         df_die("%s", df_errmsg());
     if (!tokens == !text || !out) df_die("logits: give --out and exactly one of --tokens and --text");
     Engine e;
-    if (engine_open(&e, model)) df_die("%s", df_errmsg());
+    if (engine_open(&e, settings_dir(set, model), &set->engine)) df_die("%s", df_errmsg());
     const int V = e.cat.cfg.vocab;
     int *ids = NULL, n;
     if (tokens) {

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "cli/token_list.h"
 #include "engine/engine.h"
 #include "util/err.h"
@@ -43,7 +45,7 @@ static int read_text_tokens(const Engine *e, const char *path, int **ids) {
     return n < 0 ? df_failctx("%s", path) : n;
 }
 
-int cmd_nll(int argc, char **argv) {
+int cmd_nll(const Settings *set, int argc, char **argv) {
     const char *model = NULL, *file = NULL, *text = NULL;
     ArgSpec specs[] = {
         {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
@@ -56,7 +58,7 @@ int cmd_nll(int argc, char **argv) {
         df_die("%s", df_errmsg());
     if (!file == !text) df_die("nll: give exactly one of --tokens-file and --text");
     Engine e;
-    if (engine_open(&e, model)) df_die("%s", df_errmsg());
+    if (engine_open(&e, settings_dir(set, model), &set->engine)) df_die("%s", df_errmsg());
     engine_print_settings(&e, stderr); /* says which lossy modes (int8 spine, top-k) are on */
     const int V = e.cat.cfg.vocab;
     int *ids;

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "cli/token_list.h"
 #include "engine/stats.h"
 #include "text/utf8stream.h"
@@ -126,7 +128,7 @@ static void write_stats_json(Engine *e, const GenResult *res, const Printer *p, 
     json_decref(j);
 }
 
-int cmd_run(int argc, char **argv) {
+int cmd_run(const Settings *set, int argc, char **argv) {
     const char *model = NULL, *tokens = NULL, *text = NULL, *stats_json = NULL;
     int64_t max_new = -1, chunk = MODEL_MAX_CHUNK;
     int stats = 0, chat = 0;
@@ -149,7 +151,7 @@ int cmd_run(int argc, char **argv) {
     if (max_new < -1 || max_new > (1 << 24)) df_die("run: --max-new must be 0..16777216");
     if (chunk < 1 || chunk > MODEL_MAX_CHUNK) df_die("run: --chunk must be 1..%d", MODEL_MAX_CHUNK);
     Engine e;
-    if (engine_open(&e, model)) df_die("%s", df_errmsg());
+    if (engine_open(&e, settings_dir(set, model), &set->engine)) df_die("%s", df_errmsg());
     engine_print_settings(&e, stderr);
     Printer pr = {NULL, NULL, UTF8STREAM_INIT, 1, NULL, 0, stats_json ? 0 : -1};
     if (text && !(pr.tok = engine_tokenizer(&e))) df_die("%s", df_errmsg());
@@ -161,7 +163,7 @@ int cmd_run(int argc, char **argv) {
     if (max_new < 0) max_new = chat ? e.max_context : 256;
     install_sigint();
     Session s;
-    if (session_init(&s, &e)) df_die("%s", df_errmsg());
+    session_init(&s, &e);
     s.chunk = (int)chunk;
     GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, interrupted, NULL};
     GenResult res;

@@ -1,32 +1,16 @@
 /* deltafin serve - the OpenAI-compatible HTTP server (src/serve/server.h). */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "engine/engine.h"
-#include "serve/memo.h"
 #include "serve/server.h"
-#include "engine/session.h"
 #include "text/tokenizer.h"
 #include "util/err.h"
 
-static int max_tokens_from_env(int64_t *out) {
-    const char *v = getenv("K3_SERVER_MAX_TOKENS");
-    *out = -1;
-    if (!v || !*v) return 0;
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (errno || *end || n < 1 || n > (1 << 24))
-        return df_fail("K3_SERVER_MAX_TOKENS: '%s' is not a token count in 1..16777216", v);
-    *out = n;
-    return 0;
-}
-
-int cmd_serve(int argc, char **argv) {
-    const char *model = NULL, *host = "127.0.0.1", *api_key = getenv("DELTAFIN_API_KEY");
+int cmd_serve(const Settings *set, int argc, char **argv) {
+    const char *model = NULL, *host = "127.0.0.1", *api_key = set->api_key;
     int64_t port = 8000, queue = 0, timeout = 30, max_body = 8 << 20, max_conn = 64;
     ArgSpec specs[] = {
         {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
@@ -48,12 +32,22 @@ int cmd_serve(int argc, char **argv) {
     if (max_body < 1024 || max_body > (1ll << 32)) df_die("serve: --max-body must be 1024..4294967296 bytes");
     if (max_conn < 1 || max_conn > 4096) df_die("serve: --max-connections must be 1..4096");
     if (api_key && !*api_key) api_key = NULL;
-    ServeConfig cfg = {host, (int)port, api_key, (int)queue, -1, 0, (int)timeout, (size_t)max_body, (int)max_conn, 1};
-    if (max_tokens_from_env(&cfg.max_tokens) || memo_entries_from_env(&cfg.memo_entries) ||
-        session_snapshot_from_env(&cfg.prompt_snapshot) || serve_check(&cfg))
-        df_die("%s", df_errmsg());
+    ServeConfig cfg = {.host = host,
+                       .port = (int)port,
+                       .api_key = api_key,
+                       .queue = (int)queue,
+                       .max_tokens = set->server_max_tokens,
+                       .memo_entries = set->memo_entries,
+                       .timeout_s = (int)timeout,
+                       .max_body = (size_t)max_body,
+                       .max_connections = (int)max_conn,
+                       .prompt_snapshot = set->prompt_snapshot,
+                       .effort = set->effort};
+    if (serve_check(&cfg)) df_die("%s", df_errmsg());
+    EngineOptions eo = set->engine;
+    eo.extra_states = cfg.prompt_snapshot; /* the snapshot is a second State */
     Engine e;
-    if (engine_open_states(&e, model, cfg.prompt_snapshot)) df_die("%s", df_errmsg()); /* the snapshot is a second State */
+    if (engine_open(&e, settings_dir(set, model), &eo)) df_die("%s", df_errmsg());
     engine_print_settings(&e, stderr);
     Tokenizer *tok = tok_load(e.cat.dir);
     if (!tok) df_die("%s", df_errmsg());

@@ -4,12 +4,14 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "cli/install_common.h"
 #include "fetch/installer.h"
 #include "fetch/progress.h"
 #include "util/err.h"
 
-int cmd_setup(int argc, char **argv) {
+int cmd_setup(const Settings *set, int argc, char **argv) {
     int full = 0, stream = 0, dry = 0;
     const char *root = NULL;
     ArgSpec specs[] = {
@@ -24,7 +26,7 @@ int cmd_setup(int argc, char **argv) {
         df_die("%s", df_errmsg());
     if (full && stream) df_die("setup: give at most one of --full and --stream");
     Installer *in;
-    if (installer_open(&in, root, INST_REFRESH, dry)) df_die("setup: %s", df_errmsg());
+    if (installer_open(&in, settings_dir(set, root), INST_REFRESH, dry, &set->engine.fetch)) df_die("setup: %s", df_errmsg());
     FetchPlan spine = {0}, all = {0};
     plan_headers_and_spine(in, &spine);
     plan_everything(in, &all);
@@ -46,7 +48,7 @@ int cmd_setup(int argc, char **argv) {
     char e[32];
     printf("plan: %s install of %s from %s\n  %d shards (%s; %s present), %s to fetch in %d requests "
            "(after %s of metadata and headers), %s free\n",
-           full ? "full" : "streaming", installer_root(in), install_source_display(), cat->n_shards,
+           full ? "full" : "streaming", installer_root(in), install_source_display(&set->engine.fetch), cat->n_shards,
            fmt_bytes(a, sizeof a, full_b), fmt_bytes(b, sizeof b, present_b), fmt_bytes(c, sizeof c, plan->bytes), plan->n,
            fmt_bytes(e, sizeof e, meta), fmt_bytes(d, sizeof d, free_b));
     int rc = 0;

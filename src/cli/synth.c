@@ -3,10 +3,13 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "synth/synth.h"
 #include "util/err.h"
 
-int cmd_synth(int argc, char **argv) {
+int cmd_synth(const Settings *set, int argc, char **argv) {
+    (void)set; /* reads no setting */
     const char *preset = NULL, *out = NULL;
     int64_t seed = 1, layers = 0;
     double size_gb = 0, embed_scale = 1;

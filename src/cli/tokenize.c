@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "text/tokenizer.h"
 #include "text/xtml.h"
 #include "util/err.h"
@@ -39,7 +41,8 @@ static int read_stdin(char **out, size_t *len) {
 }
 
 typedef struct {
-    const char *effort;
+    const char *effort;         /* --effort */
+    const char *default_effort; /* K3_REASONING_EFFORT, or NULL */
     int no_thinking, no_gen, as_text;
 } ChatFlags;
 
@@ -58,8 +61,7 @@ static int render_chat(const Tokenizer *tok, const char *path, const ChatFlags *
     const char *req_effort = json_string_value(json_object_get(root, "reasoning_effort"));
     XtmlOptions opt = XTML_OPTIONS_DEFAULT;
     opt.tools = json_object_get(root, "tools");
-    const char *env_effort = getenv("K3_REASONING_EFFORT");
-    opt.effort = f->effort ? f->effort : req_effort ? req_effort : env_effort && *env_effort ? env_effort : NULL;
+    opt.effort = f->effort ? f->effort : req_effort ? req_effort : f->default_effort;
     opt.thinking = !f->no_thinking;
     opt.gen_prompt = !f->no_gen;
     int rc;
@@ -97,10 +99,10 @@ static int encode_lines(const Tokenizer *tok, const char *text, size_t len, int 
     return 0;
 }
 
-int cmd_tokenize(int argc, char **argv) {
+int cmd_tokenize(const Settings *set, int argc, char **argv) {
     const char *model = NULL, *chat = NULL;
     int special = 0, jsonl = 0;
-    ChatFlags f = {0};
+    ChatFlags f = {.default_effort = set->effort};
     ArgSpec specs[] = {
         {"model", ARG_STR, &model, "model directory with tiktoken.model (default $DELTAFIN_ROOT or .)"},
         {"chat", ARG_STR, &chat, "render this chat JSON (messages array, or request with messages/tools)"},
@@ -115,9 +117,7 @@ int cmd_tokenize(int argc, char **argv) {
     int n_pos;
     if (args_parse(argc, argv, specs, 8, pos, 0, &n_pos, "deltafin tokenize [--model DIR] [--chat FILE.json] < text"))
         df_die("%s", df_errmsg());
-    if (!model || !*model) model = getenv("DELTAFIN_ROOT");
-    if (!model || !*model) model = ".";
-    Tokenizer *tok = tok_load(model);
+    Tokenizer *tok = tok_load(settings_dir(set, model));
     if (!tok) df_die("%s", df_errmsg());
     TokIds ids = {0};
     char *text = NULL;

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
 #include "cli/install_common.h"
 #include "fetch/installer.h"
 #include "fetch/trace.h"
@@ -21,7 +23,7 @@ static int by_count(const void *a, const void *b) {
     return x->layer != y->layer ? x->layer - y->layer : x->expert - y->expert;
 }
 
-int cmd_warm(int argc, char **argv) {
+int cmd_warm(const Settings *set, int argc, char **argv) {
     const char *root = NULL, *trace = NULL;
     int64_t n_fetch = 64;
     int dry = 0;
@@ -37,7 +39,7 @@ int cmd_warm(int argc, char **argv) {
         df_die("%s", df_errmsg());
     if (n_fetch < 0) df_die("warm: --fetch must be >= 0");
     Installer *in;
-    if (installer_open(&in, root, dry ? INST_OFFLINE : INST_ONLINE, 0)) df_die("warm: %s", df_errmsg());
+    if (installer_open(&in, settings_dir(set, root), dry ? INST_OFFLINE : INST_ONLINE, 0, &set->engine.fetch)) df_die("warm: %s", df_errmsg());
     if (installer_unmanaged(in)) df_die("warm: %s has no %s: it was not installed by deltafin setup", installer_root(in), MANIFEST_FILE);
     const K3Config *cfg = &installer_catalog(in)->cfg;
     size_t n_all = (size_t)cfg->n_layers * cfg->n_experts;

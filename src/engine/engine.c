@@ -1,11 +1,9 @@
 #include "engine/engine.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "engine/spec.h"
 #include "kernels/device.h"
 #include "kernels/kernels.h"
 #include "util/err.h"
@@ -22,46 +20,31 @@ double engine_now(void) {
 /* The default context follows the MLA cache's size per position, which the streaming memory plan
  * reserves for the whole context: 2,304 B per layer latent (65,536 positions are 3.6 GB on K3),
  * 122,880 B expanded (4,096 positions: 12.1 GB). */
-static int context_from_env(MlaCacheMode mla, int *out) {
-    const char *v = getenv("K3_CONTEXT");
-    *out = mla == MLA_CACHE_LATENT ? DEFAULT_CONTEXT_LATENT : DEFAULT_CONTEXT_EXPANDED;
-    if (!v || !*v) return 0;
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || *end || n < 1 || n > (1 << 24)) return df_fail("K3_CONTEXT: '%s' is not a position count in 1..16777216", v);
-    *out = (int)n;
-    return 0;
+static int default_context(MlaCacheMode mla) {
+    return mla == MLA_CACHE_LATENT ? DEFAULT_CONTEXT_LATENT : DEFAULT_CONTEXT_EXPANDED;
 }
 
 /* K3_MOE_TOP_K=N: route each token to its N best experts only (renormalised over them). */
-static int top_k_from_env(Engine *e) {
-    const char *v = getenv("K3_MOE_TOP_K");
+static int apply_top_k(Engine *e) {
     K3Config *c = &e->cat.cfg;
+    int n = e->opt.top_k;
     e->top_k_full = c->top_k;
-    if (!v || !*v) return 0;
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || *end || n < 1 || n > c->top_k)
-        return df_fail("K3_MOE_TOP_K: '%s' is not an expert count in 1..%d (the model's num_experts_per_token)", v,
+    if (n == 0) return 0;
+    if (n < 1 || n > c->top_k)
+        return df_fail("K3_MOE_TOP_K: '%d' is not an expert count in 1..%d (the model's num_experts_per_token)", n,
                        c->top_k);
-    c->top_k = (int)n;
+    c->top_k = n;
     return 0;
 }
 
 /* K3_SPINE=auto|int8|bf16: auto takes the int8 spine when convert-spine has written all of it.
  * Decided before the store opens: a streamed spine plans and reads the int8 files itself. */
 static int spine_choice(Engine *e) {
-    const char *v = getenv("K3_SPINE");
-    if (!v || !*v) v = "auto";
-    if (strcmp(v, "auto") && strcmp(v, "int8") && strcmp(v, "bf16"))
-        return df_fail("K3_SPINE: '%s' is not one of auto, int8, bf16", v);
-    if (!strcmp(v, "bf16")) return 0;
+    if (e->opt.spine == SPINE_BF16) return 0;
     int done, total;
     if (i8spine_converted(&e->cat, &done, &total)) return -1;
     int full = total > 0 && done == total;
-    if (!full && !strcmp(v, "int8"))
+    if (!full && e->opt.spine == SPINE_INT8)
         return df_fail("K3_SPINE=int8: %d of %d spine tensors are converted in %s/%s: "
                        "run deltafin convert-spine --model %s",
                        done, total, e->cat.dir, I8SPINE_SUBDIR, e->cat.dir);
@@ -79,9 +62,7 @@ static int map_int8_spine(Engine *e, TensorBytesFn bytes, void *provider) {
 /* A streaming install (made by setup --stream) may lack experts, never the spine. K3_OFFLINE=1
  * forbids fetching: a missing expert is then an error. */
 static int attach_install(Engine *e) {
-    const char *off = getenv("K3_OFFLINE");
-    int offline = off && *off && strcmp(off, "0") != 0;
-    if (installer_attach(&e->inst, &e->cat, offline ? INST_OFFLINE : INST_ONLINE)) return -1;
+    if (installer_attach(&e->inst, &e->cat, e->opt.offline ? INST_OFFLINE : INST_ONLINE, &e->opt.fetch)) return -1;
     if (installer_unmanaged(e->inst)) {
         installer_close(e->inst);
         e->inst = NULL;
@@ -101,16 +82,14 @@ static int attach_install(Engine *e) {
  * the router trace around its experts. */
 static int open_store(Engine *e) {
     if (attach_install(e)) return -1;
-    if (stream_wanted(&e->cat, &e->streaming)) return -1;
+    if (stream_wanted(&e->cat, &e->opt.store, &e->streaming)) return -1;
     if (e->streaming) {
-        Spec spec;
-        if (spec_init(&spec)) return -1;
         StreamNeeds needs = {.context = e->max_context,
                              .int8_spine = e->spine_int8,
-                             .speculation = spec.on,
-                             .extra_states = e->extra_states,
-                             .mla_position_bytes = model_mla_bytes_per_position(&e->cat.cfg, e->mla_cache)};
-        if (stream_open(&e->stream, &e->cat, &needs)) return -1;
+                             .speculation = e->opt.spec,
+                             .extra_states = e->opt.extra_states,
+                             .mla_position_bytes = model_mla_bytes_per_position(&e->cat.cfg, e->opt.mla_cache)};
+        if (stream_open(&e->stream, &e->cat, &needs, &e->opt.store)) return -1;
         e->experts = &e->stream.experts.src;
     } else {
         if (mapped_open(&e->store, &e->cat)) return -1;
@@ -120,9 +99,8 @@ static int open_store(Engine *e) {
         fetching_wrap(&e->fetching, e->experts, e->inst);
         e->experts = &e->fetching.src;
     }
-    const char *trace = trace_path_from_env();
-    if (trace) {
-        if (trace_open(&e->trace, e->experts, &e->cat.cfg, trace)) return -1;
+    if (e->opt.trace) {
+        if (trace_open(&e->trace, e->experts, &e->cat.cfg, e->opt.trace)) return -1;
         e->experts = &e->trace.src;
     }
     return 0;
@@ -148,8 +126,8 @@ static size_t spine_matrix_bytes(const Engine *e) {
  * token) would be read stale. */
 static int open_device(Engine *e) {
     DeviceKind kind;
-    int asked;
-    if (device_kind_from_env(&kind, &asked)) return -1;
+    int asked = e->opt.device != DEV_AUTO;
+    if (device_resolve(e->opt.device, &kind)) return -1;
     if (kind == DEV_CPU || device_current()) return 0; /* an engine opened inside another shares its device */
     if (e->streaming && e->stream.plan.pinned < e->cat.cfg.n_layers) {
         int streamed = e->cat.cfg.n_layers - e->stream.plan.pinned;
@@ -176,28 +154,23 @@ static int open_device(Engine *e) {
     return 0;
 }
 
-int engine_open(Engine *e, const char *dir) { return engine_open_states(e, dir, 0); }
-
-int engine_open_states(Engine *e, const char *dir, int extra_states) {
+int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
     memset(e, 0, sizeof *e);
-    e->extra_states = extra_states;
-    if (!dir) dir = getenv("DELTAFIN_ROOT");
-    if (!dir || !*dir) dir = ".";
-    if (model_a_log_mode_from_env(&e->a_log) || model_mla_cache_from_env(&e->mla_cache) ||
-        context_from_env(e->mla_cache, &e->max_context))
-        return -1;
+    e->opt = *o;
+    e->max_context = o->context ? o->context : default_context(o->mla_cache);
+    if (kern_select(o->kernels)) return df_failctx("K3_KERNELS=%s", o->kernels);
     if (catalog_open(&e->cat, dir)) return -1;
-    if (top_k_from_env(e) || spine_choice(e)) return engine_close(e), -1;
+    if (apply_top_k(e) || spine_choice(e)) return engine_close(e), -1;
     if (open_store(e)) return engine_close(e), -1;
-    e->pool = pool_create(pool_threads_from_env());
+    e->pool = pool_create(o->threads);
     e->threads = pool_threads(e->pool);
     TensorBytesFn bytes = e->streaming ? e->stream.spine.src.bytes : mapped_tensor_bytes;
     void *provider = e->streaming ? (void *)&e->stream.spine : (void *)&e->store;
-    if (model_create(&e->model, &e->cat, bytes, provider, e->experts, e->pool, e->a_log, e->max_context)) {
+    if (model_create(&e->model, &e->cat, bytes, provider, e->experts, e->pool, e->opt.a_log, e->max_context)) {
         engine_close(e);
         return -1;
     }
-    model_set_mla_cache(e->model, e->mla_cache);
+    model_set_mla_cache(e->model, e->opt.mla_cache);
     if (map_int8_spine(e, bytes, provider)) return engine_close(e), -1;
     if (e->streaming) {
         if (model_set_spine(e->model, &e->stream.spine.src)) return engine_close(e), -1;
@@ -205,8 +178,6 @@ int engine_open_states(Engine *e, const char *dir, int extra_states) {
     }
     if (open_device(e)) return engine_close(e), -1;
     e->max_context = model_max_context(e->model);
-    const char *prof = getenv("K3_PROFILE");
-    e->profile = prof && *prof && strcmp(prof, "0") != 0;
     e->prof_t = engine_now();
     return 0;
 }

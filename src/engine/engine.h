@@ -10,9 +10,10 @@
 
 #include <stdio.h>
 
-#include "format/catalog.h"
-#include "model/model.h"
 #include "fetch/installer.h"
+#include "format/catalog.h"
+#include "kernels/device.h"
+#include "model/model.h"
 #include "store/fetching.h"
 #include "store/i8spine.h"
 #include "store/mapped.h"
@@ -21,7 +22,31 @@
 #include "text/tokenizer.h"
 #include "text/tokids.h"
 
+typedef enum { SPINE_AUTO, SPINE_INT8, SPINE_BF16 } SpineChoice;
+
+/* What the engine's settings say, validated by the caller (the CLI's settings table); the
+ * strings are borrowed for the Engine's lifetime. */
 typedef struct {
+    int threads;             /* K3_THREADS: compute threads; 0: every core */
+    int context;             /* K3_CONTEXT: positions a sequence may hold; 0: the MLA layout's default */
+    MlaCacheMode mla_cache;  /* K3_MLA_CACHE */
+    ALogMode a_log;          /* K3_A_LOG */
+    int top_k;               /* K3_MOE_TOP_K: experts per token (at most the model's); 0: the model's */
+    SpineChoice spine;       /* K3_SPINE: AUTO takes the int8 spine when all of it is converted */
+    int spec;                /* K3_SPEC: Sessions speculate (spec.h) */
+    int offline;             /* K3_OFFLINE: a missing expert of a streaming install is an error */
+    int profile;             /* K3_PROFILE: one line per forward on stderr */
+    const char *trace;       /* K3_TRACE: router trace file (store/trace.h), or NULL */
+    DeviceKind device;       /* K3_DEV */
+    const char *kernels;     /* K3_KERNELS: kern_select's name */
+    StoreOptions store;      /* K3_STORE and the streaming store's settings */
+    FetchOptions fetch;      /* where a streaming install fetches missing experts from */
+    int extra_states;        /* decode States the caller keeps besides its working one (the server's
+                              * prompt snapshot): the streaming memory plan counts them. Not a setting */
+} EngineOptions;
+
+typedef struct {
+    EngineOptions opt;       /* as opened */
     Catalog cat;
     int streaming;           /* K3_STORE: 1 = stream (budgeted), 0 = mapped */
     MappedStore store;
@@ -30,29 +55,22 @@ typedef struct {
     FetchingSource fetching; /* streaming install: fetches missing experts before they are read */
     TraceSource trace;       /* K3_TRACE: wraps the expert source */
     ExpertSource *experts;
-    int profile;             /* K3_PROFILE=1: one line per forward */
     ModelStats prof_stats;   /* totals at the previous profile line */
     StreamCounters prof_io;
     double prof_t;
     Pool *pool;
     Model *model;
-    int threads;
-    int max_context;
-    ALogMode a_log;
-    MlaCacheMode mla_cache;  /* K3_MLA_CACHE */
+    int threads;             /* compute threads the pool has */
+    int max_context;         /* positions a State may hold (K3_CONTEXT, within the model's limit) */
     int device_open;         /* K3_DEV opened an accelerator (device.h), closed with the engine */
     char device_note[128];   /* why K3_DEV=auto stayed on the CPU, for the start-up line */
     I8Spine i8;              /* K3_SPINE: mapped int8 spine when spine_int8 */
     int spine_int8;          /* 1: the spine matrices are the lossy int8 ones */
     int top_k_full;          /* the checkpoint's experts per token; cat.cfg.top_k is K3_MOE_TOP_K's */
-    int extra_states;        /* decode States the caller keeps besides its working one */
 } Engine;
 
-/* dir NULL: $DELTAFIN_ROOT, else the current directory. Fails with a message. */
-int engine_open(Engine *e, const char *dir);
-/* engine_open for a caller that keeps extra_states more decode States than the working one (the
- * server's prompt snapshot): the streaming memory plan counts them. engine_open passes 0. */
-int engine_open_states(Engine *e, const char *dir, int extra_states);
+/* Opens the checkpoint in dir with the options (copied). Fails with a message. */
+int engine_open(Engine *e, const char *dir, const EngineOptions *o);
 void engine_close(Engine *e);
 /* Monotonic seconds (for the profile). */
 double engine_now(void);

@@ -5,12 +5,10 @@
 #include <time.h>
 
 #include "engine/engine.h"
-#include "engine/spec.h"
 #include "kernels/device.h"
 #include "kernels/kernels.h"
 
 void engine_print_settings(const Engine *e, FILE *f) {
-    Spec spec; /* K3_SPEC as the generation loop will read it */
     const K3Config *c = &e->cat.cfg;
     uint64_t total = (uint64_t)(c->n_layers - c->first_dense) * (uint64_t)c->n_experts, local = total;
     if (e->inst) installer_expert_counts(e->inst, &local, &total);
@@ -28,9 +26,9 @@ void engine_print_settings(const Engine *e, FILE *f) {
             e->spine_int8 ? "int8 (lossy)" : "bf16 (exact)",
             (unsigned long long)local,
             (unsigned long long)total, e->streaming ? "streamed" : "mapped", topk, e->max_context,
-            e->mla_cache == MLA_CACHE_LATENT ? "latent" : "expanded",
-            e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)",
-            spec_init(&spec) == 0 && spec.on ? "n-gram (lossless)" : "off");
+            e->opt.mla_cache == MLA_CACHE_LATENT ? "latent" : "expanded",
+            e->opt.a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)",
+            e->opt.spec ? "n-gram (lossless)" : "off");
     if (e->streaming) stream_print_plan(&e->stream, f);
     if (e->inst) {
         char reminder[1024];
@@ -45,7 +43,7 @@ static StreamCounters io_counters(const Engine *e) {
 }
 
 void engine_profile_step(Engine *e, FILE *f) {
-    if (!e->profile) return;
+    if (!e->opt.profile) return;
     const ModelStats *s = model_stats(e->model), *p = &e->prof_stats;
     StreamCounters io = io_counters(e), *q = &e->prof_io;
     double now = engine_now(), dt = now - e->prof_t;

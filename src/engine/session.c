@@ -5,16 +5,15 @@
 
 #include "util/err.h"
 
-int session_init(Session *s, Engine *e) {
+void session_init(Session *s, Engine *e) {
     memset(s, 0, sizeof *s);
-    if (spec_init(&s->spec)) return -1;
+    spec_init(&s->spec, e->opt.spec);
     s->e = e;
     s->st = state_create(e->model);
     s->rows = df_malloc(sizeof *s->rows * (size_t)e->cat.cfg.vocab * MODEL_MAX_VERIFY);
     s->ready = 1;
     s->pending = -1;
     s->chunk = MODEL_MAX_CHUNK;
-    return 0;
 }
 
 void session_free(Session *s) {
@@ -37,16 +36,6 @@ static void forget(Session *s) {
 void session_reset(Session *s) {
     state_reset(s->st);
     forget(s);
-}
-
-int session_snapshot_from_env(int *on) {
-    const char *v = getenv("K3_PROMPT_SNAPSHOT");
-    *on = 1;
-    if (!v || !*v) return 0;
-    if (strcmp(v, "0") && strcmp(v, "1"))
-        return df_fail("K3_PROMPT_SNAPSHOT: '%s' is not 1 (keep the decode state at the end of each prompt) or 0", v);
-    *on = v[0] == '1';
-    return 0;
 }
 
 void session_keep_snapshots(Session *s) {
@@ -73,19 +62,22 @@ static size_t covered(const TokIds *have, const int32_t *prompt, size_t n) {
     return have->n && have->n < n && !memcmp(have->v, prompt, have->n * sizeof *prompt) ? have->n : 0;
 }
 
-/* Makes the State hold the longest reusable prefix of the prompt; returns its length. */
-static size_t reuse(Session *s, const int32_t *prompt, size_t n) {
+/* Makes the State hold the longest reusable prefix of the prompt; sets *len to its length.
+ * Returns 0, or -1 with a message (reset). */
+static int reuse(Session *s, const int32_t *prompt, size_t n, size_t *len) {
     size_t live = covered(&s->held, prompt, n);
     size_t snap = s->snap ? covered(&s->snap_held, prompt, n) : 0;
     if (snap <= live) {
         if (!live) session_reset(s);
-        return live;
+        *len = live;
+        return 0;
     }
     size_t same = shared_prefix(&s->held, &s->snap_held); /* before forget() empties held */
     forget(s);
-    state_copy_from(s->st, s->snap, (int)same);
+    if (state_copy_from(s->st, s->snap, (int)same)) return session_reset(s), -1;
     copy_ids(&s->held, &s->snap_held);
-    return snap;
+    *len = snap;
+    return 0;
 }
 
 /* Cuts the State back to the held tokens after a verify pass (rows past the ones handed out
@@ -127,14 +119,15 @@ int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel
     if (n > (size_t)s->e->max_context)
         return df_fail("the prompt's %zu tokens exceed the context limit of %d", n, s->e->max_context);
     s->pending = -1;
-    size_t common = reuse(s, prompt, n);
+    size_t common;
+    if (reuse(s, prompt, n, &common)) return -1;
     if (reused) *reused = common;
     int rc = feed(s, prompt + common, n - common, cancel, ctx);
-    if (rc < 0) session_reset(s);
-    else if (rc == 0 && s->snap) { /* the State was just settled and fed: it holds exactly the prompt */
-        state_copy_from(s->snap, s->st, (int)shared_prefix(&s->snap_held, &s->held));
-        copy_ids(&s->snap_held, &s->held);
+    if (rc == 0 && s->snap) { /* the State was just settled and fed: it holds exactly the prompt */
+        rc = state_copy_from(s->snap, s->st, (int)shared_prefix(&s->snap_held, &s->held));
+        if (rc == 0) copy_ids(&s->snap_held, &s->held);
     }
+    if (rc < 0) session_reset(s);
     if (rc == 0) engine_profile_step(s->e, stderr);
     s->prefill_s += engine_now() - t0;
     return rc;

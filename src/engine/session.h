@@ -17,7 +17,7 @@
  * the reasoning it was given (OpenAI clients send back `content` only) diverges from the held
  * tokens right after the previous prompt, so the next prompt restores the snapshot and feeds
  * only what follows it. Costs: one State copy (memory bandwidth) per prompt, one more when the
- * snapshot is restored, and a second State's memory (planned by the caller: engine_open_states).
+ * snapshot is restored, and a second State's memory (planned by the caller: EngineOptions.extra_states).
  *
  * A Session owns its States, logits and token lists; it borrows the Engine, which must outlive
  * it. Several Sessions may share an Engine; one thread at a time uses a Session, and one forward
@@ -47,13 +47,11 @@ typedef struct {
     double prefill_s, decode_s;
 } Session;
 
-/* Fails only on a bad K3_SPEC (nothing to free then). */
-int session_init(Session *s, Engine *e);
+/* An empty session that speculates when the engine's options say so (K3_SPEC). */
+void session_init(Session *s, Engine *e);
 void session_free(Session *s);
 void session_reset(Session *s);
 
-/* K3_PROMPT_SNAPSHOT: 1 (the default) or 0. Sets *on; fails with a message on another value. */
-int session_snapshot_from_env(int *on);
 /* Keeps a prompt-boundary snapshot from now on (allocates the second State). */
 void session_keep_snapshots(Session *s);
 

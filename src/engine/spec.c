@@ -1,9 +1,6 @@
 #include "engine/spec.h"
 
-#include <stdlib.h>
 #include <string.h>
-
-#include "util/err.h"
 
 #define MATCH_MAX 16          /* longer suffix matches predict no better; bounds the scan */
 /* A draft needs a suffix match of at least two tokens: a token merely seen before predicts what
@@ -19,16 +16,12 @@
  * a poor guide (a pass of d + 1 rows costs far more than one plain pass). */
 #define CALIBRATE_AFTER 4
 
-int spec_init(Spec *s) {
+void spec_init(Spec *s, int on) {
     memset(s, 0, sizeof *s);
-    s->on = 1;
+    s->on = on;
     s->accept = 1;
     s->gain = 1;
     s->pause_len = PAUSE_FIRST;
-    const char *v = getenv("K3_SPEC");
-    if (!v || !*v || !strcmp(v, "1")) return 0;
-    if (!strcmp(v, "0")) return s->on = 0, 0;
-    return df_fail("K3_SPEC: '%s' is not 0 or 1", v);
 }
 
 /* End of the most recent earlier occurrence of the longest suffix of hist; -1 if none is at

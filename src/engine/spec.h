@@ -22,7 +22,7 @@
 typedef int (*DraftFn)(void *ctx, const int *hist, int n, int limit, int *out);
 
 typedef struct {
-    int on;                  /* K3_SPEC */
+    int on;                  /* K3_SPEC: 0 never drafts */
     DraftFn source;          /* NULL: n-gram suffix matches (the default) */
     void *source_ctx;
     double accept;           /* rolling fraction of drafted tokens accepted */
@@ -35,8 +35,8 @@ typedef struct {
     uint64_t pauses;         /* times drafting was paused (paused: the tokens decoded meanwhile) */
 } Spec;
 
-/* K3_SPEC: 1 (default) or 0. Fails with a message on any other value. */
-int spec_init(Spec *s);
+/* A controller that drafts when on (K3_SPEC), from its initial estimates. */
+void spec_init(Spec *s, int on);
 /* Up to min(limit, SPEC_MAX_DRAFT) tokens (fewer while acceptance is middling) to try after hist[0..n) into out; 0 = decode one
  * token plainly this step (off, paused, nothing matches, or no room). */
 int spec_draft(Spec *s, const int *hist, int n, int limit, int *out);

@@ -14,11 +14,11 @@ static int is_lossy(const Engine *e) { return e->spine_int8 || e->cat.cfg.top_k 
 static json_t *numerics_json(const Engine *e) {
     char desc[128];
     snprintf(desc, sizeof desc, "spine %s, experts top-%d of %d, A_log %s, MLA cache %s", e->spine_int8 ? "int8" : "bf16",
-             e->cat.cfg.top_k, e->top_k_full, e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel",
-             e->mla_cache == MLA_CACHE_LATENT ? "latent" : "expanded");
+             e->cat.cfg.top_k, e->top_k_full, e->opt.a_log == ALOG_PER_HEAD ? "per-head" : "per-channel",
+             e->opt.mla_cache == MLA_CACHE_LATENT ? "latent" : "expanded");
     return json_pack("{s:s, s:b, s:b, s:i, s:i, s:s}", "key", desc, "lossy", is_lossy(e), "spine_int8", e->spine_int8,
                      "top_k", e->cat.cfg.top_k, "top_k_full", e->top_k_full, "a_log",
-                     e->a_log == ALOG_PER_HEAD ? "per-head" : "per-channel");
+                     e->opt.a_log == ALOG_PER_HEAD ? "per-head" : "per-channel");
 }
 
 /* What the streaming store read, in all and during decode; null for the mapped store (its

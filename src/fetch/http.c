@@ -229,17 +229,18 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
     return n;
 }
 
-static void curl_init_once(void) {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) df_die("libcurl: global initialisation failed");
-}
+static int curl_ready; /* curl_global_init succeeded (set once, under pthread_once) */
+
+static void curl_init_once(void) { curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == 0; }
 
 Conn *conn_new(const Source *src, UrlCache *cache) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, curl_init_once);
+    if (!curl_ready) return df_fail("libcurl: global initialisation failed"), NULL;
     Conn *c = df_calloc(1, sizeof *c);
     c->src = src, c->cache = cache;
     c->h = curl_easy_init();
-    if (!c->h) df_die("libcurl: cannot create a handle");
+    if (!c->h) return free(c), df_fail("libcurl: cannot create a handle"), NULL;
     if (*src->auth) c->hdrs = curl_slist_append(NULL, src->auth);
     curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, c->hdrs);
     curl_easy_setopt(c->h, CURLOPT_FOLLOWLOCATION, 1L);

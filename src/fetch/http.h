@@ -36,7 +36,8 @@ typedef struct {
     char sha256[65];     /* X-Linked-ETag when it is a SHA-256 (Hugging Face LFS files), else "" */
 } RemoteInfo;
 
-/* cache may be NULL (every request goes to the resolve URL). */
+/* cache may be NULL (every request goes to the resolve URL). NULL with a message when libcurl
+ * cannot start. */
 Conn *conn_new(const Source *src, UrlCache *cache);
 void conn_free(Conn *c);
 /* Bytes received by all transfers since start (for progress); may be NULL. */

@@ -172,6 +172,7 @@ static int refresh_header(Installer *in, Conn *c, const char *name, int s, StHea
 
 static int refresh(Installer *in) {
     Conn *c = conn_new(&in->src, in->urls);
+    if (!c) return -1;
     char *cfg_text = NULL, *index = NULL, *other;
     size_t cfg_len = 0, index_len = 0, len;
     int rc = 0;
@@ -283,18 +284,18 @@ static int bind_shards(Installer *in) {
     return 0;
 }
 
-int installer_open(Installer **out, const char *root, InstallAccess access, int dry_run) {
+int installer_open(Installer **out, const char *root, InstallAccess access, int dry_run, const FetchOptions *fetch) {
     Installer *in = df_calloc(1, sizeof *in);
     in->cat = &in->own;
-    const char *env = getenv("DELTAFIN_ROOT");
-    in->root = df_strdup(root ? root : env && *env ? env : ".");
+    in->fetch = *fetch;
+    in->root = df_strdup(root);
     in->access = access, in->dry_run = access == INST_REFRESH && dry_run;
     pthread_mutex_init(&in->mu, NULL);
     pthread_cond_init(&in->cv, NULL);
     *out = in;
     int rc = manifest_load(&in->man, in->root);
     if (!rc && access != INST_OFFLINE) {
-        rc = source_from_env(&in->src);
+        rc = source_init(&in->src, fetch);
         in->has_source = !rc;
         in->urls = urlcache_new();
         if (!rc) snprintf(in->man.source, sizeof in->man.source, "%s", in->src.base);
@@ -303,9 +304,10 @@ int installer_open(Installer **out, const char *root, InstallAccess access, int 
     return rc;
 }
 
-int installer_attach(Installer **out, const Catalog *cat, InstallAccess mode) {
+int installer_attach(Installer **out, const Catalog *cat, InstallAccess mode, const FetchOptions *fetch) {
     Installer *in = df_calloc(1, sizeof *in);
     in->cat = cat;
+    in->fetch = *fetch;
     in->root = df_strdup(cat->dir);
     in->access = mode == INST_REFRESH ? INST_ONLINE : mode;
     pthread_mutex_init(&in->mu, NULL);
@@ -318,7 +320,7 @@ int installer_attach(Installer **out, const Catalog *cat, InstallAccess mode) {
         return 0;
     }
     if (in->access == INST_ONLINE) {
-        rc = source_from_env(&in->src);
+        rc = source_init(&in->src, fetch);
         in->has_source = !rc;
         in->urls = urlcache_new();
     }

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "fetch/manifest.h"
+#include "fetch/source.h"
 #include "format/catalog.h"
 
 typedef enum { INST_OFFLINE, INST_ONLINE, INST_REFRESH } InstallAccess;
@@ -45,12 +46,13 @@ typedef struct {
     uint64_t bytes;
 } FetchPlan;
 
-/* root NULL: $DELTAFIN_ROOT, else ".". dry_run (REFRESH only): keep everything in memory. */
-int installer_open(Installer **out, const char *root, InstallAccess access, int dry_run);
+/* dry_run (REFRESH only): keep everything in memory. fetch: the source's settings (copied; its
+ * strings must outlive the Installer). */
+int installer_open(Installer **out, const char *root, InstallAccess access, int dry_run, const FetchOptions *fetch);
 /* Binds the install at cat->dir to a catalog the caller opened (borrowed: it must outlive the
  * Installer). For the run-time store: OFFLINE answers queries, ONLINE also fetches on demand.
  * A directory without a manifest (a checkpoint made some other way) counts as complete. */
-int installer_attach(Installer **out, const Catalog *cat, InstallAccess mode);
+int installer_attach(Installer **out, const Catalog *cat, InstallAccess mode, const FetchOptions *fetch);
 void installer_close(Installer *in);
 /* REFRESH: bytes of the metadata and headers fetched, and writing them into the root. */
 uint64_t installer_fetched_bytes(const Installer *in);
@@ -76,7 +78,7 @@ void plan_free(FetchPlan *p);
 
 /* Bytes every shard would hold in a full install, and the bytes of it present now. */
 void installer_totals(Installer *in, uint64_t *full, uint64_t *present);
-/* Free bytes on the root's file system (K3_DISK_FREE_BYTES overrides, for tests). */
+/* Free bytes on the root's file system (FetchOptions.disk_free_bytes overrides, for tests). */
 int installer_disk_free(Installer *in, uint64_t *free_bytes);
 
 /* Fetches every job (parallel, resumable, progress on stderr labelled `what`). */

@@ -23,6 +23,7 @@ struct Installer {
     int dry_run;
     int has_source;
     Source src;
+    FetchOptions fetch;      /* the settings the source was built from (and K3_DISK_FREE_BYTES) */
     UrlCache *urls;          /* redirect targets shared by every connection */
     Manifest man;
     const Catalog *cat;      /* &own, or the caller's (installer_attach) */

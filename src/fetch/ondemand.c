@@ -76,6 +76,7 @@ int installer_fetch_expert(Installer *in, int layer, int expert) {
     int rc = installer_open_shard(in, sp->shard);
     pthread_mutex_unlock(&in->mu);
     Conn *c = rc ? NULL : take_conn(in);
+    if (!rc && !c) rc = -1;
     ManifestFile *f = &in->man.f[e];
     if (!rc) rc = http_range_retry(c, f->name, begin, end - begin, f->size, f->fd, NULL, NULL);
     if (c) give_conn(in, c);

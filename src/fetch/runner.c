@@ -24,12 +24,21 @@ typedef struct {
     char err[1024];
 } Run;
 
+/* Records this thread's error as the run's (the first one wins) and stops the other workers. */
+static void fail_run(Run *r) {
+    pthread_mutex_lock(&r->mu);
+    if (!*r->err) snprintf(r->err, sizeof r->err, "%s", df_errmsg());
+    pthread_mutex_unlock(&r->mu);
+    atomic_store(&r->stop, 1);
+}
+
 static void *worker(void *arg) {
     Run *r = arg;
     Installer *in = r->in;
     Conn *c = conn_new(&in->src, in->urls);
-    conn_set_counter(c, &r->received);
-    while (!atomic_load(&r->stop)) {
+    if (c) conn_set_counter(c, &r->received);
+    else fail_run(r);
+    while (c && !atomic_load(&r->stop)) {
         int k = atomic_fetch_add(&r->next, 1);
         if (k >= r->plan->n) break;
         FetchJob *j = &r->plan->job[k];
@@ -38,10 +47,7 @@ static void *worker(void *arg) {
             manifest_add_written(&in->man, j->file, j->begin, j->end);
             continue;
         }
-        pthread_mutex_lock(&r->mu);
-        if (!*r->err) snprintf(r->err, sizeof r->err, "%s", df_errmsg());
-        pthread_mutex_unlock(&r->mu);
-        atomic_store(&r->stop, 1);
+        fail_run(r);
     }
     conn_free(c);
     atomic_fetch_sub(&r->running, 1);
@@ -49,12 +55,8 @@ static void *worker(void *arg) {
 }
 
 int installer_disk_free(Installer *in, uint64_t *free_bytes) {
-    const char *fake = getenv("K3_DISK_FREE_BYTES");
-    if (fake && *fake) {
-        char *end;
-        unsigned long long v = strtoull(fake, &end, 10);
-        if (*end) return df_fail("K3_DISK_FREE_BYTES: '%s' is not a byte count", fake);
-        *free_bytes = v;
+    if (in->fetch.disk_free_bytes >= 0) {
+        *free_bytes = (uint64_t)in->fetch.disk_free_bytes;
         return 0;
     }
     /* the root may not exist yet (dry run): ask its nearest existing ancestor */
@@ -79,8 +81,12 @@ int installer_run(Installer *in, FetchPlan *p, const char *what) {
     int nt = in->src.parallel < p->n ? in->src.parallel : p->n;
     pthread_t *th = df_malloc(sizeof *th * (size_t)nt);
     atomic_store(&r.running, nt);
-    for (int i = 0; i < nt; i++)
-        if (pthread_create(&th[i], NULL, worker, &r) != 0) df_die("cannot start a fetch thread");
+    int started = 0, err = 0;
+    while (started < nt && !(err = pthread_create(&th[started], NULL, worker, &r))) started++;
+    if (err) {
+        atomic_store(&r.stop, 1); /* the started workers finish their current range and leave */
+        atomic_fetch_sub(&r.running, nt - started);
+    }
     Progress pr;
     progress_start(&pr, what, p->bytes);
     int rc = 0;
@@ -92,9 +98,10 @@ int installer_run(Installer *in, FetchPlan *p, const char *what) {
         if (!rc && manifest_commit(&in->man)) rc = -1, atomic_store(&r.stop, 1);
         progress_show(&pr, atomic_load(&r.received), 0);
     }
-    for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     free(th);
     if (!rc) rc = manifest_commit(&in->man);
+    if (!rc && err) rc = df_fail("cannot start a fetch thread: %s", strerror(err));
     if (!rc && *r.err) rc = df_fail("%s", r.err);
     if (!rc) progress_show(&pr, p->bytes, 1);
     pthread_mutex_destroy(&r.mu);

@@ -162,7 +162,7 @@ char *st_build_header(TensorInfo *t, int n, size_t *out_len) {
     }
     char *json = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(root);
-    if (!json) df_die("out of memory building a safetensors header");
+    if (!json) return df_fail("out of memory building a safetensors header"), NULL;
     size_t jl = strlen(json), padded = (jl + 7) & ~(size_t)7;
     char *buf = df_malloc(8 + padded);
     for (int i = 0; i < 8; i++) buf[i] = (char)(((uint64_t)padded >> (8 * i)) & 0xff);

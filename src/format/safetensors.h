@@ -46,7 +46,8 @@ void st_header_free(StHeader *h);
 
 /* Builds a header for tensors laid out back to back in the given order (their offset fields are
  * filled in, relative to the data region start). The JSON is space-padded to a multiple of 8
- * bytes. Returns a new buffer of 8 + json bytes (length prefix included) the caller frees. */
+ * bytes. Returns a new buffer of 8 + json bytes (length prefix included) the caller frees, or NULL
+ * with a message when jansson cannot build it. */
 char *st_build_header(TensorInfo *t, int n, size_t *out_len);
 
 #endif

@@ -14,10 +14,10 @@ static MatDevice *current; /* the process's device: NULL = the CPU kernels */
 
 MatDevice *device_current(void) { return current; }
 
-int device_kind_from_env(DeviceKind *kind, int *asked) {
-    const char *v = getenv("K3_DEV");
-    *asked = v && *v && strcmp(v, "auto");
-    if (!*asked) {
+const char *device_fault(void) { return current && current->fault ? current->fault(current) : NULL; }
+
+int device_resolve(DeviceKind want, DeviceKind *kind) {
+    if (want == DEV_AUTO) {
 #ifdef DF_CUDA
         *kind = cuda_device_available() ? DEV_CUDA : DEV_CPU;
 #else
@@ -25,8 +25,7 @@ int device_kind_from_env(DeviceKind *kind, int *asked) {
 #endif
         return 0;
     }
-    if (!strcmp(v, "cpu")) return *kind = DEV_CPU, 0;
-    if (strcmp(v, "cuda")) return df_fail("K3_DEV: '%s' is not auto, cpu or cuda", v);
+    if (want == DEV_CPU) return *kind = DEV_CPU, 0;
 #ifdef DF_CUDA
     *kind = DEV_CUDA;
     return 0;

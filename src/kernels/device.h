@@ -2,7 +2,7 @@
  * (K3_DEV). This is the seam a GPU backend slots into: model code calls mat_mul and never knows.
  *
  * The device is process-wide state, chosen once at start-up (device_open) before any forward and
- * released at exit (device_close); mat_mul reads it. A device computes exactly what the CPU
+ * released when the engine closes (device_close); mat_mul reads it. A device computes exactly what the CPU
  * kernels compute: the same weight expansion and the same reduction order (kernels_impl.h), so
  * logits are bit-identical on every device, and results stay independent of thread counts.
  *
@@ -24,8 +24,11 @@ typedef struct MatDevice MatDevice;
 struct MatDevice {
     char desc[192];   /* for the start-up line, e.g. "cuda (NVIDIA H200, 139.8 GB)" */
     /* Y[T][rows] = X[T][cols] . W^T, as mat_mul (pool: for the CPU kernels, which the device may
-     * fall back to when it cannot hold a weight). Dies with a message on a device fault. */
+     * fall back to when it cannot hold a weight). After a device fault it writes zeros. */
     void (*mul)(MatDevice *d, Pool *pool, float *Y, const Mat *W, const float *X, int T);
+    /* NULL, or the message of the device's first fault (a failed copy, launch or sync): from then
+     * on it computes nothing, and every forward reports the fault (device_fault). */
+    const char *(*fault)(MatDevice *d);
     /* Bytes of weights it holds resident, and bytes it copied for single uses, so far. */
     void (*counters)(MatDevice *d, size_t *resident, size_t *streamed);
     void (*close)(MatDevice *d);
@@ -38,17 +41,21 @@ struct MatDevice {
     size_t spine_bytes;   /* device memory to leave for the spine when experts stay resident */
 };
 
-typedef enum { DEV_CPU, DEV_CUDA } DeviceKind;
+/* K3_DEV: DEV_AUTO (cuda when this build has the CUDA backend and a usable GPU answers, else cpu),
+ * DEV_CPU or DEV_CUDA. A named device is what the caller asked for: it then refuses what the
+ * device cannot do instead of falling back. */
+typedef enum { DEV_AUTO, DEV_CPU, DEV_CUDA } DeviceKind;
 
-/* K3_DEV: "auto" (default: cuda when this build has the CUDA backend and a usable GPU answers,
- * else cpu), "cpu" or "cuda" (an error when unavailable, saying why). *asked: 1 when K3_DEV named
- * the device (the caller then refuses what it cannot do instead of falling back). */
-int device_kind_from_env(DeviceKind *kind, int *asked);
-/* Opens the device and makes mat_mul use it (nothing to open for DEV_CPU, nothing again when one
- * is open). */
+/* The device a choice means here: *kind is DEV_CPU or DEV_CUDA. Fails, saying why, when DEV_CUDA
+ * is asked of a build without the CUDA backend. */
+int device_resolve(DeviceKind want, DeviceKind *kind);
+/* Opens the device (DEV_CPU or DEV_CUDA) and makes mat_mul use it (nothing to open for DEV_CPU,
+ * nothing again when one is open). */
 int device_open(DeviceKind kind);
 /* The open accelerator, or NULL on the CPU. */
 MatDevice *device_current(void);
+/* The open accelerator's fault message, or NULL (no fault, or the CPU). */
+const char *device_fault(void);
 void device_close(void);
 
 #endif

@@ -1,6 +1,6 @@
 /* kern_dispatch.c - which implementation runs: chosen once per process from the CPU's features
- * and K3_KERNELS (auto | avx512 | avx2 | portable). auto takes the widest the CPU supports. A bad
- * value is fatal with a message, like every other setting read from the environment. */
+ * and the caller's choice (K3_KERNELS: auto | avx512 | avx2 | portable). auto, also what the
+ * first product picks when nobody chose, takes the widest the CPU supports. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +12,7 @@ static const char *const isa_names[KERN_N_ISA] = {"portable", "avx2", "avx512"};
 static const char *const isa_cpu[KERN_N_ISA] = {"", "AVX2 with FMA", "AVX-512F"};
 
 static KernIsa selected;
+static int chosen; /* kern_select ran: the first product keeps its choice */
 static pthread_once_t selected_once = PTHREAD_ONCE_INIT;
 
 int kern_isa_available(KernIsa isa) {
@@ -27,26 +28,34 @@ int kern_isa_available(KernIsa isa) {
 
 const char *kern_isa_name(KernIsa isa) { return isa >= 0 && isa < KERN_N_ISA ? isa_names[isa] : "?"; }
 
-static void select_isa(void) {
-    const char *v = getenv("K3_KERNELS");
-    if (!v || !*v || !strcmp(v, "auto")) {
-        selected = KERN_PORTABLE;
-        for (int i = 0; i < KERN_N_ISA; i++)
-            if (kern_isa_available((KernIsa)i)) selected = (KernIsa)i;
-        return;
+static KernIsa widest(void) {
+    KernIsa best = KERN_PORTABLE;
+    for (int i = 0; i < KERN_N_ISA; i++)
+        if (kern_isa_available((KernIsa)i)) best = (KernIsa)i;
+    return best;
+}
+
+static void select_default(void) {
+    if (!chosen) selected = widest();
+}
+
+int kern_select(const char *name) {
+    if (!name || !*name || !strcmp(name, "auto")) {
+        selected = widest(), chosen = 1;
+        return 0;
     }
     for (int i = 0; i < KERN_N_ISA; i++)
-        if (!strcmp(v, isa_names[i])) {
+        if (!strcmp(name, isa_names[i])) {
             if (!kern_isa_available((KernIsa)i))
-                df_die("K3_KERNELS=%s: this CPU does not support %s (use auto or portable)", v, isa_cpu[i]);
-            selected = (KernIsa)i;
-            return;
+                return df_fail("this CPU does not support %s (use auto or portable)", isa_cpu[i]);
+            selected = (KernIsa)i, chosen = 1;
+            return 0;
         }
-    df_die("K3_KERNELS: '%s' is not one of auto, avx512, avx2, portable", v);
+    return df_fail("'%s' is not auto, avx512, avx2 or portable", name);
 }
 
 KernIsa kern_selected(void) {
-    pthread_once(&selected_once, select_isa);
+    pthread_once(&selected_once, select_default);
     return selected;
 }
 

@@ -35,9 +35,12 @@ void kern_axpy(float *restrict y, float a, const float *restrict x, int n);
 /* Dot product with the kernels' reduction order (for small ops that must match the kernels). */
 float kern_dot_f32(const float *a, const float *b, int n);
 
-/* Which implementation was selected at start-up: "avx512", "avx2" or "portable" (the widest the
- * CPU supports, or the one K3_KERNELS names; a value the CPU cannot run is fatal). All three give
- * bit-identical results; the exact reduction order is written down in kernels_impl.h. */
+/* Chooses the implementation, before the first product: "auto" (or NULL: the widest the CPU
+ * supports, what the first product picks when nothing was chosen), "avx512", "avx2" or
+ * "portable". Returns 0, or -1 with a message for another name or one this CPU cannot run. */
+int kern_select(const char *name);
+/* Which implementation runs: "avx512", "avx2" or "portable". All three give bit-identical
+ * results; the exact reduction order is written down in kernels_impl.h. */
 const char *kern_isa(void);
 
 #endif

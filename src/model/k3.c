@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "format/numfmt.h"
+#include "kernels/device.h"
 #include "kernels/mat.h"
 #include "model/internal.h"
 #include "model/ops.h"
@@ -221,7 +222,9 @@ int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, 
     st->len += T;
     m->stats.positions += (uint64_t)T;
     m->stats.forwards++;
-    return logits ? tail(m, n_anchors, T, all_rows ? 0 : T - 1, logits) : 0;
+    int rc = logits ? tail(m, n_anchors, T, all_rows ? 0 : T - 1, logits) : 0;
+    const char *fault = device_fault(); /* a device that failed computed zeros: the forward fails */
+    return fault ? df_fail("%s", fault) : rc;
 }
 
 int model_forward_verify(Model *m, State *st, const int *tokens, int T, float *logits) {
@@ -236,14 +239,6 @@ int model_forward_verify(Model *m, State *st, const int *tokens, int T, float *l
 
 int model_argmax(const Model *m, const float *logits) { return op_argmax(logits, m->cfg.vocab); }
 
-int model_mla_cache_from_env(MlaCacheMode *mode) {
-    const char *v = getenv("K3_MLA_CACHE");
-    *mode = MLA_CACHE_LATENT;
-    if (!v || !*v || !strcmp(v, "latent")) return 0;
-    if (!strcmp(v, "expanded")) return *mode = MLA_CACHE_EXPANDED, 0;
-    return df_fail("K3_MLA_CACHE: '%s' is not latent or expanded", v);
-}
-
 void model_set_mla_cache(Model *m, MlaCacheMode mode) { m->mla_cache = mode; }
 MlaCacheMode model_mla_cache(const Model *m) { return m->mla_cache; }
 
@@ -251,12 +246,4 @@ uint64_t model_mla_bytes_per_position(const K3Config *c, MlaCacheMode mode) {
     uint64_t per_layer = mode == MLA_CACHE_LATENT ? (uint64_t)(c->kv_lora + c->qk_rope)
                                                   : (uint64_t)c->mla_heads * (config_mla_qk_dim(c) + c->v_head);
     return 4 * per_layer * (uint64_t)c->n_mla_layers;
-}
-
-int model_a_log_mode_from_env(ALogMode *mode) {
-    const char *v = getenv("K3_A_LOG");
-    *mode = ALOG_PER_HEAD;
-    if (!v || !*v || !strcmp(v, "per-head")) return 0;
-    if (!strcmp(v, "per-channel")) return *mode = ALOG_PER_CHANNEL, 0;
-    return df_fail("K3_A_LOG: '%s' is not per-head or per-channel", v);
 }

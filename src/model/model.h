@@ -77,12 +77,13 @@ State *state_create(const Model *m);
 void state_destroy(State *s);
 void state_reset(State *s);
 int state_length(const State *s);
-/* Copies src into dst (same model): for snapshots and rollback. */
-void state_copy(State *dst, const State *src);
+/* Copies src into dst (same model): for snapshots and rollback. Returns 0, or -1 with a message
+ * when dst cannot hold src's positions (never for two States of one model). */
+int state_copy(State *dst, const State *src);
 /* The same when dst already holds src's first `same` positions (both were fed the same first
  * `same` tokens: an MLA row depends only on the tokens up to its position), which are then not
  * copied again: a snapshot of a growing conversation copies only its new rows. */
-void state_copy_from(State *dst, const State *src, int same);
+int state_copy_from(State *dst, const State *src, int same);
 /* 1 when two States of the same model hold bit-identical state (length, KDA conv windows and
  * recurrent matrices, MLA caches), else 0. */
 int state_equal(const State *a, const State *b);
@@ -90,7 +91,7 @@ int state_equal(const State *a, const State *b);
 /* Runs tokens[0..T) (1 <= T <= MODEL_MAX_CHUNK) after the state's current positions and advances
  * it. logits: NULL, or [T][vocab] when all_rows, else [vocab] for the last position only.
  * Fails (state unchanged only on argument errors) on a bad token id, a full context, an expert
- * that cannot be read, or non-finite logits. */
+ * that cannot be read, a device fault (device.h), or non-finite logits. */
 int model_forward(Model *m, State *s, const int *tokens, int T, float *logits, int all_rows);
 
 /* Speculative verification: like model_forward with every row's logits ([T][vocab]), T <=
@@ -105,9 +106,6 @@ void state_commit(State *s, int n);
 /* Greedy choice over logits: the largest, lowest index on ties. */
 int model_argmax(const Model *m, const float *logits);
 
-/* K3_A_LOG: "per-head" (default) or "per-channel" (compatibility with the original engine). */
-int model_a_log_mode_from_env(ALogMode *mode);
-
 /* How MLA layers cache past positions (k3-model.md 3.4). LATENT (the default): per position the
  * normalised latent c and the raw k_pe (kv_lora + qk_rope floats: 2,304 B per layer on K3), with
  * each head's query absorbed into kv_b's key rows and its output expanded through kv_b's value
@@ -115,8 +113,6 @@ int model_a_log_mode_from_env(ALogMode *mode);
  * reference layout. Both use the same exactly expanded fp32 weights; they differ only in fp32
  * reduction order (each is deterministic, and both match the fp64 reference within tolerance). */
 typedef enum { MLA_CACHE_LATENT, MLA_CACHE_EXPANDED } MlaCacheMode;
-/* K3_MLA_CACHE: "latent" (default) or "expanded". */
-int model_mla_cache_from_env(MlaCacheMode *mode);
 /* Call before any State of the model exists. */
 void model_set_mla_cache(Model *m, MlaCacheMode mode);
 MlaCacheMode model_mla_cache(const Model *m);

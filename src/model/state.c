@@ -76,9 +76,9 @@ static void copy_rows(float *dst, const float *src, size_t per, int from, int n)
     if (n > from) memcpy(dst + per * (size_t)from, src + per * (size_t)from, per * (size_t)(n - from) * sizeof(float));
 }
 
-void state_copy_from(State *dst, const State *src, int same) {
+int state_copy_from(State *dst, const State *src, int same) {
     const K3Config *c = &src->model->cfg;
-    if (state_reserve(dst, src->len)) df_die("%s", df_errmsg()); /* same model: cannot exceed its limit */
+    if (state_reserve(dst, src->len)) return -1;
     if (same > dst->len) same = dst->len;
     if (same > src->len) same = src->len;
     if (same < 0) same = 0;
@@ -95,9 +95,10 @@ void state_copy_from(State *dst, const State *src, int same) {
     }
     dst->len = src->len;
     dst->verify_rows = 0;
+    return 0;
 }
 
-void state_copy(State *dst, const State *src) { state_copy_from(dst, src, 0); }
+int state_copy(State *dst, const State *src) { return state_copy_from(dst, src, 0); }
 
 static int floats_equal(const float *x, const float *y, size_t n) { return n == 0 || !memcmp(x, y, n * sizeof *x); }
 

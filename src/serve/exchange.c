@@ -23,7 +23,7 @@ static void make_id(Exchange *x) {
 static int render(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err) {
     if (r->kind == API_CHAT) {
         XtmlOptions opt = XTML_OPTIONS_DEFAULT;
-        opt.effort = r->effort ? r->effort : getenv("K3_REASONING_EFFORT");
+        opt.effort = r->effort ? r->effort : env->effort;
         opt.tools = r->tools;
         if (xtml_render(env->tok, r->messages, &opt, &x->prompt)) {
             const char *msg = df_errmsg();

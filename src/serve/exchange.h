@@ -39,6 +39,7 @@ typedef struct {
     Memo *memo;
     int64_t max_tokens_cap;  /* K3_SERVER_MAX_TOKENS, -1 for none */
     int context;             /* positions */
+    const char *effort;      /* K3_REASONING_EFFORT: thinking effort when the request names none; NULL: max */
 } ExchangeEnv;
 
 /* Renders the request's prompt and looks it up in the memo. Returns 0, or -1 with *err filled

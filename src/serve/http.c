@@ -265,15 +265,16 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
     srv->cfg = *cfg;
     srv->e = e;
     srv->log = log;
-    if (session_init(&srv->session, e)) {
+    if (watchdog_start(&srv->dog, cfg->timeout_s)) {
         close(stop_pipe[0]), close(stop_pipe[1]);
         free(srv);
         return -1;
     }
+    session_init(&srv->session, e);
     if (cfg->prompt_snapshot) session_keep_snapshots(&srv->session);
     gate_init(&srv->gate, cfg->queue);
     srv->memo = memo_new(cfg->memo_entries);
-    srv->env = (ExchangeEnv){tok, srv->memo, cfg->max_tokens, e->max_context};
+    srv->env = (ExchangeEnv){tok, srv->memo, cfg->max_tokens, e->max_context, cfg->effort};
     pthread_mutex_init(&srv->stats_mu, NULL);
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
@@ -282,7 +283,6 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     signal(SIGPIPE, SIG_IGN);
-    watchdog_start(&srv->dog, cfg->timeout_s);
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,

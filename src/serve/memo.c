@@ -1,6 +1,5 @@
 #include "serve/memo.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,17 +80,4 @@ void memo_put(Memo *m, const int32_t *key, size_t key_n, const int32_t *ids, siz
     entry_clear(e);
     *e = (Entry){dup_ids(key, key_n), dup_ids(ids, n), key_n, n, finish_stop, ++m->clock};
     pthread_mutex_unlock(&m->mu);
-}
-
-int memo_entries_from_env(int *out) {
-    const char *v = getenv("K3_RESPONSE_MEMO_ENTRIES");
-    *out = 32;
-    if (!v || !*v) return 0;
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || *end || n < 0 || n > MEMO_MAX_ENTRIES)
-        return df_fail("K3_RESPONSE_MEMO_ENTRIES: '%s' is not an entry count in 0..%d", v, MEMO_MAX_ENTRIES);
-    *out = (int)n;
-    return 0;
 }

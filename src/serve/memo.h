@@ -19,7 +19,5 @@ void memo_free(Memo *m);
 /* 1 and a copy of the ids (appended to out) when key is present, else 0. */
 int memo_get(Memo *m, const int32_t *key, size_t key_n, TokIds *out, int *finish_stop);
 void memo_put(Memo *m, const int32_t *key, size_t key_n, const int32_t *ids, size_t n, int finish_stop);
-/* K3_RESPONSE_MEMO_ENTRIES (default 32). Returns 0, or -1 with a message on a bad value. */
-int memo_entries_from_env(int *out);
 
 #endif

@@ -26,6 +26,7 @@ typedef struct {
     size_t max_body;      /* bytes; larger bodies get 413 before they are read */
     int max_connections;
     int prompt_snapshot;  /* K3_PROMPT_SNAPSHOT: keep the decode state at the end of each prompt */
+    const char *effort;   /* K3_REASONING_EFFORT: a chat request's thinking effort when it names none; NULL: max */
 } ServeConfig;
 
 /* Checks what can be checked before the model loads (the address). Returns 0 or -1. */

@@ -1,6 +1,7 @@
 #include "serve/watchdog.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -42,14 +43,18 @@ static void *patrol(void *arg) {
     return NULL;
 }
 
-void watchdog_start(Watchdog *w, double limit_s) {
+int watchdog_start(Watchdog *w, double limit_s) {
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     w->head = NULL;
     w->limit_s = limit_s;
     w->stop = 0;
     w->expired = 0;
-    pthread_create(&w->thread, NULL, patrol, w);
+    int err = pthread_create(&w->thread, NULL, patrol, w);
+    if (!err) return 0;
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    return df_fail("serve: cannot start the watchdog thread: %s", strerror(err));
 }
 
 void watchdog_stop(Watchdog *w) {

@@ -20,7 +20,8 @@ typedef struct {
     unsigned long expired;   /* connections cut so far */
 } Watchdog;
 
-void watchdog_start(Watchdog *w, double limit_s);
+/* Starts the patrol thread. Returns 0, or -1 with a message (nothing to stop then). */
+int watchdog_start(Watchdog *w, double limit_s);
 void watchdog_stop(Watchdog *w);
 /* A new connection on socket fd, armed. */
 Watch *watch_add(Watchdog *w, int fd);

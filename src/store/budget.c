@@ -1,6 +1,5 @@
 #include "store/budget.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,14 +71,9 @@ uint64_t budget_cgroup_limit(void) {
     return best;
 }
 
-int budget_detect(uint64_t *bytes, char *how, size_t how_len) {
-    const char *v = getenv("K3_RAM_GB");
-    if (v && *v) {
-        char *end;
-        errno = 0;
-        double gb = strtod(v, &end);
-        if (errno || *end || !(gb >= 0.01 && gb <= 1e6)) return df_fail("K3_RAM_GB: '%s' is not a size in GB (0.01..1000000)", v);
-        *bytes = (uint64_t)(gb * 1e9);
+int budget_detect(uint64_t fixed, uint64_t *bytes, char *how, size_t how_len) {
+    if (fixed) {
+        *bytes = fixed;
         snprintf(how, how_len, "K3_RAM_GB");
         return 0;
     }

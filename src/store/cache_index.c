@@ -84,10 +84,4 @@ void cidx_assign(CacheIndex *ci, int slot, int key) {
     }
 }
 
-int cache_policy_parse(const char *name, CachePolicy *out) {
-    if (!strcmp(name, "lru")) return *out = POLICY_LRU, 0;
-    if (!strcmp(name, "lfu")) return *out = POLICY_LFU, 0;
-    return df_fail("K3_CACHE_POLICY: '%s' is not lru or lfu", name);
-}
-
 const char *cache_policy_name(CachePolicy p) { return p == POLICY_LFU ? "lfu" : "lru"; }

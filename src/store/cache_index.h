@@ -43,8 +43,7 @@ int cidx_victim(CacheIndex *ci);
 /* Makes slot hold key (forgetting its previous key). */
 void cidx_assign(CacheIndex *ci, int slot, int key);
 
-/* "lru" or "lfu"; K3_CACHE_POLICY. Returns -1 with a message on anything else. */
-int cache_policy_parse(const char *name, CachePolicy *out);
+/* "lru" or "lfu", as K3_CACHE_POLICY spells it. */
 const char *cache_policy_name(CachePolicy p);
 
 #endif

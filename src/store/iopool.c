@@ -1,8 +1,8 @@
 #include "store/iopool.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/err.h"
 
@@ -64,23 +64,19 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static int threads_from_env(int fallback) {
-    const char *v = getenv("K3_IO_THREADS");
-    if (!v || !*v) return fallback;
-    char *end;
-    long n = strtol(v, &end, 10);
-    if (*end || n < 1 || n > 256) df_die("K3_IO_THREADS: '%s' is not a thread count in 1..256", v);
-    return (int)n;
-}
-
 IoPool *iopool_create(int n_threads) {
     IoPool *p = df_calloc(1, sizeof *p);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work, NULL);
-    p->n = threads_from_env(n_threads);
-    p->threads = df_calloc((size_t)p->n, sizeof *p->threads);
-    for (int i = 0; i < p->n; i++)
-        if (pthread_create(&p->threads[i], NULL, worker, p)) df_die("cannot start I/O thread: %s", "pthread_create failed");
+    p->threads = df_calloc((size_t)n_threads, sizeof *p->threads);
+    for (; p->n < n_threads; p->n++) {
+        int err = pthread_create(&p->threads[p->n], NULL, worker, p);
+        if (err) {
+            iopool_destroy(p); /* joins the threads started so far */
+            df_fail("cannot start an I/O thread: %s", strerror(err));
+            return NULL;
+        }
+    }
     return p;
 }
 

@@ -16,7 +16,7 @@ typedef struct IoJob {
 
 typedef struct IoPool IoPool;
 
-/* K3_IO_THREADS overrides n_threads. */
+/* Starts n_threads (>= 1) reader threads. NULL with a message when the system refuses one. */
 IoPool *iopool_create(int n_threads);
 /* Waits for running jobs, drops queued ones (their owners are being torn down), joins. */
 void iopool_destroy(IoPool *p);

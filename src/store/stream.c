@@ -1,35 +1,17 @@
 #include "store/stream.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store/budget.h"
 #include "util/err.h"
 
-#define IO_THREADS 8
-
-static int env_int(const char *name, int lo, int hi, int fallback, int *out) {
-    const char *v = getenv(name);
-    *out = fallback;
-    if (!v || !*v) return 0;
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || *end || n < lo || n > hi) return df_fail("%s: '%s' is not a number in %d..%d", name, v, lo, hi);
-    *out = (int)n;
-    return 0;
-}
-
-int stream_wanted(const Catalog *cat, int *stream) {
-    const char *v = getenv("K3_STORE");
-    if (v && !strcmp(v, "mapped")) return *stream = 0, 0;
-    if (v && !strcmp(v, "stream")) return *stream = 1, 0;
-    if (v && *v && strcmp(v, "auto")) return df_fail("K3_STORE: '%s' is not auto, mapped or stream", v);
+int stream_wanted(const Catalog *cat, const StoreOptions *o, int *stream) {
+    if (o->kind != STORE_AUTO) return *stream = o->kind == STORE_STREAM, 0;
     uint64_t total = 0, budget;
     char how[160];
     for (int i = 0; i < cat->n_shards; i++) total += cat->shards[i].size;
-    if (budget_detect(&budget, how, sizeof how)) return -1;
+    if (budget_detect(o->ram_bytes, &budget, how, sizeof how)) return -1;
     *stream = total > budget;
     return 0;
 }
@@ -70,10 +52,13 @@ static uint64_t spine_cost(const SpineStore *sp, int n) {
     return pinned_sum(sp, n) + 2 * spine_stream_buf_bytes(sp, n);
 }
 
-static int make_plan(StreamPlan *p, const Catalog *cat, const SpineStore *sp, const StreamNeeds *needs) {
+static int make_plan(StreamPlan *p, const Catalog *cat, const SpineStore *sp, const StreamNeeds *needs,
+                     const StoreOptions *o) {
     const K3Config *c = &cat->cfg;
     memset(p, 0, sizeof *p);
-    if (budget_detect(&p->budget, p->how, sizeof p->how)) return -1;
+    if (o->pin_layers > c->n_layers)
+        return df_fail("K3_PIN_LAYERS: %d is more than the model's %d layers", o->pin_layers, c->n_layers);
+    if (budget_detect(o->ram_bytes, &p->budget, p->how, sizeof p->how)) return -1;
     p->n_layers = c->n_layers;
     p->fixed = fixed_bytes(cat, sp, needs);
     p->globals = spine_globals_bytes(sp);
@@ -82,9 +67,7 @@ static int make_plan(StreamPlan *p, const Catalog *cat, const SpineStore *sp, co
     int moe_layers = c->n_layers - c->first_dense;
     int min_slots = moe_layers > 0 ? 2 * c->top_k : 0;
     uint64_t base = p->fixed + p->globals + (uint64_t)min_slots * p->slot_bytes;
-    int pin_env;
-    if (env_int("K3_PIN_LAYERS", 0, c->n_layers, -1, &pin_env)) return -1;
-    if (pin_env >= 0) p->pinned = pin_env;
+    if (o->pin_layers >= 0) p->pinned = o->pin_layers;
     else
         for (p->pinned = c->n_layers; p->pinned > 0 && base + spine_cost(sp, p->pinned) > p->budget; p->pinned--) {}
     uint64_t need = base + spine_cost(sp, p->pinned);
@@ -101,30 +84,19 @@ static int make_plan(StreamPlan *p, const Catalog *cat, const SpineStore *sp, co
     return 0;
 }
 
-static int settings(StreamStore *s, int *direct) {
-    const char *pol = getenv("K3_CACHE_POLICY");
-    s->policy = POLICY_LFU; /* chosen on router traces: docs/PERFORMANCE.md, Streaming */
-    if (pol && *pol && cache_policy_parse(pol, &s->policy)) return -1;
-    if (env_int("K3_PREFETCH", 0, 1, 1, &s->prefetch) || env_int("K3_LOOKAHEAD", 0, 1, 0, &s->lookahead) ||
-        env_int("K3_POPULATE", 0, 1, 1, &s->populate))
-        return -1;
-    return env_int("K3_DIRECT", 0, 1, 1, direct) ? -1 : 0;
-}
-
-int stream_open(StreamStore *s, const Catalog *cat, const StreamNeeds *needs) {
+int stream_open(StreamStore *s, const Catalog *cat, const StreamNeeds *needs, const StoreOptions *o) {
     memset(s, 0, sizeof *s);
-    int direct;
-    if (settings(s, &direct) || spine_layout(&s->spine, cat, needs->int8_spine)) return -1;
-    if (make_plan(&s->plan, cat, &s->spine, needs) || shards_open(&s->shards, cat, direct)) {
+    s->opt = *o;
+    if (spine_layout(&s->spine, cat, needs->int8_spine)) return -1;
+    if (make_plan(&s->plan, cat, &s->spine, needs, o) || shards_open(&s->shards, cat, o->direct)) {
         spine_close(&s->spine);
         return -1;
     }
-    s->io = iopool_create(IO_THREADS);
-    s->spine.prefetch = s->prefetch;
-    if (spine_start(&s->spine, &s->shards, s->io, s->plan.pinned, direct) ||
+    s->spine.prefetch = o->prefetch;
+    if (!(s->io = iopool_create(o->io_threads)) || spine_start(&s->spine, &s->shards, s->io, s->plan.pinned, o->direct) ||
         (s->plan.slots > 0 &&
-         experts_open(&s->experts, cat, &s->shards, s->io, s->plan.slots, s->policy, s->prefetch, s->lookahead,
-                      s->populate))) {
+         experts_open(&s->experts, cat, &s->shards, s->io, s->plan.slots, o->policy, o->prefetch, o->lookahead,
+                      o->populate))) {
         stream_close(s);
         return -1;
     }
@@ -149,8 +121,8 @@ void stream_print_plan(const StreamStore *s, FILE *f) {
             (p->pinned_bytes + p->globals) / 1e9);
     if (p->pinned < p->n_layers) fprintf(f, ", %d streamed through 2 x %.1f MB", p->n_layers - p->pinned, p->stream_buf / 1e6);
     fprintf(f, " | expert cache %.2f GB = %d x %.2f MB (%s%s%s) | reads %s, %d I/O threads\n",
-            (double)p->slots * p->slot_bytes / 1e9, p->slots, p->slot_bytes / 1e6, cache_policy_name(s->policy),
-            s->prefetch ? ", prefetch" : ", no prefetch", s->lookahead ? ", router lookahead" : "",
+            (double)p->slots * p->slot_bytes / 1e9, p->slots, p->slot_bytes / 1e6, cache_policy_name(s->opt.policy),
+            s->opt.prefetch ? ", prefetch" : ", no prefetch", s->opt.lookahead ? ", router lookahead" : "",
             s->shards.direct    ? "O_DIRECT"
             : s->shards.refused ? "buffered + DONTNEED (the file system refuses O_DIRECT)"
                                 : "buffered + DONTNEED (K3_DIRECT=0)",

@@ -1,13 +1,10 @@
 /* stream.h - the streaming weight store: a model larger than RAM run within a memory budget.
  *
  * stream_open measures the budget (budget.h), plans it - the process's fixed needs first, then
- * as many spine layers pinned as fit (K3_PIN_LAYERS overrides) with two stream buffers for the
- * rest, then the expert cache from what remains - and opens the shards, the I/O threads, the
- * spine store and the expert store accordingly. Every buffer is allocated here, once.
- *
- * Settings: K3_RAM_GB, K3_PIN_LAYERS, K3_CACHE_POLICY (lfu, the default, or lru), K3_PREFETCH
- * (0: no expert guesses, no read-ahead of the next streamed layer), K3_DIRECT (0 forces buffered
- * reads), K3_IO_THREADS (default 8). The StreamStore owns all of it until stream_close. */
+ * as many spine layers pinned as fit (or as many as StoreOptions.pin_layers says) with two stream
+ * buffers for the rest, then the expert cache from what remains - and opens the shards, the I/O
+ * threads, the spine store and the expert store accordingly. Every buffer is allocated here,
+ * once. The StreamStore owns all of it until stream_close. */
 #ifndef DF_STREAM_H
 #define DF_STREAM_H
 
@@ -29,16 +26,28 @@ typedef struct {
     uint64_t slot_bytes;
 } StreamPlan;
 
+typedef enum { STORE_AUTO, STORE_MAPPED, STORE_STREAM } StoreKind;
+
+/* How weights are stored and read: the K3_STORE family of settings, validated by the caller. */
+typedef struct {
+    StoreKind kind;          /* K3_STORE: AUTO streams when the checkpoint exceeds the budget */
+    uint64_t ram_bytes;      /* K3_RAM_GB: the memory budget; 0: measured (budget.h) */
+    int pin_layers;          /* K3_PIN_LAYERS: spine layers kept resident; -1: as many as fit */
+    CachePolicy policy;      /* K3_CACHE_POLICY */
+    int io_threads;          /* K3_IO_THREADS: parallel reads, >= 1 */
+    int prefetch;            /* K3_PREFETCH: expert guesses and read-ahead of the next streamed layer */
+    int lookahead;           /* K3_LOOKAHEAD: read router lookahead's guesses */
+    int populate;            /* K3_POPULATE: prepare the expert cache's pages in the background */
+    int direct;              /* K3_DIRECT: O_DIRECT reads where the file system allows them */
+} StoreOptions;
+
 typedef struct {
     StreamPlan plan;
     Shards shards;
     IoPool *io;
     SpineStore spine;
     ExpertStore experts;
-    CachePolicy policy;
-    int prefetch;
-    int lookahead;           /* K3_LOOKAHEAD: prefetch router lookahead's guesses */
-    int populate;            /* K3_POPULATE: prepare the expert cache's pages in the background */
+    StoreOptions opt;
 } StreamStore;
 
 typedef struct {
@@ -46,9 +55,9 @@ typedef struct {
     ExpertCounters experts;
 } StreamCounters;
 
-/* K3_STORE: "mapped", "stream", or "auto" (stream when the checkpoint is larger than the
- * budget). Sets *stream. */
-int stream_wanted(const Catalog *cat, int *stream);
+/* Whether to stream: o->kind, where AUTO streams when the checkpoint is larger than the budget.
+ * Sets *stream. */
+int stream_wanted(const Catalog *cat, const StoreOptions *o, int *stream);
 
 /* What the caller will run, for the memory plan and the spine format. */
 typedef struct {
@@ -59,7 +68,8 @@ typedef struct {
     uint64_t mla_position_bytes; /* MLA cache bytes per position (model_mla_bytes_per_position) */
 } StreamNeeds;
 
-int stream_open(StreamStore *s, const Catalog *cat, const StreamNeeds *needs);
+/* o (copied) must be valid; o->pin_layers above the model's layer count fails. */
+int stream_open(StreamStore *s, const Catalog *cat, const StreamNeeds *needs, const StoreOptions *o);
 /* Frees what only loading needed (after model_create). */
 void stream_end_load(StreamStore *s);
 void stream_close(StreamStore *s);

@@ -45,12 +45,6 @@ static void trace_predict(ExpertSource *src, int layer, const int *sel, int T, i
     t->inner->predict(t->inner, layer, sel, T, k);
 }
 
-const char *trace_path_from_env(void) {
-    const char *v = getenv("K3_TRACE");
-    if (!v || !*v || !strcmp(v, "0")) return NULL;
-    return strcmp(v, "1") ? v : "router_trace.jsonl";
-}
-
 int trace_open(TraceSource *t, ExpertSource *inner, const K3Config *c, const char *path) {
     memset(t, 0, sizeof *t);
     t->f = fopen(path, "a");

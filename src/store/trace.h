@@ -23,9 +23,7 @@ typedef struct {
     long long pos;
 } TraceSource;
 
-/* K3_TRACE unset or "0": *path = NULL. "1": router_trace.jsonl in the current directory;
- * anything else is taken as the file name. */
-const char *trace_path_from_env(void);
+/* Appends to path (K3_TRACE). */
 int trace_open(TraceSource *t, ExpertSource *inner, const K3Config *c, const char *path);
 /* Writes the last forward's lines and closes the file. */
 int trace_close(TraceSource *t);

@@ -69,9 +69,9 @@ char *synth_config_json(const K3Config *c) {
                              "model_type", "kimi_k3", "dtype", "bfloat16", "tie_word_embeddings", 0, "bos_token_id",
                              c->bos_id, "eos_token_id", c->eos_id, "pad_token_id", c->pad_id, "text_config",
                              text_config_json(c));
-    if (!root) df_die("internal error: building config.json");
+    if (!root) return df_fail("out of memory building config.json"), NULL;
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(7));
     json_decref(root);
-    if (!s) df_die("out of memory writing config.json");
+    if (!s) df_fail("out of memory writing config.json");
     return s;
 }

@@ -39,7 +39,8 @@ int synth_set_embed_scale(SynthPreset *p, double x);
 /* Writes the checkpoint into dir (created if needed). progress: print progress lines to stderr. */
 int synth_write(const SynthPreset *p, uint64_t seed, const char *dir, int progress);
 
-/* Writes config.json text for cfg (new string, caller frees). */
+/* Writes config.json text for cfg (new string, caller frees), or NULL with a message when
+ * jansson cannot build it. */
 char *synth_config_json(const K3Config *cfg);
 
 #endif

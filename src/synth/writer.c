@@ -19,8 +19,8 @@
 #include "synth/fill.h"
 #include "synth/synth.h"
 #include "text/vocab_synth.h"
-#include "util/err.h"
 #include "util/bulkwrite.h"
+#include "util/err.h"
 #include "util/fileio.h"
 
 typedef struct {
@@ -135,6 +135,7 @@ static int write_shard(const Plan *p, const SynthPreset *sp, int shard, uint64_t
     size_t hlen;
     char *header = st_build_header(t, n, &hlen);
     free(t);
+    if (!header) return -1;
     char name[64], *path, *tmp;
     catalog_shard_name(name, sizeof name, shard + 1, p->n_shards);
     path = path_join(dir, name);
@@ -178,6 +179,7 @@ static int write_index(const Plan *p, const char *dir) {
 
 static int write_metadata(const SynthPreset *sp, uint64_t seed, const char *dir) {
     char *cfg = synth_config_json(&sp->cfg);
+    if (!cfg) return -1;
     int rc = write_text(dir, "config.json", cfg);
     free(cfg);
     char gen[160];

@@ -178,11 +178,11 @@ static int merge(Trainer *t, RankMap *m, uint64_t key, uint32_t stamp) {
 static int collect_words(Trainer *t, const char *const *docs, int n_docs) {
     Pretok *pt = pretok_new();
     if (!pt) return -1;
+    PretokIter it;
+    if (pretok_iter_init(&it, pt)) return pretok_free(pt), -1;
     RankMap seen;
     rankmap_init(&seen);
     int cap = 0, rc = 0;
-    PretokIter it;
-    pretok_iter_init(&it, pt);
     for (int d = 0; d < n_docs && !rc; d++) {
         const uint8_t *s = (const uint8_t *)docs[d];
         pretok_iter_set(&it, s, strlen(docs[d]));

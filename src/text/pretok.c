@@ -70,10 +70,10 @@ void pretok_free(Pretok *p) {
     free(p);
 }
 
-void pretok_iter_init(PretokIter *it, const Pretok *p) {
+int pretok_iter_init(PretokIter *it, const Pretok *p) {
     *it = (PretokIter){.p = p};
     it->md = pcre2_match_data_create(1, NULL);
-    if (!it->md) df_die("out of memory creating PCRE2 match data");
+    return it->md ? 0 : df_fail("out of memory creating PCRE2 match data");
 }
 
 void pretok_iter_set(PretokIter *it, const uint8_t *s, size_t n) {

@@ -36,8 +36,9 @@ typedef struct {
     void *md;         /* PCRE2 match data, owned */
 } PretokIter;
 
-/* Prepares an iterator (allocates its match data); release with pretok_iter_end. */
-void pretok_iter_init(PretokIter *it, const Pretok *p);
+/* Prepares an iterator (allocates its match data); release with pretok_iter_end. Returns 0, or
+ * -1 with a message when PCRE2 cannot allocate (nothing to release then). */
+int pretok_iter_init(PretokIter *it, const Pretok *p);
 /* Starts iterating the pieces of s[0..n), which the iterator reads until the next call. */
 void pretok_iter_set(PretokIter *it, const uint8_t *s, size_t n);
 /* Next piece: returns 1 with its range, 0 at the end, -1 with a message if PCRE2 fails. */

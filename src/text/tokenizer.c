@@ -110,7 +110,7 @@ int tok_encode(const Tokenizer *t, const char *text, size_t len, int trusted, To
         s = clean;
     }
     Encoder e = {.t = t, .out = out};
-    pretok_iter_init(&e.it, t->pretok);
+    if (pretok_iter_init(&e.it, t->pretok)) return free(clean), -1;
     ChunkIter ci;
     chunk_iter_init(&ci, s, len);
     size_t start, n;

@@ -49,8 +49,13 @@ int bulk_open(BulkWriter *w, const char *path) {
     w->buf[1] = df_aligned_alloc(4096, BULK_BUF);
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    if (pthread_create(&w->thread, NULL, writer_main, w) != 0) df_die("cannot start a writer thread");
-    return 0;
+    int err = pthread_create(&w->thread, NULL, writer_main, w);
+    if (err == 0) return 0;
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w->buf[0]), free(w->buf[1]);
+    close(w->fd);
+    return df_fail("%s: cannot start a writer thread: %s", path, strerror(err));
 }
 
 /* Waits until the writer is idle; returns -1 with its message if a write failed. */

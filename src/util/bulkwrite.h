@@ -32,7 +32,8 @@ typedef struct {
     char err[512];
 } BulkWriter;
 
-/* Creates/truncates path. */
+/* Creates/truncates path and starts the writer thread. Returns 0, or -1 with a message (nothing
+ * to close then; the file may exist, empty). */
 int bulk_open(BulkWriter *w, const char *path);
 /* Space to produce up to *avail bytes in place; commit them with bulk_commit. */
 uint8_t *bulk_reserve(BulkWriter *w, size_t *avail);

@@ -35,34 +35,29 @@ int df_failctx(const char *fmt, ...) {
 const char *df_errmsg(void) { return err_buf; }
 void df_errclear(void) { err_buf[0] = 0; }
 
-_Noreturn void df_die(const char *fmt, ...) {
-    va_list ap;
+/* The library's single abort point (err.h). */
+static _Noreturn void oom(size_t n) {
     fflush(stdout);
-    fputs("deltafin: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
+    fprintf(stderr, "deltafin: out of memory allocating %zu bytes\n", n);
     exit(1);
-}
-
-static void *oom(size_t n) {
-    df_die("out of memory allocating %zu bytes", n);
 }
 
 void *df_malloc(size_t n) {
     void *p = malloc(n ? n : 1);
-    return p ? p : oom(n);
+    if (!p) oom(n);
+    return p;
 }
 
 void *df_calloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
-    return p ? p : oom(n * size);
+    if (!p) oom(n * size);
+    return p;
 }
 
 void *df_realloc(void *p, size_t n) {
     void *q = realloc(p, n ? n : 1);
-    return q ? q : oom(n);
+    if (!q) oom(n);
+    return q;
 }
 
 char *df_strdup(const char *s) {

@@ -2,7 +2,13 @@
  *
  * Every fallible function returns 0 on success and -1 on failure, after recording a one-line
  * message with df_fail(). Callers that add context (which file, which tensor) wrap the message
- * with df_failctx(); the top level prints df_errmsg() once. Messages are per thread. */
+ * with df_failctx(); the top level prints df_errmsg() once (the CLI's df_die, cli/die.h).
+ * Messages are per thread.
+ *
+ * Library code never ends the process, with one exception, the single abort point: running out
+ * of memory in df_malloc and the allocators below prints "deltafin: out of memory allocating N
+ * bytes" and exits with status 1. Every size is validated before it is allocated, so this means
+ * the machine itself has no memory left, which no caller could handle better. */
 #ifndef DF_ERR_H
 #define DF_ERR_H
 
@@ -11,10 +17,7 @@
 #define DF_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 #ifdef __cplusplus /* the CUDA backend (C++ by nvcc) reports errors the same way */
-#define DF_NORETURN [[noreturn]]
 extern "C" {
-#else
-#define DF_NORETURN _Noreturn
 #endif
 
 /* Record a message and return -1 (so `return df_fail(...)` reads naturally). */
@@ -25,10 +28,8 @@ int df_failctx(const char *fmt, ...) DF_PRINTF(1, 2);
 const char *df_errmsg(void);
 void df_errclear(void);
 
-/* Print "deltafin: msg" to stderr and exit(1). For the CLI layer only. */
-DF_NORETURN void df_die(const char *fmt, ...) DF_PRINTF(1, 2);
-
-/* Allocation that cannot fail: out of memory is fatal (sizes must be validated before). */
+/* Allocation that cannot fail: out of memory is the abort point above (sizes must be validated
+ * before). */
 __attribute__((returns_nonnull, malloc)) void *df_malloc(size_t n);
 void *df_calloc(size_t n, size_t size);
 void *df_realloc(void *p, size_t n);

@@ -25,7 +25,6 @@
 
 #include "util/err.h"
 
-#define POOL_MAX_THREADS 1024
 /* Polls of a shared word before sleeping: some microseconds on current x86 cores. */
 #define POOL_SPIN 2048
 
@@ -189,14 +188,3 @@ void pool_destroy(Pool *p) {
 }
 
 int pool_threads(const Pool *p) { return p ? p->n_threads : 1; }
-
-int pool_threads_from_env(void) {
-    const char *v = getenv("K3_THREADS");
-    if (!v || !*v) return 0;
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || end == v || *end || n < 1 || n > POOL_MAX_THREADS)
-        df_die("K3_THREADS: '%s' is not a thread count (a whole number from 1 to %d)", v, POOL_MAX_THREADS);
-    return (int)n;
-}

@@ -102,7 +102,7 @@ diff -r "$t/m/deltafin-int8" "$t/k/deltafin-int8"
 
 # settings: bad values are refused
 ! K3_SPINE=int4 "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/x.bin" 2>"$t/err" || exit 1
-grep -q "K3_SPINE: 'int4' is not one of auto, int8, bf16" "$t/err"
+grep -q "K3_SPINE: 'int4' is not auto, int8 or bf16" "$t/err"
 
 # the streamed spine reads the int8 files: the same logits as the mapped int8 spine, with layers
 # pinned, streamed, or both (sanitizer build for the streamed reads), and half the spine bytes
@@ -133,10 +133,13 @@ awk -v a="$full" -v b="$one" 'BEGIN { exit !(b > a + 0.01) }'
 grep -q "experts top-1 of 4 (lossy)" "$t/one.err"
 ! grep -q "lossy" "$t/full.err" || exit 1
 test "$(K3_MOE_TOP_K=4 "$DF" nll --model "$t/s" --tokens-file "$t/toks" 2>/dev/null | awk '{print $2}')" = "$full"
-for v in 0 5 -1 2x ""x; do
+# the settings refuse what no model allows; the engine what this one (top-4) does not
+for v in 0 -1 2x ""x 65; do
     ! K3_MOE_TOP_K="$v" "$DF" nll --model "$t/s" --tokens-file "$t/toks" 2>"$t/err" || exit 1
-    grep -q "K3_MOE_TOP_K: '$v' is not an expert count in 1..4" "$t/err"
+    grep -q "K3_MOE_TOP_K: '$v' is not an expert count in 1..64" "$t/err"
 done
+! K3_MOE_TOP_K=5 "$DF" nll --model "$t/s" --tokens-file "$t/toks" 2>"$t/err" || exit 1
+grep -q "K3_MOE_TOP_K: '5' is not an expert count in 1..4 (the model's num_experts_per_token)" "$t/err"
 
 # bytes read per decode step with every layer streamed (no read-ahead): int8 about half of bf16
 cp -r "$t/s" "$t/s8"

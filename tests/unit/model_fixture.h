@@ -1,5 +1,6 @@
 /* model_fixture.h - a tiny synth checkpoint in a temporary directory, opened as an Engine with
- * weights mapped, for the unit tests that need a real model (speculation, sessions). */
+ * the program's default settings and weights mapped, for the unit tests that need a real model
+ * (speculation, sessions). */
 #ifndef DF_MODEL_FIXTURE_H
 #define DF_MODEL_FIXTURE_H
 
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cli/settings.h"
 #include "engine/engine.h"
 #include "synth/synth.h"
 #include "util/err.h"
@@ -16,13 +18,21 @@ static int fixture_remove_entry(const char *path, const struct stat *sb, int fla
     return remove(path);
 }
 
+/* The settings' defaults, with the mapped store. */
+static EngineOptions fixture_options(void) {
+    Settings s;
+    settings_defaults(&s);
+    s.engine.store.kind = STORE_MAPPED;
+    return s.engine;
+}
+
 /* dir: a mkdtemp template, filled in. Returns 0, or 1 after printing why. */
 static int fixture_open(Engine *e, char *dir, uint64_t seed) {
     SynthPreset p;
     SynthOptions so = {0};
     if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
-    setenv("K3_STORE", "mapped", 1);
-    if (synth_preset(&p, "tiny", &so) || synth_write(&p, seed, dir, 0) || engine_open(e, dir)) {
+    EngineOptions o = fixture_options();
+    if (synth_preset(&p, "tiny", &so) || synth_write(&p, seed, dir, 0) || engine_open(e, dir, &o)) {
         fprintf(stderr, "setup: %s\n", df_errmsg());
         return 1;
     }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cli/settings.h"
 #include "fetch/manifest.h"
 #include "fetch/sha256.h"
 #include "fetch/source.h"
@@ -121,33 +122,30 @@ static void test_source_validation(void) {
     CHECK(source_check_host("host:", &loop, &http) != 0);
     CHECK(source_check_host("user@host", &loop, &http) != 0);
     CHECK(source_check_host("", &loop, &http) != 0);
-    CHECK(source_check_path("moonshotai/Kimi-K3", "p") == 0);
-    CHECK(source_check_path("a/../b", "p") != 0);
-    CHECK(source_check_path("/a", "p") != 0);
-    CHECK(source_check_path("a//b", "p") != 0);
-    CHECK(source_check_path("a b", "p") != 0);
-    CHECK(source_check_path("a?x=1", "p") != 0);
-    setenv("K3_HF_HOST", "http://127.0.0.1:9", 1);
-    setenv("K3_HF_PATH", "org/model", 1);
-    setenv("K3_HF_REVISION", "v2", 1);
-    setenv("HF_TOKEN", "abc", 1);
+    CHECK(source_check_path("moonshotai/Kimi-K3") == 0);
+    CHECK(source_check_path("a/../b") != 0);
+    CHECK(source_check_path("/a") != 0);
+    CHECK(source_check_path("a//b") != 0);
+    CHECK(source_check_path("a b") != 0);
+    CHECK(source_check_path("a?x=1") != 0);
+    Settings set;
+    settings_defaults(&set);
     Source s;
-    CHECK(source_from_env(&s) == 0);
-    char *u = source_url(&s, "config.json");
+    CHECK(source_init(&s, &set.engine.fetch) == 0);
+    char *u = source_url(&s, "x");
+    CHECK(!strcmp(u, "https://huggingface.co/moonshotai/Kimi-K3/resolve/main/x"));
+    free(u);
+    FetchOptions o = set.engine.fetch;
+    o.host = "http://127.0.0.1:9", o.path = "org/model", o.revision = "v2", o.token = "abc";
+    CHECK(source_init(&s, &o) == 0);
+    u = source_url(&s, "config.json");
     CHECK(!strcmp(u, "http://127.0.0.1:9/org/model/resolve/v2/config.json"));
     CHECK(!strcmp(s.auth, "Authorization: Bearer abc"));
     free(u);
-    setenv("HF_TOKEN", "a b", 1);
-    CHECK(source_from_env(&s) != 0);
-    unsetenv("HF_TOKEN");
-    setenv("K3_FETCH_PARALLEL", "0", 1);
-    CHECK(source_from_env(&s) != 0);
-    unsetenv("K3_FETCH_PARALLEL");
-    unsetenv("K3_HF_HOST"), unsetenv("K3_HF_PATH"), unsetenv("K3_HF_REVISION");
-    CHECK(source_from_env(&s) == 0);
-    u = source_url(&s, "x");
-    CHECK(!strcmp(u, "https://huggingface.co/moonshotai/Kimi-K3/resolve/main/x"));
-    free(u);
+    o.token = "a b";
+    CHECK(source_init(&s, &o) != 0 && strstr(df_errmsg(), "HF_TOKEN: "));
+    o.token = NULL, o.revision = "a/b";
+    CHECK(source_init(&s, &o) != 0 && strstr(df_errmsg(), "K3_HF_REVISION: "));
 }
 
 static int count_text(const char *text, uint64_t *counts, uint64_t *tokens) {

@@ -14,6 +14,7 @@
 #include "format/numfmt.h"
 #include "kernels/kernels_impl.h"
 #include "kernels/mat.h"
+#include "util/err.h"
 #include "util/rng.h"
 
 typedef enum { FMT_F32, FMT_BF16, FMT_MXFP4, FMT_I8ROW, N_FMT } Fmt;
@@ -298,21 +299,6 @@ static void empty_shapes_write_nothing_or_zero(void) {
     for (int i = 0; i < 4; i++) CHECK(Y[i] == 0 && !signbit(Y[i]));
 }
 
-/* K3_KERNELS is read once per process, so each setting runs in a fresh copy of this binary. */
-static int child_isa(const char *setting, char *out, size_t n) {
-    char self[PATH_MAX], cmd[PATH_MAX + 128];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) return -1;
-    self[len] = 0;
-    snprintf(cmd, sizeof cmd, "K3_KERNELS='%s' '%s' --print-isa 2>&1", setting, self);
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t got = fread(out, 1, n - 1, f);
-    out[got] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static Mat case_mat(const Case *k) {
     static const WeightFormat wf[] = {WF_F32, WF_BF16, WF_MXFP4, WF_I8ROW};
     const void *aux = k->fmt == FMT_I8ROW ? (const void *)k->row_scales : (const void *)k->scales;
@@ -348,28 +334,24 @@ static void row_block_products_are_exact(void) {
     }
 }
 
-static void k3_kernels_selects_the_path(void) {
-    char out[512], want[64];
+/* kern_select (K3_KERNELS): each implementation the CPU runs is taken, the others are refused
+ * saying so, auto takes the widest, and an unknown name is refused naming it. */
+static void kern_select_picks_the_path(void) {
     for (int i = 0; i < KERN_N_ISA; i++) {
         const char *name = kern_isa_name((KernIsa)i);
-        int rc = child_isa(name, out, sizeof out);
-        snprintf(want, sizeof want, "%s\n", name);
         if (kern_isa_available((KernIsa)i))
-            CHECK_MSG(rc == 0 && !strcmp(out, want), "K3_KERNELS=%s: rc %d, '%s'", name, rc, out);
+            CHECK_MSG(kern_select(name) == 0 && !strcmp(kern_isa(), name), "%s: %s", name, kern_isa());
         else
-            CHECK_MSG(rc == 1 && strstr(out, "does not support"), "K3_KERNELS=%s: rc %d, '%s'", name, rc, out);
+            CHECK_MSG(kern_select(name) == -1 && strstr(df_errmsg(), "does not support"), "%s: %s", name, df_errmsg());
     }
-    snprintf(want, sizeof want, "%s\n", kern_isa_name(isa_at(n_isas() - 1)));
-    CHECK(child_isa("auto", out, sizeof out) == 0 && !strcmp(out, want)); /* the widest available */
-    CHECK(child_isa("", out, sizeof out) == 0 && !strcmp(out, want));
-    CHECK(child_isa("sse9", out, sizeof out) == 1 && strstr(out, "deltafin: K3_KERNELS") && strstr(out, "sse9"));
+    const char *widest = kern_isa_name(isa_at(n_isas() - 1));
+    CHECK(kern_select("auto") == 0 && !strcmp(kern_isa(), widest));
+    CHECK(kern_select("portable") == 0 && kern_select(NULL) == 0 && !strcmp(kern_isa(), widest));
+    CHECK(kern_select("sse9") == -1 && strstr(df_errmsg(), "sse9"));
+    CHECK(!strcmp(kern_isa(), widest));
 }
 
-int main(int argc, char **argv) {
-    if (argc == 2 && !strcmp(argv[1], "--print-isa")) {
-        printf("%s\n", kern_isa());
-        return 0;
-    }
+int main(void) {
     for (int i = 0; i < KERN_N_ISA; i++)
         if (kern_isa_available((KernIsa)i)) isas[n_isa++] = (KernIsa)i;
     RUN(each_format_matches_fp64_reference_at_odd_shapes);
@@ -383,6 +365,6 @@ int main(int argc, char **argv) {
     RUN(dot_f32_is_the_kernel_order);
     RUN(empty_shapes_write_nothing_or_zero);
     RUN(row_block_products_are_exact);
-    RUN(k3_kernels_selects_the_path);
+    RUN(kern_select_picks_the_path);
     return check_summary();
 }

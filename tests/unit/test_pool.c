@@ -1,5 +1,5 @@
 /* The thread pool: every task index runs exactly once per pool_run, over many runs and 1..4
- * threads; the caller takes part; K3_THREADS is parsed strictly. */
+ * threads; the caller takes part. (K3_THREADS is parsed in test_settings.c.) */
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -107,48 +107,11 @@ static void zero_threads_means_all_cores(void) {
     CHECK(pool_threads(NULL) == 1);
 }
 
-/* pool_threads_from_env exits on a bad value, so each setting runs in a fresh copy of this binary. */
-static int child_threads(const char *setting, char *out, size_t n) {
-    char self[PATH_MAX], cmd[PATH_MAX + 128];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) return -1;
-    self[len] = 0;
-    if (setting)
-        snprintf(cmd, sizeof cmd, "K3_THREADS='%s' '%s' --threads-from-env 2>&1", setting, self);
-    else
-        snprintf(cmd, sizeof cmd, "env -u K3_THREADS '%s' --threads-from-env 2>&1", self);
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t got = fread(out, 1, n - 1, f);
-    out[got] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void k3_threads_accepts_only_positive_counts(void) {
-    char out[512];
-    CHECK(child_threads(NULL, out, sizeof out) == 0 && !strcmp(out, "0\n"));
-    CHECK(child_threads("", out, sizeof out) == 0 && !strcmp(out, "0\n"));
-    CHECK(child_threads("3", out, sizeof out) == 0 && !strcmp(out, "3\n"));
-    CHECK(child_threads("1", out, sizeof out) == 0 && !strcmp(out, "1\n"));
-    const char *bad[] = {"0", "-2", "abc", "4x", " ", "1.5", "99999999999", "2000"};
-    for (int i = 0; i < 8; i++) {
-        int rc = child_threads(bad[i], out, sizeof out);
-        CHECK_MSG(rc == 1 && strstr(out, "deltafin: K3_THREADS") && strstr(out, bad[i]), "K3_THREADS='%s': rc %d, '%s'",
-                  bad[i], rc, out);
-    }
-}
-
-int main(int argc, char **argv) {
-    if (argc == 2 && !strcmp(argv[1], "--threads-from-env")) {
-        printf("%d\n", pool_threads_from_env());
-        return 0;
-    }
+int main(void) {
     RUN(every_task_runs_exactly_once_for_1_to_4_threads);
     RUN(the_caller_takes_part);
     RUN(many_short_runs_back_to_back);
     RUN(runs_larger_than_one_batch);
     RUN(zero_threads_means_all_cores);
-    RUN(k3_threads_accepts_only_positive_counts);
     return check_summary();
 }

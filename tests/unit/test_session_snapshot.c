@@ -29,7 +29,7 @@ static const int32_t p2_tail[] = {11, 12, 13, 400, 8, 8, 9};
 static int32_t p2[N2];
 
 static void open_session(Session *s, int snapshot) {
-    CHECK(session_init(s, &eng) == 0);
+    session_init(s, &eng);
     if (snapshot) session_keep_snapshots(s);
 }
 
@@ -116,40 +116,27 @@ static void test_cancel_keeps_what_was_fed(void) {
     session_free(&s), session_free(&fresh), session_free(&ref);
 }
 
-static void test_setting(void) {
-    int on = -1;
-    unsetenv("K3_PROMPT_SNAPSHOT");
-    CHECK(session_snapshot_from_env(&on) == 0 && on == 1);
-    setenv("K3_PROMPT_SNAPSHOT", "0", 1);
-    CHECK(session_snapshot_from_env(&on) == 0 && on == 0);
-    setenv("K3_PROMPT_SNAPSHOT", "1", 1);
-    CHECK(session_snapshot_from_env(&on) == 0 && on == 1);
-    setenv("K3_PROMPT_SNAPSHOT", "yes", 1);
-    CHECK(session_snapshot_from_env(&on) != 0 && strstr(df_errmsg(), "K3_PROMPT_SNAPSHOT: 'yes'"));
-    unsetenv("K3_PROMPT_SNAPSHOT");
-}
-
 /* The streaming plan's fixed needs grow by at least what a State holding the planned context
  * takes (the KDA matrices and windows, the MLA cache rows in the engine's cache layout), and the
  * expert cache never grows. */
 static void test_memory_plan_counts_the_snapshot(void) {
-    setenv("K3_STORE", "stream", 1);
-    setenv("K3_RAM_GB", "2", 1);
-    setenv("K3_CONTEXT", "300", 1);
+    EngineOptions o = fixture_options();
+    o.store.kind = STORE_STREAM;
+    o.store.ram_bytes = 2000000000;
+    o.context = 300;
     Engine one, two;
-    CHECK(engine_open(&one, dir) == 0);
-    CHECK(engine_open_states(&two, dir, 1) == 0);
+    CHECK(engine_open(&one, dir, &o) == 0);
+    o.extra_states = 1;
+    CHECK(engine_open(&two, dir, &o) == 0);
     const K3Config *c = &one.cat.cfg;
     uint64_t kda = 4 * ((uint64_t)3 * config_kda_width(c) * (uint64_t)(c->conv_kernel - 1) +
                         (uint64_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim);
-    uint64_t state = (uint64_t)c->n_kda_layers * kda + model_mla_bytes_per_position(c, one.mla_cache) * 300;
+    uint64_t state = (uint64_t)c->n_kda_layers * kda + model_mla_bytes_per_position(c, one.opt.mla_cache) * 300;
     const StreamPlan *a = &one.stream.plan, *b = &two.stream.plan;
     CHECK_MSG(b->fixed >= a->fixed + state, "fixed %llu -> %llu, a State is %llu", (unsigned long long)a->fixed,
               (unsigned long long)b->fixed, (unsigned long long)state);
     CHECK(b->slots <= a->slots);
     engine_close(&one), engine_close(&two);
-    setenv("K3_STORE", "mapped", 1);
-    unsetenv("K3_RAM_GB"), unsetenv("K3_CONTEXT");
 }
 
 int main(void) {
@@ -159,7 +146,6 @@ int main(void) {
     RUN(test_resent_history_continues_from_the_snapshot);
     RUN(test_live_tokens_win_when_longer);
     RUN(test_cancel_keeps_what_was_fed);
-    RUN(test_setting);
     RUN(test_memory_plan_counts_the_snapshot);
     fixture_close(&eng, dir);
     return check_summary();

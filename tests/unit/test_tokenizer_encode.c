@@ -18,7 +18,7 @@
 /* Pieces of s joined with '|'. */
 static void pieces(const Pretok *p, const char *s, char *out) {
     PretokIter it;
-    pretok_iter_init(&it, p);
+    CHECK(pretok_iter_init(&it, p) == 0);
     pretok_iter_set(&it, (const uint8_t *)s, strlen(s));
     size_t st, n;
     out[0] = 0;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/die.h"
 #include "jsonl.h"
 #include "text/tokenizer.h"
 #include "text/xtml.h"

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cli/args.h"
+#include "cli/die.h"
 #include "jsonl.h"
 #include "text/bpe_train.h"
 #include "text/rankmap.h"

@@ -152,17 +152,24 @@ struct CudaDevice {
     int n_slots;
     bool arena_locked;
     Resident *slot_copies;    /* [n_slots][SLOT_COPIES] */
+    bool faulted;             /* a CUDA call failed: nothing more is computed (base.fault) */
+    char fault_msg[256];
 };
 
-void check(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) df_die("cuda: %s failed: %s", what, cudaGetErrorString(e));
+/* Records the first failed CUDA call; returns whether e is a success. */
+bool check(CudaDevice *d, cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return true;
+    if (!d->faulted)
+        snprintf(d->fault_msg, sizeof d->fault_msg, "cuda: %s failed: %s", what, cudaGetErrorString(e));
+    d->faulted = true;
+    return false;
 }
 
 /* Grows a device buffer to at least n bytes (its old content is not kept). Returns false when
  * the device has no room (the buffer is then empty). */
-bool reserve(void **buf, size_t *cap, size_t n) {
+bool reserve(CudaDevice *d, void **buf, size_t *cap, size_t n) {
     if (n <= *cap) return true;
-    if (*buf) check(cudaFree(*buf), "cudaFree");
+    if (*buf && !check(d, cudaFree(*buf), "cudaFree")) return false;
     *buf = nullptr, *cap = 0;
     if (cudaMalloc(buf, n) != cudaSuccess) {
         cudaGetLastError();
@@ -197,8 +204,8 @@ void grow_table(CudaDevice *d) {
 
 /* Copies a matrix's data and aux to dst (device), aux at the 16-byte boundary after data. */
 void upload(CudaDevice *d, uint8_t *dst, const Mat *W, size_t data, size_t aux) {
-    check(cudaMemcpyAsync(dst, W->data, data, cudaMemcpyHostToDevice, d->stream), "copying weights");
-    if (aux) check(cudaMemcpyAsync(dst + (data + 15) / 16 * 16, W->aux, aux, cudaMemcpyHostToDevice, d->stream),
+    check(d, cudaMemcpyAsync(dst, W->data, data, cudaMemcpyHostToDevice, d->stream), "copying weights");
+    if (aux) check(d, cudaMemcpyAsync(dst + (data + 15) / 16 * 16, W->aux, aux, cudaMemcpyHostToDevice, d->stream),
                    "copying weight scales");
 }
 
@@ -237,7 +244,7 @@ void drop_copy(CudaDevice *d, Resident *r) {
 
 /* W copied for this product only. NULL when the device has no room even for that. */
 const uint8_t *stage(CudaDevice *d, const Mat *W, size_t data, size_t aux, size_t bytes) {
-    if (!reserve((void **)&d->stage, &d->stage_cap, bytes)) return nullptr;
+    if (!reserve(d, (void **)&d->stage, &d->stage_cap, bytes)) return nullptr;
     upload(d, d->stage, W, data, aux);
     d->streamed += bytes;
     return d->stage;
@@ -283,21 +290,29 @@ void cuda_mul(MatDevice *base, Pool *pool, float *Y, const Mat *W, const float *
     mat_sizes(W, &data, &aux);
     const size_t xb = sizeof(float) * (size_t)T * (size_t)W->cols, yb = sizeof(float) * (size_t)T * (size_t)W->rows;
     pthread_mutex_lock(&d->mu);
-    const uint8_t *dw = device_weights(d, W, data, aux);
-    if (!dw || !reserve((void **)&d->x, &d->x_cap, xb) || !reserve((void **)&d->y, &d->y_cap, yb)) {
-        pthread_mutex_unlock(&d->mu); /* no room on the device for this one: the same bits on the CPU */
-        mat_mul_cpu(pool, Y, W, X, T);
-        return;
+    const uint8_t *dw = d->faulted ? nullptr : device_weights(d, W, data, aux);
+    const bool room = dw && reserve(d, (void **)&d->x, &d->x_cap, xb) && reserve(d, (void **)&d->y, &d->y_cap, yb);
+    if (room && !d->faulted && check(d, cudaMemcpyAsync(d->x, X, xb, cudaMemcpyHostToDevice, d->stream), "copying activations")) {
+        DevMat w = {(int)W->fmt, W->rows, W->cols, dw, aux ? dw + (data + 15) / 16 * 16 : nullptr};
+        const unsigned blocks = (unsigned)((W->rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+        if (T == 1) matmul_kernel<1><<<blocks, THREADS, 0, d->stream>>>(w, d->x, d->y, T);
+        else matmul_kernel<4><<<blocks, THREADS, 0, d->stream>>>(w, d->x, d->y, T);
+        (void)(check(d, cudaGetLastError(), "matmul kernel launch") &&
+               check(d, cudaMemcpyAsync(Y, d->y, yb, cudaMemcpyDeviceToHost, d->stream), "copying results") &&
+               check(d, cudaStreamSynchronize(d->stream), "matmul"));
     }
-    check(cudaMemcpyAsync(d->x, X, xb, cudaMemcpyHostToDevice, d->stream), "copying activations");
-    DevMat w = {(int)W->fmt, W->rows, W->cols, dw, aux ? dw + (data + 15) / 16 * 16 : nullptr};
-    const unsigned blocks = (unsigned)((W->rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-    if (T == 1) matmul_kernel<1><<<blocks, THREADS, 0, d->stream>>>(w, d->x, d->y, T);
-    else matmul_kernel<4><<<blocks, THREADS, 0, d->stream>>>(w, d->x, d->y, T);
-    check(cudaGetLastError(), "matmul kernel launch");
-    check(cudaMemcpyAsync(Y, d->y, yb, cudaMemcpyDeviceToHost, d->stream), "copying results");
-    check(cudaStreamSynchronize(d->stream), "matmul");
+    const bool faulted = d->faulted;
     pthread_mutex_unlock(&d->mu);
+    if (faulted) memset(Y, 0, yb); /* the forward fails (base.fault): its numbers need only be finite */
+    else if (!room) mat_mul_cpu(pool, Y, W, X, T); /* no room on the device for this one: the same bits on the CPU */
+}
+
+const char *cuda_fault(MatDevice *base) {
+    CudaDevice *d = (CudaDevice *)base;
+    pthread_mutex_lock(&d->mu);
+    const char *msg = d->faulted ? d->fault_msg : nullptr;
+    pthread_mutex_unlock(&d->mu);
+    return msg;
 }
 
 void cuda_counters(MatDevice *base, size_t *resident, size_t *streamed) {
@@ -379,6 +394,7 @@ extern "C" int cuda_device_open(MatDevice **out) {
     d->base.close = cuda_close;
     d->base.expert_cache = cuda_expert_cache;
     d->base.slot_refilled = cuda_slot_refilled;
+    d->base.fault = cuda_fault;
     grow_table(d);
     *out = &d->base;
     return 0;

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Checks the architecture the folders promise (docs/ARCHITECTURE.md, "Layers"):
+#  1. a folder of src/ includes only from itself and the folders below it, in this order:
+#       util < format < text < synth < kernels < model < fetch < store < engine < serve < cli < main.c
+#  2. only src/cli/settings.c reads the environment (getenv, secure_getenv, environ outside cli/);
+#  3. only src/cli/ and src/main.c end the process (exit, _exit, df_die), except the documented
+#     out-of-memory abort point in src/util/err.c.
+# Prints every violation as FILE:LINE: what, and exits 1 if there is any.
+# usage: scripts/check_layers.sh [SRC_DIR]   (default: src)
+set -euo pipefail
+src="${1:-src}"
+order=(util format text synth kernels model fetch store engine serve cli)
+bad=0
+
+rank() { # folder -> its place in the order, or -1
+    local i
+    for i in "${!order[@]}"; do [ "${order[$i]}" = "$1" ] && { echo "$i"; return; }; done
+    echo -1
+}
+
+report() { echo "$1"; bad=1; }
+
+# every folder of src/ has a place in the order
+for d in "$src"/*/; do
+    d=$(basename "$d")
+    [ "$(rank "$d")" -ge 0 ] || report "$src/$d: a folder outside the layer order (add it to scripts/check_layers.sh and docs/ARCHITECTURE.md)"
+done
+
+# 1. includes point down (or sideways within a folder)
+while IFS= read -r file; do
+    rel=${file#"$src"/}
+    folder=${rel%%/*}
+    [ "$rel" = main.c ] && continue
+    mine=$(rank "$folder")
+    while IFS=: read -r line inc; do
+        target=${inc%%/*}
+        [ "$target" = "$inc" ] && continue # a header beside the file
+        theirs=$(rank "$target")
+        if [ "$theirs" -lt 0 ]; then
+            report "$file:$line: includes \"$inc\" from a folder outside the layer order"
+        elif [ "$theirs" -gt "$mine" ]; then
+            report "$file:$line: $folder includes \"$inc\" from $target, a layer above it"
+        fi
+    done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" | sed 's/^\([0-9]*\):.*"\(.*\)".*/\1:\2/')
+done < <(find "$src" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort)
+
+# 2. the environment is read in one place
+while IFS=: read -r file line text; do
+    [ "$file" = "$src/cli/settings.c" ] && continue
+    [[ "$text" =~ ^[[:space:]]*(\*|/\*|//) ]] && continue
+    report "$file:$line: reads the environment (only $src/cli/settings.c may: add the setting to its table)"
+done < <(grep -rnE '\b(getenv|secure_getenv)[[:space:]]*\(' "$src" || true)
+while IFS=: read -r file line text; do
+    case "$file" in "$src"/cli/*) continue ;; esac
+    [[ "$text" =~ ^[[:space:]]*(\*|/\*|//) ]] && continue
+    report "$file:$line: reads the environment through environ"
+done < <(grep -rnE '\benviron\b' "$src" || true)
+
+# 3. only the CLI ends the process
+while IFS=: read -r file line text; do
+    case "$file" in "$src"/cli/* | "$src"/main.c) continue ;; esac
+    [[ "$text" =~ ^[[:space:]]*(\*|/\*|//) ]] && continue # a comment line
+    if [ "$file" = "$src/util/err.c" ] && [[ "$text" =~ exit\(1\) ]]; then continue; fi # the OOM abort point
+    report "$file:$line: ends the process (library code returns an error instead)"
+done < <(grep -rnE '(^|[^a-z_])(exit|_exit|_Exit|quick_exit|df_die)[[:space:]]*\(' "$src" || true)
+
+if [ "$bad" -ne 0 ]; then
+    echo "check_layers: FAILED"
+    exit 1
+fi
+echo "check_layers: ok (${order[*]}; environment in $src/cli/settings.c; exits in $src/cli and $src/main.c)"

@@ -1,0 +1,306 @@
+/* settings.c - the table of every setting and the one parser for it (settings.h), and the
+ * `deltafin settings` command that prints it. This is the only file that reads the environment. */
+#include "cli/settings.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/die.h"
+#include "format/config.h"
+#include "serve/memo.h"
+#include "util/err.h"
+#include "util/pool.h"
+
+#define F(field) offsetof(Settings, field)
+
+/* SET_CHOICE stores through an int: every enum it targets must be int-sized. */
+_Static_assert(sizeof(StoreKind) == sizeof(int) && sizeof(CachePolicy) == sizeof(int) &&
+                   sizeof(SpineChoice) == sizeof(int) && sizeof(MlaCacheMode) == sizeof(int) &&
+                   sizeof(ALogMode) == sizeof(int) && sizeof(DeviceKind) == sizeof(int),
+               "settings store enums as int");
+
+static const SettingChoice store_kinds[] = {{"auto", STORE_AUTO}, {"mapped", STORE_MAPPED}, {"stream", STORE_STREAM}, {NULL, 0}};
+static const SettingChoice policies[] = {{"lfu", POLICY_LFU}, {"lru", POLICY_LRU}, {NULL, 0}};
+static const SettingChoice spines[] = {{"auto", SPINE_AUTO}, {"int8", SPINE_INT8}, {"bf16", SPINE_BF16}, {NULL, 0}};
+static const SettingChoice mla_caches[] = {{"latent", MLA_CACHE_LATENT}, {"expanded", MLA_CACHE_EXPANDED}, {NULL, 0}};
+static const SettingChoice a_logs[] = {{"per-head", ALOG_PER_HEAD}, {"per-channel", ALOG_PER_CHANNEL}, {NULL, 0}};
+static const SettingChoice devices[] = {{"auto", DEV_AUTO}, {"cpu", DEV_CPU}, {"cuda", DEV_CUDA}, {NULL, 0}};
+
+/* "'v' is not a, b or c" */
+static int not_one_of(const char *v, const char *const *names, int n) {
+    char list[160] = "";
+    size_t at = 0;
+    for (int i = 0; i < n && at < sizeof list; i++)
+        at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+    return df_fail("'%s' is not %s", v, list);
+}
+
+static int check_named(const char *v, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v, names[i])) return 0;
+    return not_one_of(v, names, n);
+}
+
+static int check_effort(const char *v, const char **stored) {
+    static const char *const names[] = {"low", "high", "max"};
+    *stored = v;
+    return check_named(v, names, 3);
+}
+
+static int check_kernels(const char *v, const char **stored) {
+    static const char *const names[] = {"auto", "avx512", "avx2", "portable"};
+    *stored = v;
+    return check_named(v, names, 4);
+}
+
+/* K3_TRACE: "0" is off, "1" the default file name, anything else the file name. */
+static int check_trace(const char *v, const char **stored) {
+    *stored = !strcmp(v, "0") ? NULL : !strcmp(v, "1") ? "router_trace.jsonl" : v;
+    return 0;
+}
+
+static int check_host(const char *v, const char **stored) {
+    int loopback, http;
+    *stored = v;
+    return source_check_host(v, &loopback, &http);
+}
+
+static int check_path(const char *v, const char **stored) { return *stored = v, source_check_path(v); }
+static int check_revision(const char *v, const char **stored) { return *stored = v, source_check_revision(v); }
+static int check_token(const char *v, const char **stored) { return *stored = v, source_check_token(v); }
+
+/* Every setting. A row without a default leaves its field at `unset` (0, or NULL for text): the
+ * library reads that as "decide yourself" (all cores, a measured budget, the model's top-k...). */
+static const Setting table[] = {
+    {.name = "DELTAFIN_ROOT", .kind = SET_TEXT, .offset = F(root), .what = "a directory", .def = ".",
+     .help = "where the install lives"},
+    {.name = "K3_THREADS", .kind = SET_INT, .offset = F(engine.threads), .lo = 1, .hi = POOL_MAX_THREADS, .what = "a thread count", .def_text = "all cores",
+     .help = "compute threads; results are bit-identical for any count"},
+    {.name = "K3_RAM_GB", .kind = SET_GB, .offset = F(engine.store.ram_bytes), .lo = 1, .hi = 1000000, .what = "a size in GB", .def_text = "auto",
+     .help = "memory budget; auto = available memory and the cgroup limit, minus a reserve"},
+    {.name = "K3_STORE", .kind = SET_CHOICE, .offset = F(engine.store.kind), .choices = store_kinds, .what = "a store", .def = "auto",
+     .help = "stream (budgeted expert cache + spine streaming) when the model exceeds the budget, else mapped"},
+    {.name = "K3_PIN_LAYERS", .kind = SET_INT, .offset = F(engine.store.pin_layers), .lo = 0, .hi = K3_MAX_LAYERS, .what = "a layer count", .def_text = "auto", .unset = -1,
+     .help = "spine layers kept resident when streaming (at most the model's layers)"},
+    {.name = "K3_CACHE_POLICY", .kind = SET_CHOICE, .offset = F(engine.store.policy), .choices = policies, .what = "a policy", .def = "lfu",
+     .help = "expert cache eviction when streaming"},
+    {.name = "K3_IO_THREADS", .kind = SET_INT, .offset = F(engine.store.io_threads), .lo = 1, .hi = 256, .what = "a thread count", .def = "8",
+     .help = "parallel expert reads when streaming"},
+    {.name = "K3_POPULATE", .kind = SET_BOOL, .offset = F(engine.store.populate), .def = "1",
+     .help = "streaming: prepare the expert cache's pages on a background thread at start-up"},
+    {.name = "K3_PREFETCH", .kind = SET_BOOL, .offset = F(engine.store.prefetch), .def = "1",
+     .help = "streaming: read the experts the next layer chose last time, and the next streamed layer, ahead"},
+    {.name = "K3_DIRECT", .kind = SET_BOOL, .offset = F(engine.store.direct), .def = "1",
+     .help = "streaming: O_DIRECT reads where the file system allows them (0: buffered + DONTNEED)"},
+    {.name = "K3_SPEC", .kind = SET_BOOL, .offset = F(engine.spec), .def = "1",
+     .help = "lossless n-gram speculation in run, chat and serve (same tokens either way)"},
+    {.name = "K3_LOOKAHEAD", .kind = SET_BOOL, .offset = F(engine.store.lookahead), .def = "0",
+     .help = "streaming: guess the next layer's experts with its router and read them ahead"},
+    {.name = "K3_SPINE", .kind = SET_CHOICE, .offset = F(engine.spine), .choices = spines, .what = "a spine format", .def = "auto",
+     .help = "int8: the converted int8 spine (lossy); bf16: exact; auto: int8 when all of it is converted"},
+    {.name = "K3_MOE_TOP_K", .kind = SET_INT, .offset = F(engine.top_k), .lo = 1, .hi = 64, .what = "an expert count", .def_text = "the model's",
+     .help = "route each token to only its N best experts (at most the model's), renormalised; lossy"},
+    {.name = "K3_PROFILE", .kind = SET_BOOL, .offset = F(engine.profile), .def = "0",
+     .help = "one line per forward: bytes read, cache hits, GB/s, time per phase"},
+    {.name = "K3_TRACE", .kind = SET_TEXT, .offset = F(engine.trace), .check = check_trace, .what = "a file name", .def_text = "off",
+     .help = "router selections to a JSON-lines file (1: router_trace.jsonl; 0: off)"},
+    {.name = "K3_CONTEXT", .kind = SET_INT, .offset = F(engine.context), .lo = 1, .hi = 1 << 24, .what = "a position count", .def_text = "65536 (4096 with K3_MLA_CACHE=expanded)",
+     .help = "positions a sequence may hold (within the model's limit)"},
+    {.name = "K3_MLA_CACHE", .kind = SET_CHOICE, .offset = F(engine.mla_cache), .choices = mla_caches, .what = "a cache layout", .def = "latent",
+     .help = "MLA attention cache layout: latent (normalised latent and k_pe) or expanded (every head's key and value)"},
+    {.name = "K3_HF_HOST", .kind = SET_TEXT, .offset = F(engine.fetch.host), .check = check_host, .what = "a host", .def = "huggingface.co",
+     .help = "where to install from (http:// only on loopback)"},
+    {.name = "K3_HF_PATH", .kind = SET_TEXT, .offset = F(engine.fetch.path), .check = check_path, .what = "a repository", .def = "moonshotai/Kimi-K3",
+     .help = "the repository to install"},
+    {.name = "K3_HF_REVISION", .kind = SET_TEXT, .offset = F(engine.fetch.revision), .check = check_revision, .what = "a revision", .def = "main",
+     .help = "the revision to install"},
+    {.name = "HF_TOKEN", .kind = SET_TEXT, .offset = F(engine.fetch.token), .check = check_token, .what = "a token", .def_text = "none", .secret = 1,
+     .help = "sent to the source as a bearer token"},
+    {.name = "K3_FETCH_CONNECT_TIMEOUT", .kind = SET_INT, .offset = F(engine.fetch.connect_timeout_s), .lo = 1, .hi = 3600, .what = "a number of seconds", .def = "20",
+     .help = "seconds to connect to the source"},
+    {.name = "K3_FETCH_STALL_TIMEOUT", .kind = SET_INT, .offset = F(engine.fetch.stall_timeout_s), .lo = 1, .hi = 3600, .what = "a number of seconds", .def = "60",
+     .help = "a transfer that receives nothing for this long is retried"},
+    {.name = "K3_FETCH_RETRIES", .kind = SET_INT, .offset = F(engine.fetch.retries), .lo = 0, .hi = 100, .what = "a retry count", .def = "6",
+     .help = "attempts after the first for a failed range"},
+    {.name = "K3_FETCH_BACKOFF_MS", .kind = SET_INT, .offset = F(engine.fetch.backoff_ms), .lo = 0, .hi = 600000, .what = "a number of milliseconds", .def = "1000",
+     .help = "first retry delay, doubled each time"},
+    {.name = "K3_FETCH_PARALLEL", .kind = SET_INT, .offset = F(engine.fetch.parallel), .lo = 1, .hi = 64, .what = "a connection count", .def = "8",
+     .help = "concurrent connections to the source"},
+    {.name = "K3_FETCH_CHUNK_KB", .kind = SET_INT, .offset = F(engine.fetch.chunk_kb), .lo = 4, .hi = 4 << 20, .what = "a size in KiB", .def = "65536",
+     .help = "largest byte range one request asks for"},
+    {.name = "K3_DISK_FREE_BYTES", .kind = SET_INT64, .offset = F(engine.fetch.disk_free_bytes), .lo = 0, .hi = INT64_MAX, .what = "a byte count", .def_text = "measured", .unset = -1,
+     .help = "tests: the free disk space setup assumes"},
+    {.name = "K3_OFFLINE", .kind = SET_BOOL, .offset = F(engine.offline), .def = "0",
+     .help = "1: never fetch; a missing expert of a streaming install is an error"},
+    {.name = "K3_SERVER_MAX_TOKENS", .kind = SET_INT64, .offset = F(server_max_tokens), .lo = 1, .hi = 1 << 24, .what = "a token count", .def_text = "unlimited", .unset = -1,
+     .help = "ceiling on server generations"},
+    {.name = "K3_RESPONSE_MEMO_ENTRIES", .kind = SET_INT, .offset = F(memo_entries), .lo = 0, .hi = MEMO_MAX_ENTRIES, .what = "an entry count", .def = "32",
+     .help = "exact replay cache for identical server requests (0 disables)"},
+    {.name = "K3_PROMPT_SNAPSHOT", .kind = SET_BOOL, .offset = F(prompt_snapshot), .def = "1",
+     .help = "server: keep a copy of the decode state at the end of each prompt (0 disables)"},
+    {.name = "DELTAFIN_API_KEY", .kind = SET_TEXT, .offset = F(api_key), .what = "a key", .def_text = "none", .secret = 1,
+     .help = "serve: require 'Authorization: Bearer KEY'"},
+    {.name = "K3_REASONING_EFFORT", .kind = SET_TEXT, .offset = F(effort), .check = check_effort, .what = "an effort", .def_text = "max",
+     .help = "chat thinking effort (low, high, max)"},
+    {.name = "K3_A_LOG", .kind = SET_CHOICE, .offset = F(engine.a_log), .choices = a_logs, .what = "an indexing", .def = "per-head",
+     .help = "KDA decay-gate indexing; per-channel reproduces the original engine's reading (compatibility only)"},
+    {.name = "K3_KERNELS", .kind = SET_TEXT, .offset = F(engine.kernels), .check = check_kernels, .what = "a kernel set", .def = "auto",
+     .help = "avx512, avx2 or portable (all bit-identical); auto: the widest the CPU runs"},
+    {.name = "K3_DEV", .kind = SET_CHOICE, .offset = F(engine.device), .choices = devices, .what = "a device", .def = "auto",
+     .help = "cuda when the binary has the CUDA backend and a GPU answers, else cpu"},
+    {.name = "TMPDIR", .kind = SET_TEXT, .offset = F(tmpdir), .what = "a directory", .def = "/tmp",
+     .help = "where bench keeps its children's output while it runs"},
+};
+
+#define N_SETTINGS (sizeof table / sizeof table[0])
+
+const Setting *settings_table(size_t *n) {
+    *n = N_SETTINGS;
+    return table;
+}
+
+const Setting *settings_find(const char *name) {
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        if (!strcmp(table[i].name, name)) return &table[i];
+    return NULL;
+}
+
+static void *field(Settings *s, const Setting *row) { return (char *)s + row->offset; }
+
+/* A whole number in [lo, hi]; anything else (spaces, fractions, overflow) fails. */
+static int parse_integer(const char *v, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < lo || n > hi) return -1;
+    *out = n;
+    return 0;
+}
+
+static int parse_choice(const Setting *row, const char *v, int *out) {
+    const char *names[8];
+    int n = 0;
+    for (const SettingChoice *c = row->choices; c->name; c++, n++) {
+        if (!strcmp(c->name, v)) return *out = c->value, 0;
+        names[n] = c->name;
+    }
+    return not_one_of(v, names, n);
+}
+
+/* A row without a default: its field at `unset`. */
+static void set_unset(Settings *s, const Setting *row) {
+    void *p = field(s, row);
+    switch (row->kind) {
+    case SET_INT:
+    case SET_BOOL:
+    case SET_CHOICE: *(int *)p = (int)row->unset; break;
+    case SET_INT64: *(int64_t *)p = row->unset; break;
+    case SET_GB: *(uint64_t *)p = 0; break;
+    case SET_TEXT: *(const char **)p = NULL; break;
+    }
+}
+
+static int parse_into(Settings *s, const Setting *row, const char *v) {
+    void *p = field(s, row);
+    long long n;
+    switch (row->kind) {
+    case SET_INT:
+    case SET_INT64:
+        if (parse_integer(v, row->lo, row->hi, &n))
+            return df_fail("'%s' is not %s in %lld..%lld", v, row->what, row->lo, row->hi);
+        if (row->kind == SET_INT) *(int *)p = (int)n;
+        else *(int64_t *)p = (int64_t)n;
+        return 0;
+    case SET_BOOL:
+        if (strcmp(v, "0") && strcmp(v, "1")) return df_fail("'%s' is not 0 or 1", v);
+        *(int *)p = v[0] == '1';
+        return 0;
+    case SET_CHOICE: return parse_choice(row, v, (int *)p);
+    case SET_GB: {
+        char *end;
+        errno = 0;
+        double gb = strtod(v, &end);
+        if (errno || end == v || *end || !(gb >= row->lo / 100.0 && gb <= (double)row->hi))
+            return df_fail("'%s' is not %s (%g..%lld)", v, row->what, row->lo / 100.0, row->hi);
+        *(uint64_t *)p = (uint64_t)llround(gb * 1e9);
+        return 0;
+    }
+    case SET_TEXT: {
+        const char *stored = v;
+        if (row->check && row->check(v, &stored)) return -1;
+        *(const char **)p = stored;
+        return 0;
+    }
+    }
+    return df_fail("unknown setting kind");
+}
+
+int settings_set(Settings *s, const Setting *row, const char *value, const char *origin) {
+    if (!value || !*value) {
+        if (!row->def) return set_unset(s, row), 0;
+        value = row->def;
+    }
+    return parse_into(s, row, value) ? df_failctx("%s", origin) : 0;
+}
+
+void settings_defaults(Settings *s) {
+    memset(s, 0, sizeof *s);
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        if (settings_set(s, &table[i], NULL, table[i].name)) /* a default the table cannot parse */
+            abort();
+}
+
+int settings_from_env(Settings *s) {
+    settings_defaults(s);
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const char *v = getenv(table[i].name);
+        if (v && *v && settings_set(s, &table[i], v, table[i].name)) return -1;
+    }
+    return 0;
+}
+
+const char *settings_dir(const Settings *s, const char *given) { return given && *given ? given : s->root; }
+
+/* The current value as the environment would spell it. */
+static void value_text(const Settings *s, const Setting *row, char *buf, size_t n) {
+    const void *p = (const char *)s + row->offset;
+    switch (row->kind) {
+    case SET_INT: snprintf(buf, n, "%d", *(const int *)p); break;
+    case SET_INT64: snprintf(buf, n, "%lld", (long long)*(const int64_t *)p); break;
+    case SET_BOOL: snprintf(buf, n, "%d", *(const int *)p); break;
+    case SET_GB: snprintf(buf, n, "%g", *(const uint64_t *)p / 1e9); break;
+    case SET_TEXT: snprintf(buf, n, "%s", *(const char *const *)p ? *(const char *const *)p : ""); break;
+    case SET_CHOICE:
+        snprintf(buf, n, "?");
+        for (const SettingChoice *c = row->choices; c->name; c++)
+            if (c->value == *(const int *)p) snprintf(buf, n, "%s", c->name);
+        break;
+    }
+}
+
+void settings_print(const Settings *s, FILE *f) {
+    Settings d;
+    settings_defaults(&d);
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const Setting *row = &table[i];
+        char now[256], def[256];
+        value_text(s, row, now, sizeof now);
+        value_text(&d, row, def, sizeof def);
+        int is_default = !strcmp(now, def);
+        const char *shown = is_default && !row->def ? row->def_text : row->secret ? "(set, not shown)" : now;
+        fprintf(f, "%s=%s%s\n    %s (default: %s)\n", row->name, shown, is_default ? "" : "   [set]", row->help,
+                row->def ? row->def : row->def_text);
+    }
+}
+
+int cmd_settings(const Settings *set, int argc, char **argv) {
+    const char *pos[1];
+    int n_pos;
+    if (args_parse(argc, argv, NULL, 0, pos, 0, &n_pos, "deltafin settings")) df_die("%s", df_errmsg());
+    settings_print(set, stdout);
+    return 0;
+}

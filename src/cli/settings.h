@@ -1,0 +1,86 @@
+/* settings.h - every setting deltafin reads, parsed and validated once, in one place.
+ *
+ * The table (settings.c) knows each setting's name, kind, default, valid values and help text.
+ * main() fills a Settings from the environment before any command runs: a bad value stops the
+ * program with one line naming the variable, whatever the command, even when the value matters
+ * only in another mode (a streaming setting with the mapped store). The library never sees the
+ * environment: commands hand it the plain values or the options structs below (EngineOptions with
+ * its StoreOptions and FetchOptions; ServeConfig's fields).
+ *
+ * Command-line flags are a second source for the same rows: settings_set takes a value and the
+ * name of where it came from ("K3_THREADS", or a flag such as "--threads"), validates it exactly
+ * as for the environment, and names that origin in its message. Only the CLI includes this
+ * header. */
+#ifndef DF_SETTINGS_H
+#define DF_SETTINGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/engine.h"
+
+typedef struct {
+    const char *root;         /* DELTAFIN_ROOT: where the install lives */
+    EngineOptions engine;     /* K3_* of the engine, its store and its on-demand fetch */
+    const char *api_key;      /* DELTAFIN_API_KEY, or NULL */
+    int64_t server_max_tokens; /* K3_SERVER_MAX_TOKENS; -1: no ceiling */
+    int memo_entries;         /* K3_RESPONSE_MEMO_ENTRIES */
+    int prompt_snapshot;      /* K3_PROMPT_SNAPSHOT */
+    const char *effort;       /* K3_REASONING_EFFORT, or NULL: the chat format's default (max) */
+    const char *tmpdir;       /* TMPDIR: where bench keeps its children's files */
+} Settings;
+
+typedef enum {
+    SET_INT,    /* int in [lo, hi] */
+    SET_INT64,  /* int64_t in [lo, hi] */
+    SET_BOOL,   /* int: 0 or 1 */
+    SET_CHOICE, /* an enum (int-sized): one of choices */
+    SET_GB,     /* uint64_t bytes from decimal GB in [lo / 100, hi] */
+    SET_TEXT,   /* const char *, checked by `check` when it has one */
+} SettingKind;
+
+typedef struct {
+    const char *name;
+    int value;
+} SettingChoice;
+
+typedef struct {
+    const char *name;         /* the environment variable */
+    SettingKind kind;
+    size_t offset;            /* of the field in Settings */
+    long long lo, hi;         /* SET_INT, SET_INT64, SET_GB */
+    const SettingChoice *choices; /* SET_CHOICE: ends with a NULL name */
+    int (*check)(const char *value, const char **stored); /* SET_TEXT: validates, may map the value
+                                                           * (K3_TRACE=1 -> a file name); NULL: any */
+    const char *what;         /* what a value is, for messages: "a thread count" */
+    const char *def;          /* the default as a value of this setting; NULL: none */
+    const char *def_text;     /* the default in words when def is NULL ("all cores") */
+    long long unset;          /* a numeric row's value without a default (the library's "decide
+                               * yourself": 0, or -1 where 0 is a valid value) */
+    int secret;               /* never printed (keys, tokens) */
+    const char *help;
+} Setting;
+
+/* The table, in the README's order; *n gets its length. */
+const Setting *settings_table(size_t *n);
+/* The row of a variable name, or NULL. */
+const Setting *settings_find(const char *name);
+
+/* Every setting at its default. */
+void settings_defaults(Settings *s);
+/* Defaults, then every variable that is set and not empty. Returns 0, or -1 with a message
+ * naming the first bad one. */
+int settings_from_env(Settings *s);
+/* Parses value for row into s. origin names the source in the message ("K3_THREADS",
+ * "--threads"); an empty value means the default. Returns 0, or -1 with a message. */
+int settings_set(Settings *s, const Setting *row, const char *value, const char *origin);
+
+/* The directory a command works on: given (its --model or --root) when not NULL or empty, else
+ * DELTAFIN_ROOT (default: the current directory). */
+const char *settings_dir(const Settings *s, const char *given);
+
+/* `deltafin settings`: every setting with its value now, its default and what it does. */
+void settings_print(const Settings *s, FILE *f);
+
+#endif
