@@ -102,7 +102,7 @@ static const Setting table[] = {
      .help = "streaming: guess the next layer's experts with its router and read them ahead"},
     {.name = "K3_SPINE", .kind = SET_CHOICE, .offset = F(engine.spine), .choices = spines, .what = "a spine format", .def = "auto",
      .help = "int8: the converted int8 spine (lossy); bf16: exact; auto: int8 when all of it is converted"},
-    {.name = "K3_MOE_TOP_K", .kind = SET_INT, .offset = F(engine.top_k), .lo = 1, .hi = 64, .what = "an expert count", .def_text = "the model's",
+    {.name = "K3_MOE_TOP_K", .kind = SET_INT, .offset = F(engine.top_k), .lo = 1, .hi = K3_MAX_TOP_K, .what = "an expert count", .def_text = "the model's",
      .help = "route each token to only its N best experts (at most the model's), renormalised; lossy"},
     {.name = "K3_PROFILE", .kind = SET_BOOL, .offset = F(engine.profile), .def = "0",
      .help = "one line per forward: bytes read, cache hits, GB/s, time per phase"},

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/session.h"
 #include "kernels/device.h"
 #include "kernels/kernels.h"
 #include "util/err.h"
@@ -78,17 +79,23 @@ static int attach_install(Engine *e) {
     return 0;
 }
 
+/* What decoding allocates besides the weights, as the owners count it: the model, the working
+ * State and the caller's extra ones (snapshots are copies, never verified: no replay records),
+ * speculation's replay records, and one Session. */
+static uint64_t compute_bytes(const Engine *e) {
+    const int extra = e->opt.extra_states;
+    ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context);
+    return mm.model + mm.state * (uint64_t)(1 + extra) + (e->opt.spec ? mm.verify : 0) +
+           session_bytes(&e->cat.cfg, model_context(&e->cat.cfg, e->max_context), extra > 0);
+}
+
 /* The weight store (K3_STORE), the on-demand fetch for a streaming install and, with K3_TRACE,
  * the router trace around its experts. */
 static int open_store(Engine *e) {
     if (attach_install(e)) return -1;
     if (stream_wanted(&e->cat, &e->opt.store, &e->streaming)) return -1;
     if (e->streaming) {
-        StreamNeeds needs = {.context = e->max_context,
-                             .int8_spine = e->spine_int8,
-                             .speculation = e->opt.spec,
-                             .extra_states = e->opt.extra_states,
-                             .mla_position_bytes = model_mla_bytes_per_position(&e->cat.cfg, e->opt.mla_cache)};
+        StreamNeeds needs = {.int8_spine = e->spine_int8, .compute_bytes = compute_bytes(e)};
         if (stream_open(&e->stream, &e->cat, &needs, &e->opt.store)) return -1;
         e->experts = &e->stream.experts.src;
     } else {

@@ -16,6 +16,13 @@ void session_init(Session *s, Engine *e) {
     s->chunk = MODEL_MAX_CHUNK;
 }
 
+uint64_t session_bytes(const K3Config *c, int context, int snapshot) {
+    uint64_t rows = sizeof(float) * (uint64_t)c->vocab * MODEL_MAX_VERIFY;
+    /* a TokIds doubles from 64 entries: at most twice what it holds, or 64 */
+    uint64_t tokens = sizeof(int32_t) * (uint64_t)(context < 32 ? 64 : 2 * context);
+    return sizeof(Session) + rows + tokens * (snapshot ? 2 : 1);
+}
+
 void session_free(Session *s) {
     if (s->st) state_destroy(s->st);
     if (s->snap) state_destroy(s->snap);

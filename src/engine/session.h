@@ -49,6 +49,10 @@ typedef struct {
 
 /* An empty session that speculates when the engine's options say so (K3_SPEC). */
 void session_init(Session *s, Engine *e);
+/* What a Session of a model of config c allocates at most besides its States (model_memory):
+ * its logits rows and its token lists at a full context of `context` positions (with the
+ * snapshot's list when snapshot). */
+uint64_t session_bytes(const K3Config *c, int context, int snapshot);
 void session_free(Session *s);
 void session_reset(Session *s);
 

@@ -110,9 +110,9 @@ static int read_layer_list(Where w, json_t *lac, const char *key, int n_layers, 
 
 static int parse_linear_attn(K3Config *c, Where w, json_t *lac) {
     uint8_t seen[K3_MAX_LAYERS] = {0};
-    if (get_dim(w, lac, "head_dim", 1, 1024, &c->kda_head_dim) ||
+    if (get_dim(w, lac, "head_dim", 1, K3_MAX_KDA_HEAD_DIM, &c->kda_head_dim) ||
         get_dim(w, lac, "num_heads", 1, 4096, &c->kda_heads) ||
-        get_dim(w, lac, "short_conv_kernel_size", 1, 64, &c->conv_kernel) ||
+        get_dim(w, lac, "short_conv_kernel_size", 1, K3_MAX_CONV_KERNEL, &c->conv_kernel) ||
         get_num(w, lac, "gate_lower_bound", -1e4, -1e-6, &c->gate_lower_bound) ||
         expect_bool(w, lac, "use_full_rank_gate", 1) ||
         read_layer_list(w, lac, "kda_layers", c->n_layers, seen, c->layer_kind, LAYER_KDA) ||
@@ -166,8 +166,8 @@ static int parse_dims(K3Config *c, Where w, json_t *t) {
         get_dim(w, t, "intermediate_size", 1, 1 << 20, &c->dense_inter) ||
         get_dim(w, t, "first_k_dense_replace", 0, c->n_layers, &c->first_dense) ||
         get_dim(w, t, "num_experts", 1, 1 << 16, &c->n_experts) ||
-        get_dim(w, t, "num_experts_per_token", 1, 64, &c->top_k) ||
-        get_dim(w, t, "num_shared_experts", 0, 64, &c->n_shared) ||
+        get_dim(w, t, "num_experts_per_token", 1, K3_MAX_TOP_K, &c->top_k) ||
+        get_dim(w, t, "num_shared_experts", 0, K3_MAX_SHARED_EXPERTS, &c->n_shared) ||
         get_dim(w, t, "moe_intermediate_size", 1, 1 << 20, &c->moe_inter) ||
         get_dim(w, t, "routed_expert_hidden_size", 1, 1 << 20, &c->latent) ||
         get_dim(w, t, "num_attention_heads", 1, 4096, &c->mla_heads) ||

@@ -55,6 +55,16 @@ struct Model {
     ModelStats stats;
 };
 
+/* The chunk scratch (scratch.c): allocated once for max_context positions, freed with the model;
+ * scratch_bytes is what scratch_alloc allocates. */
+void scratch_alloc(Scratch *s, const K3Config *c, int max_context);
+void scratch_free(Scratch *s, const K3Config *c);
+uint64_t scratch_bytes(const K3Config *c, int max_context);
+/* What state.c allocates: a State holding `positions` positions (state_create plus the MLA cache
+ * grown to hold them), and a State's speculation replay records (state_prepare_verify). */
+uint64_t state_bytes(const K3Config *c, MlaCacheMode mla, int positions);
+uint64_t state_verify_bytes(const K3Config *c);
+
 void kda_forward(Model *m, const LayerWeights *L, LayerState *st, const float *xn, int T, float *out);
 void mla_forward(Model *m, const LayerWeights *L, LayerState *st, int base, const float *xn, int T, float *out);
 void mlp_forward(Model *m, const MlpWeights *w, int width, const float *u, int T, float *out);

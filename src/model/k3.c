@@ -19,47 +19,15 @@ double model_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int max_i(int a, int b) { return a > b ? a : b; }
-
-static int max_anchors(const K3Config *c) { return (c->n_layers + c->attn_res_block - 1) / c->attn_res_block; }
-
-static float *rows_of(int width) { return df_calloc((size_t)MODEL_MAX_CHUNK * (size_t)max_i(width, 1), sizeof(float)); }
-
-static void scratch_alloc(Scratch *s, const K3Config *c, int max_context) {
-    const int H = c->hidden, W = config_kda_width(c), MV = c->mla_heads * c->v_head;
-    const int ffn = max_i(c->dense_inter, c->shared_inter);
-    float **hidden_rows[] = {&s->P, &s->x, &s->xn, &s->attn_out, &s->ffn_out};
-    for (size_t i = 0; i < sizeof hidden_rows / sizeof hidden_rows[0]; i++) *hidden_rows[i] = rows_of(H);
-    s->anchors = rows_of(H * max_anchors(c));
-    s->q = rows_of(W), s->k = rows_of(W), s->v = rows_of(W), s->o = rows_of(W), s->f = rows_of(W);
-    s->g = rows_of(max_i(W, MV));
-    s->fa = rows_of(c->kda_head_dim), s->beta_raw = rows_of(c->kda_heads);
-    s->cq = rows_of(max_i(c->q_lora, c->kv_lora));
-    s->qf = rows_of(c->mla_heads * config_mla_qk_dim(c));
-    s->ckv = rows_of(c->kv_lora + c->qk_rope);
-    s->kvf = rows_of(c->mla_heads * (c->qk_nope + c->v_head));
-    s->att = rows_of(MV);
-    s->scores = df_calloc((size_t)c->mla_heads * (size_t)max_context, sizeof(float));
-    s->qlat = df_calloc((size_t)max_i(c->mla_heads * c->kv_lora, 1), sizeof(float));
-    s->lctx = df_calloc((size_t)max_i(c->mla_heads * c->kv_lora, 1), sizeof(float));
-    s->h1 = rows_of(ffn), s->h3 = rows_of(ffn);
-    s->router = rows_of(c->n_experts), s->z = rows_of(c->latent), s->y = rows_of(c->latent);
-    s->eo = rows_of(c->latent * c->top_k);
-    s->ex_in = rows_of(c->latent), s->ex_out = rows_of(c->latent);
-    s->ex_h1 = rows_of(c->moe_inter), s->ex_h3 = rows_of(c->moe_inter);
-    s->sel = df_calloc((size_t)MODEL_MAX_CHUNK * c->top_k, sizeof(int));
-    s->sel_w = rows_of(c->top_k);
-    s->look_sel = df_calloc((size_t)MODEL_MAX_CHUNK * c->top_k, sizeof(int));
-    s->look_w = rows_of(c->top_k);
+int model_context(const K3Config *c, int asked) {
+    if (asked < 1) asked = 1;
+    return (int64_t)asked > c->max_positions ? (int)c->max_positions : asked;
 }
 
-static void scratch_free(Scratch *s) {
-    float *all[] = {s->P, s->anchors, s->x, s->xn, s->attn_out, s->ffn_out, s->q, s->k, s->v, s->g, s->fa,
-                    s->f, s->beta_raw, s->o, s->cq, s->qf, s->ckv, s->kvf, s->att, s->scores, s->h1, s->h3,
-                    s->router, s->z, s->eo, s->y, s->ex_in, s->ex_h1, s->ex_h3, s->ex_out, s->sel_w, s->look_w,
-                    s->qlat, s->lctx};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
-    free(s->sel), free(s->look_sel);
+ModelMemory model_memory(const K3Config *c, MlaCacheMode mla, int max_context) {
+    int context = model_context(c, max_context);
+    ModelMemory mm = {sizeof(Model) + scratch_bytes(c, context), state_bytes(c, mla, context), state_verify_bytes(c)};
+    return mm;
 }
 
 int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *provider, ExpertSource *experts,
@@ -70,8 +38,7 @@ int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *pro
     m->experts = experts;
     m->pool = pool;
     m->look_layer = -1;
-    if (max_context < 1) max_context = 1;
-    m->max_context = (int64_t)max_context > m->cfg.max_positions ? (int)m->cfg.max_positions : max_context;
+    m->max_context = model_context(&m->cfg, max_context);
     if (weights_bind(&m->w, cat, bytes, provider, mode)) {
         free(m);
         return -1;
@@ -84,7 +51,7 @@ int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *pro
 void model_destroy(Model *m) {
     if (!m) return;
     weights_free(&m->w, &m->cfg);
-    scratch_free(&m->s);
+    scratch_free(&m->s, &m->cfg);
     free(m);
 }
 
@@ -243,7 +210,5 @@ void model_set_mla_cache(Model *m, MlaCacheMode mode) { m->mla_cache = mode; }
 MlaCacheMode model_mla_cache(const Model *m) { return m->mla_cache; }
 
 uint64_t model_mla_bytes_per_position(const K3Config *c, MlaCacheMode mode) {
-    uint64_t per_layer = mode == MLA_CACHE_LATENT ? (uint64_t)(c->kv_lora + c->qk_rope)
-                                                  : (uint64_t)c->mla_heads * (config_mla_qk_dim(c) + c->v_head);
-    return 4 * per_layer * (uint64_t)c->n_mla_layers;
+    return state_bytes(c, mode, 1) - state_bytes(c, mode, 0);
 }

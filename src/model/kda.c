@@ -43,7 +43,7 @@ typedef struct {
 /* One delta-rule step for one head: decay S along the key axis, correct it toward v, read with q. */
 static void delta_step(float *S, const float *q, const float *k, const float *v, const float *decay, float beta,
                        float *o, int D) {
-    float pred[1024];
+    float pred[K3_MAX_KDA_HEAD_DIM];
     for (int j = 0; j < D; j++) pred[j] = 0;
     for (int i = 0; i < D; i++) {
         float *row = S + (size_t)i * D;
@@ -72,7 +72,7 @@ static void kda_head(void *ctx, int h) {
     const K3Config *c = &a->m->cfg;
     Scratch *s = &a->m->s;
     const int D = c->kda_head_dim, W = config_kda_width(c);
-    float *S = a->st->S + (size_t)h * D * D, decay[1024];
+    float *S = a->st->S + (size_t)h * D * D, decay[K3_MAX_KDA_HEAD_DIM];
     if (a->m->verifying) memcpy(a->st->v_S + (size_t)h * D * D, S, sizeof *S * (size_t)D * D);
     for (int t = 0; t < a->T; t++) {
         size_t row = (size_t)t * W + (size_t)h * D;
@@ -126,7 +126,7 @@ static void commit_head(void *ctx, int h) {
     CommitTask *a = ctx;
     const K3Config *c = &a->m->cfg;
     const int D = c->kda_head_dim, W = config_kda_width(c);
-    float *S = a->st->S + (size_t)h * D * D, o[1024];
+    float *S = a->st->S + (size_t)h * D * D, o[K3_MAX_KDA_HEAD_DIM];
     memcpy(S, a->st->v_S + (size_t)h * D * D, sizeof *S * (size_t)D * D);
     for (int t = 0; t < a->n; t++) {
         const float *rec = a->st->v_step + (size_t)t * (3 * W + c->kda_heads);

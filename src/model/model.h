@@ -53,12 +53,14 @@ typedef struct {
 } ModelStats;
 
 #define MODEL_MAX_CHUNK 64
+/* The most distinct experts one chunk routes to in a layer (every row its own top-k). */
+#define MODEL_MAX_ROUTED (MODEL_MAX_CHUNK * K3_MAX_TOP_K)
 
 typedef struct Model Model;
 typedef struct State State;
 
 /* Borrows cat, spine tensor bytes (through bytes/provider), experts and pool for its lifetime.
- * max_context: positions a State may hold (clamped to the config's max_position_embeddings). */
+ * max_context: positions a State may hold (model_context: clamped to max_position_embeddings). */
 int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *provider, ExpertSource *experts,
                  Pool *pool, ALogMode mode, int max_context);
 /* Streams the spine through src (borrowed): every forward acquires each layer before using it,
@@ -71,6 +73,9 @@ int model_override_mats(Model *m, TensorBytesFn bytes, void *provider, MatOverri
 void model_destroy(Model *m);
 const K3Config *model_config(const Model *m);
 int model_max_context(const Model *m);
+/* The positions a State of a model of config c may hold when asked for `asked` (at least 1, at
+ * most the config's max_position_embeddings). */
+int model_context(const K3Config *c, int asked);
 ModelStats *model_stats(Model *m);
 
 State *state_create(const Model *m);
@@ -118,5 +123,16 @@ void model_set_mla_cache(Model *m, MlaCacheMode mode);
 MlaCacheMode model_mla_cache(const Model *m);
 /* Bytes one position adds to a State's MLA caches (all MLA layers). */
 uint64_t model_mla_bytes_per_position(const K3Config *c, MlaCacheMode mode);
+
+/* What a Model and its States allocate besides the weights: exactly what model_create, a State
+ * filled to the context, and its first model_forward_verify allocate. The streaming memory plan
+ * (store/stream.h) reserves these. */
+typedef struct {
+    uint64_t model;      /* the Model: its chunk scratch (activations of MODEL_MAX_CHUNK rows, scores) */
+    uint64_t state;      /* one State holding max_context positions: KDA windows and matrices, the MLA cache */
+    uint64_t verify;     /* a State's speculation replay records */
+} ModelMemory;
+/* For a model of config c with the MLA layout mla and max_context positions (model_context). */
+ModelMemory model_memory(const K3Config *c, MlaCacheMode mla, int max_context);
 
 #endif

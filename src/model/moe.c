@@ -25,7 +25,7 @@ void mlp_forward(Model *m, const MlpWeights *w, int width, const float *u, int T
 
 void moe_route(const float *logits, const float *bias, int n_experts, int k, int *ids, float *weights) {
     /* selection by score + bias, largest first, lowest index on ties; k is small, so insertion */
-    float best[1024];
+    float best[K3_MAX_TOP_K];
     int n = 0;
     for (int e = 0; e < n_experts; e++) {
         float choice = op_sigmoid(logits[e]) + bias[e];
@@ -86,8 +86,8 @@ static int distinct_experts(const Model *m, int T, int *ids) {
 }
 
 static int routed_experts(Model *m, int layer, int T) {
-    int ids[MODEL_MAX_CHUNK * 64];
-    const uint8_t *spans[MODEL_MAX_CHUNK * 64];
+    int ids[MODEL_MAX_ROUTED];
+    const uint8_t *spans[MODEL_MAX_ROUTED];
     ExpertSource *src = m->experts;
     int n = distinct_experts(m, T, ids);
     int batch = src->max_batch > 0 ? src->max_batch : n;

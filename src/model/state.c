@@ -11,6 +11,22 @@ static size_t recurrent_floats(const K3Config *c) { return (size_t)c->kda_heads 
 static size_t key_floats(const K3Config *c) { return (size_t)c->mla_heads * config_mla_qk_dim(c); }
 static size_t value_floats(const K3Config *c) { return (size_t)c->mla_heads * c->v_head; }
 static size_t latent_floats(const K3Config *c) { return (size_t)(c->kv_lora + c->qk_rope); }
+/* Floats a verify pass records per KDA layer: raw conv inputs and the recurrence inputs per row. */
+static size_t verify_row_floats(const K3Config *c) {
+    const size_t W = (size_t)config_kda_width(c);
+    return 3 * MODEL_MAX_VERIFY * W + MODEL_MAX_VERIFY * (3 * W + (size_t)c->kda_heads);
+}
+
+uint64_t state_bytes(const K3Config *c, MlaCacheMode mla, int positions) {
+    uint64_t kda = sizeof(float) * (uint64_t)(conv_floats(c) + recurrent_floats(c));
+    uint64_t per_position = mla == MLA_CACHE_LATENT ? latent_floats(c) : key_floats(c) + value_floats(c);
+    return sizeof(State) + sizeof(LayerState) * (uint64_t)c->n_layers + kda * (uint64_t)c->n_kda_layers +
+           sizeof(float) * per_position * (uint64_t)c->n_mla_layers * (uint64_t)positions;
+}
+
+uint64_t state_verify_bytes(const K3Config *c) {
+    return sizeof(float) * (uint64_t)(recurrent_floats(c) + conv_floats(c) + verify_row_floats(c)) * (uint64_t)c->n_kda_layers;
+}
 
 State *state_create(const Model *m) {
     const K3Config *c = &m->cfg;
@@ -127,7 +143,7 @@ void state_prepare_verify(State *s) {
         L->v_S = df_malloc(recurrent_floats(c) * sizeof(float));
         L->v_conv = df_malloc(conv_floats(c) * sizeof(float));
         L->v_raw = df_malloc(3 * MODEL_MAX_VERIFY * W * sizeof(float));
-        L->v_step = df_malloc(MODEL_MAX_VERIFY * (3 * W + (size_t)c->kda_heads) * sizeof(float));
+        L->v_step = df_malloc(MODEL_MAX_VERIFY * (3 * W + (size_t)c->kda_heads) * sizeof(float)); /* verify_row_floats */
     }
 }
 

@@ -170,14 +170,14 @@ static int hold_cached(ExpertStore *es, int layer, const int *ids, int n, int *h
 static void experts_route(ExpertSource *src, int layer, const int *sel, int T, int k) {
     ExpertStore *es = (ExpertStore *)src;
     const K3Config *c = &es->cat->cfg;
-    int ids[MODEL_MAX_CHUNK * 64], n = distinct(sel, T * k, ids);
+    int ids[MODEL_MAX_ROUTED], n = distinct(sel, T * k, ids);
     pthread_mutex_lock(&es->mu);
     int *p = es->predict + (size_t)layer * c->top_k;
     for (int j = 0; j < c->top_k; j++) p[j] = j < n ? ids[j] : -1;
     memcpy(es->routed, ids, sizeof *ids * (size_t)n);
     es->n_routed = n, es->routed_layer = layer;
     /* hold what is cached while the missing ones (and the guesses) look for slots */
-    int held[MODEL_MAX_CHUNK * 64], reads = es->ci.n_slots / 2;
+    int held[MODEL_MAX_ROUTED], reads = es->ci.n_slots / 2;
     int n_held = hold_cached(es, layer, ids, n, held);
     for (int j = 0; j < n && reads > 0; j++) {
         int i = cidx_lookup(&es->ci, layer * c->n_experts + ids[j]);
@@ -197,9 +197,9 @@ static void experts_route(ExpertSource *src, int layer, const int *sel, int T, i
 static void experts_predict(ExpertSource *src, int layer, const int *sel, int T, int k) {
     ExpertStore *es = (ExpertStore *)src;
     const K3Config *c = &es->cat->cfg;
-    int ids[MODEL_MAX_CHUNK * 64], n = distinct(sel, T * k, ids);
+    int ids[MODEL_MAX_ROUTED], n = distinct(sel, T * k, ids);
     pthread_mutex_lock(&es->mu);
-    int held[MODEL_MAX_CHUNK * 64], reads = es->ci.n_slots / 4;
+    int held[MODEL_MAX_ROUTED], reads = es->ci.n_slots / 4;
     int n_held = hold_cached(es, es->routed_layer, es->routed, es->n_routed, held);
     for (int j = 0; j < n && reads > 0; j++) {
         if (cidx_lookup(&es->ci, layer * c->n_experts + ids[j]) >= 0) continue;
@@ -218,13 +218,13 @@ static int experts_acquire(ExpertSource *src, int layer, const int *ids, int n, 
     if (n > es->ci.n_slots) return df_fail("expert store: %d experts asked at once, the cache holds %d", n, es->ci.n_slots);
     pthread_mutex_lock(&es->mu);
     unpin_all(es);
-    int order[MODEL_MAX_CHUNK * 64], n_miss = 0;
+    int order[MODEL_MAX_ROUTED], n_miss = 0;
     /* hits first, so that reading a miss never evicts an expert this same call needs */
     for (int j = 0; j < n; j++)
         if (claim_cached(es, layer, ids[j]) < 0) order[n_miss++] = j;
     for (int j = 0; j < n_miss; j++) claim_missing(es, layer, ids[order[j]]);
     /* pinned[] is in claim order; map back to the caller's order */
-    const uint8_t *got[MODEL_MAX_CHUNK * 64];
+    const uint8_t *got[MODEL_MAX_ROUTED];
     int rc = wait_pinned(es, got);
     if (!rc) {
         int h = 0, m = n - n_miss;

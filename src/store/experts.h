@@ -47,7 +47,7 @@ typedef struct {
     int *pinned, n_pinned;   /* slots handed out by the last acquire */
     int *predict;            /* [n_layers][top_k]: each layer's last selection, -1 = none */
     int prefetch;
-    int routed[MODEL_MAX_CHUNK * 64], n_routed, routed_layer; /* the last route's distinct experts */
+    int routed[MODEL_MAX_ROUTED], n_routed, routed_layer; /* the last route's distinct experts */
     ExpertCounters c;        /* under mu */
     void (*refill)(void *ctx, int slot); /* told (under mu) before a slot is overwritten, or NULL */
     void *refill_ctx;

@@ -42,7 +42,7 @@ static void fetching_route(ExpertSource *src, int layer, const int *sel, int T, 
 /* A guess never fetches: only the guessed experts already installed go on to be read ahead. */
 static void fetching_predict(ExpertSource *src, int layer, const int *sel, int T, int k) {
     FetchingSource *fs = (FetchingSource *)src;
-    int have[MODEL_MAX_CHUNK * 64];
+    int have[MODEL_MAX_ROUTED];
     for (int i = 0; i < T * k; i++) have[i] = installer_has_expert(fs->inst, layer, sel[i]) ? sel[i] : -1;
     fs->inner->predict(fs->inner, layer, have, T, k);
 }

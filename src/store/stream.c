@@ -16,29 +16,11 @@ int stream_wanted(const Catalog *cat, const StoreOptions *o, int *stream) {
     return 0;
 }
 
-/* What the process needs besides weights: model scratch, decode state for the planned context,
- * the catalog, fp32 copies of the small vectors (and their raw bytes while loading), runtime. */
+/* What the process needs besides weights: what the caller computes with (the model, its States,
+ * the sessions: counted by their owners), the catalog, fp32 copies of the small vectors (and their
+ * raw bytes while loading), and the runtime. */
 static uint64_t fixed_bytes(const Catalog *cat, const SpineStore *sp, const StreamNeeds *needs) {
-    const int context = needs->context;
-    const K3Config *c = &cat->cfg;
-    uint64_t H = (uint64_t)c->hidden, W = (uint64_t)c->kda_heads * c->kda_head_dim, R = MODEL_MAX_CHUNK;
-    uint64_t anchors = (uint64_t)(c->n_layers + c->attn_res_block - 1) / c->attn_res_block;
-    uint64_t ffn = (uint64_t)(c->dense_inter > c->shared_inter ? c->dense_inter : c->shared_inter);
-    uint64_t mla_row = (uint64_t)c->mla_heads * (c->qk_nope + c->qk_rope + c->v_head);
-    uint64_t scratch = 4 * R * (H * (6 + anchors) + 7 * W + 2 * ffn + (uint64_t)c->n_experts +
-                                (uint64_t)c->latent * (c->top_k + 5) + 3 * mla_row + 2 * (uint64_t)c->moe_inter) +
-                       4 * (uint64_t)c->mla_heads * (uint64_t)context;
-    /* the MLA cache for the whole context: it grows on use, never past the context */
-    uint64_t state = (uint64_t)c->n_kda_layers * 4 * (3 * W * (uint64_t)(c->conv_kernel - 1) + W * (uint64_t)c->kda_head_dim) +
-                     needs->mla_position_bytes * (uint64_t)context;
-    state *= 1 + (uint64_t)needs->extra_states; /* copies are never verified: no replay records */
-    /* speculation's KDA replay records (state.c): S and the conv windows once, inputs per row */
-    if (needs->speculation)
-        state += (uint64_t)c->n_kda_layers * 4 *
-             (W * (uint64_t)c->kda_head_dim + 3 * W * (uint64_t)(c->conv_kernel - 1) +
-              (uint64_t)MODEL_MAX_VERIFY * (6 * W + (uint64_t)c->kda_heads));
-    uint64_t logits = 4 * (uint64_t)c->vocab * (4 + MODEL_MAX_VERIFY);
-    return scratch + state + logits + (uint64_t)cat->n_tensors * 160 + 3 * spine_small_bytes(sp) + (96ull << 20);
+    return needs->compute_bytes + (uint64_t)cat->n_tensors * 160 + 3 * spine_small_bytes(sp) + (96ull << 20);
 }
 
 static uint64_t pinned_sum(const SpineStore *sp, int n) {

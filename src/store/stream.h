@@ -16,7 +16,7 @@
 typedef struct {
     uint64_t budget;
     char how[160];
-    uint64_t fixed;          /* estimated: scratch, decode state, catalog, small vectors, runtime */
+    uint64_t fixed;          /* compute bytes (StreamNeeds), catalog, small vectors, runtime */
     uint64_t globals;        /* lm_head and the other global matrices */
     uint64_t pinned_bytes;   /* pinned spine layers */
     uint64_t stream_buf;     /* bytes of one of the two stream buffers (0: none) */
@@ -61,11 +61,9 @@ int stream_wanted(const Catalog *cat, const StoreOptions *o, int *stream);
 
 /* What the caller will run, for the memory plan and the spine format. */
 typedef struct {
-    int context;             /* positions the decode state is planned for */
     int int8_spine;          /* stream the int8 spine files (i8spine.h) instead of the BF16 tensors */
-    int speculation;         /* reserve speculation's rollback records (K3_SPEC on) */
-    int extra_states;        /* decode States kept besides the working one (the server's prompt snapshot) */
-    uint64_t mla_position_bytes; /* MLA cache bytes per position (model_mla_bytes_per_position) */
+    uint64_t compute_bytes;  /* what the model, its States and the decode sessions allocate besides the
+                              * weights, from their owners (model_memory, session_memory) */
 } StreamNeeds;
 
 /* o (copied) must be valid; o->pin_layers above the model's layer count fails. */

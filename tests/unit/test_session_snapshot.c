@@ -117,8 +117,9 @@ static void test_cancel_keeps_what_was_fed(void) {
 }
 
 /* The streaming plan's fixed needs grow by at least what a State holding the planned context
- * takes (the KDA matrices and windows, the MLA cache rows in the engine's cache layout), and the
- * expert cache never grows. */
+ * takes (the KDA matrices and windows, the MLA cache rows in the engine's cache layout, counted
+ * here independently), by exactly what the model and the Session say the snapshot allocates, and
+ * the expert cache never grows. */
 static void test_memory_plan_counts_the_snapshot(void) {
     EngineOptions o = fixture_options();
     o.store.kind = STORE_STREAM;
@@ -135,6 +136,8 @@ static void test_memory_plan_counts_the_snapshot(void) {
     const StreamPlan *a = &one.stream.plan, *b = &two.stream.plan;
     CHECK_MSG(b->fixed >= a->fixed + state, "fixed %llu -> %llu, a State is %llu", (unsigned long long)a->fixed,
               (unsigned long long)b->fixed, (unsigned long long)state);
+    uint64_t snapshot = model_memory(c, one.opt.mla_cache, 300).state + session_bytes(c, 300, 1) - session_bytes(c, 300, 0);
+    CHECK(b->fixed - a->fixed == snapshot);
     CHECK(b->slots <= a->slots);
     engine_close(&one), engine_close(&two);
 }
