@@ -18,7 +18,7 @@ void grammar_free(Grammar *g) {
 }
 
 /* Grows an array to hold `more` further elements, unless that passes `limit` (then too_big). */
-static int grow(Grammar *g, void **p, uint32_t *cap, uint32_t n, uint32_t more, size_t elem, uint32_t limit) {
+static int grow(Grammar *g, void **p, uint32_t *cap, uint32_t n, size_t more, size_t elem, uint32_t limit) {
     if (more > limit || n > limit - more) {
         g->too_big = 1;
         return -1;
@@ -32,8 +32,7 @@ static int grow(Grammar *g, void **p, uint32_t *cap, uint32_t n, uint32_t more, 
 }
 
 GSpan gb_units(Grammar *g, const GUnit *u, size_t n) {
-    if (n > GRAMMAR_MAX_UNITS || grow(g, (void **)&g->units, &g->cap_units, g->n_units, (uint32_t)n, sizeof(GUnit), GRAMMAR_MAX_UNITS))
-        return (GSpan){0, 0};
+    if (grow(g, (void **)&g->units, &g->cap_units, g->n_units, n, sizeof(GUnit), GRAMMAR_MAX_UNITS)) return (GSpan){0, 0};
     GSpan s = {g->n_units, (uint32_t)n};
     if (n) memcpy(g->units + g->n_units, u, n * sizeof(GUnit));
     g->n_units += (uint32_t)n;
@@ -41,8 +40,7 @@ GSpan gb_units(Grammar *g, const GUnit *u, size_t n) {
 }
 
 GSpan gb_text(Grammar *g, const char *s, size_t n) {
-    if (n > GRAMMAR_MAX_UNITS || grow(g, (void **)&g->units, &g->cap_units, g->n_units, (uint32_t)n, sizeof(GUnit), GRAMMAR_MAX_UNITS))
-        return (GSpan){0, 0};
+    if (grow(g, (void **)&g->units, &g->cap_units, g->n_units, n, sizeof(GUnit), GRAMMAR_MAX_UNITS)) return (GSpan){0, 0};
     GSpan sp = {g->n_units, (uint32_t)n};
     for (size_t i = 0; i < n; i++) g->units[g->n_units++] = (unsigned char)s[i];
     return sp;
@@ -51,8 +49,7 @@ GSpan gb_text(Grammar *g, const char *s, size_t n) {
 GSpan gb_join(Grammar *g, const GSpan *s, size_t n) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) total += s[i].len;
-    if (total > GRAMMAR_MAX_UNITS || grow(g, (void **)&g->units, &g->cap_units, g->n_units, (uint32_t)total, sizeof(GUnit), GRAMMAR_MAX_UNITS))
-        return (GSpan){0, 0};
+    if (grow(g, (void **)&g->units, &g->cap_units, g->n_units, total, sizeof(GUnit), GRAMMAR_MAX_UNITS)) return (GSpan){0, 0};
     GSpan out = {g->n_units, (uint32_t)total};
     for (size_t i = 0; i < n; i++) {
         memmove(g->units + g->n_units, g->units + s[i].off, s[i].len * sizeof(GUnit));
@@ -69,8 +66,7 @@ static uint32_t add_node(Grammar *g, GNode n) {
 
 /* Appends ids to kids; returns the first index (0 when too big). */
 static uint32_t add_kids(Grammar *g, const uint32_t *ids, size_t n) {
-    if (n > GRAMMAR_MAX_NODES || grow(g, (void **)&g->kids, &g->cap_kids, g->n_kids, (uint32_t)n, sizeof(uint32_t), 4 * GRAMMAR_MAX_NODES))
-        return 0;
+    if (grow(g, (void **)&g->kids, &g->cap_kids, g->n_kids, n, sizeof(uint32_t), 4 * GRAMMAR_MAX_NODES)) return 0;
     uint32_t first = g->n_kids;
     if (n) memcpy(g->kids + first, ids, n * sizeof(uint32_t));
     g->n_kids += (uint32_t)n;
@@ -105,7 +101,7 @@ static int span_eq(const Grammar *g, GSpan a, GSpan b) { return !gu_cmp(gu(g, a)
 
 /* Copies spans into g->lits sorted (and without duplicates when dedup); returns the first index. */
 static uint32_t add_sorted_lits(Grammar *g, const GSpan *lits, size_t n, uint32_t *n_out) {
-    if (n > GRAMMAR_MAX_LITS || grow(g, (void **)&g->lits, &g->cap_lits, g->n_lits, (uint32_t)n, sizeof(GSpan), GRAMMAR_MAX_LITS)) {
+    if (grow(g, (void **)&g->lits, &g->cap_lits, g->n_lits, n, sizeof(GSpan), GRAMMAR_MAX_LITS)) {
         *n_out = 0;
         return 0;
     }
@@ -148,7 +144,7 @@ uint32_t gb_switch(Grammar *g, const GSpan *lits, const uint32_t *conts, size_t 
         if (lc[i].lit.len == 0 || prefix) g->too_big = 1; /* a builder bug, refused like a size cap */
     }
     uint32_t first = 0, item = 0;
-    if (!grow(g, (void **)&g->lits, &g->cap_lits, g->n_lits, (uint32_t)n, sizeof(GSpan), GRAMMAR_MAX_LITS)) {
+    if (!grow(g, (void **)&g->lits, &g->cap_lits, g->n_lits, n, sizeof(GSpan), GRAMMAR_MAX_LITS)) {
         first = g->n_lits;
         for (size_t i = 0; i < n; i++) g->lits[g->n_lits++] = lc[i].lit;
     }
@@ -166,8 +162,7 @@ uint32_t gb_repeat(Grammar *g, uint32_t item, uint32_t min, uint32_t max, GSpan 
 
 uint32_t gb_members(Grammar *g, const GMember *m, size_t n, GSpan open, GSpan sep, GSpan close) {
     uint32_t first = 0;
-    if (n > GRAMMAR_MAX_LITS || grow(g, (void **)&g->members, &g->cap_members, g->n_members, (uint32_t)n, sizeof(GMember), GRAMMAR_MAX_LITS))
-        n = 0;
+    if (grow(g, (void **)&g->members, &g->cap_members, g->n_members, n, sizeof(GMember), GRAMMAR_MAX_LITS)) n = 0;
     else {
         first = g->n_members;
         if (n) memcpy(g->members + first, m, n * sizeof *m);

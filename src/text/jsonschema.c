@@ -13,7 +13,7 @@
 #include "text/strbuf.h"
 #include "util/err.h"
 
-#define SCHEMA_MAX_NESTING 64
+#define SCHEMA_MAX_NESTING 128 /* schemas inside schemas, each $ref counting as one */
 #define SCHEMA_MAX_COUNT 1000000000 /* minLength, maxItems, ... */
 #define ARG_KEY_MAX 3000            /* an argument header stays under the parser's 4096 bytes */
 #define PATH_CAP 240
@@ -489,7 +489,7 @@ static int compile_object_schema(Ctx *c, const json_t *s, Filter f, uint32_t *no
 }
 
 static int compile(Ctx *c, const json_t *s, Filter f, uint32_t *node) {
-    if (c->depth >= SCHEMA_MAX_NESTING) return fail(c, "the schema nests deeper than %d levels", SCHEMA_MAX_NESTING);
+    if (c->depth >= SCHEMA_MAX_NESTING) return fail(c, "the schema nests deeper than %d levels (each $ref counts as one)", SCHEMA_MAX_NESTING);
     c->depth++;
     int rc = 0;
     if (json_is_true(s)) *node = any_value(c, f);

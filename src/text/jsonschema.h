@@ -43,7 +43,8 @@
  * JavaScript and Python alike. Enum and const values, and member names, are written as
  * jansson's compact text.
  *
- * Limits: the schema may nest 64 levels; GRAMMAR_MAX_* cap the compiled size. */
+ * Limits: schemas may nest 128 levels (each $ref followed counts as one); values may nest as
+ * deep as GRAMMAR_MAX_FRAMES allows (about 60 levels); GRAMMAR_MAX_* cap the compiled size. */
 #ifndef DF_JSONSCHEMA_H
 #define DF_JSONSCHEMA_H
 

@@ -358,15 +358,20 @@ static void orc_value(const Orc *o, const json_t *s, int types, int pos, OrcEnds
     orc_any(o, types, pos, out); /* annotations only */
 }
 
-/* 1 when text[0..n) is a valid prefix of a value of the schema; *complete: a whole value. */
-static int orc_check(const json_t *schema, int types, const uint8_t *text, int n, int *complete) {
-    Orc o = {schema, text, n};
+/* 1 when text[0..n) is a valid prefix of a value of schema (within document root, for $ref)
+ * whose JSON type is among types; *complete: a whole value. */
+static int orc_check_in(const json_t *root, const json_t *schema, int types, const uint8_t *text, int n, int *complete) {
+    Orc o = {root, text, n};
     OrcEnds e = {0};
     orc_value(&o, schema, types, 0, &e);
     *complete = 0;
     for (int i = 0; i < e.n; i++)
         if (e.end[i] == n) *complete = 1;
     return e.eof || *complete;
+}
+
+static int orc_check(const json_t *schema, int types, const uint8_t *text, int n, int *complete) {
+    return orc_check_in(schema, schema, types, text, n, complete);
 }
 
 #endif
