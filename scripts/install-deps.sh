@@ -14,6 +14,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
-if [ -f tests/node/package.json ] && [ ! -d tests/node/node_modules ]; then
+# (again when the lock file changed since the last install: npm ci records it in node_modules)
+if [ -f tests/node/package.json ] && { [ ! -d tests/node/node_modules ] ||
+    [ tests/node/package-lock.json -nt tests/node/node_modules/.package-lock.json ]; }; then
     (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -249,7 +249,7 @@ static int lead_state(GUnit u) {
 
 /* One byte of string content (json: inside quotes, with escapes; else raw text). Returns 0 and
  * updates f, or -1. */
-static int string_byte(const GNode *n, Frame *f, GUnit u, int json) {
+static int string_byte(const GNode *n, Frame *f, GUnit u, int json, int unbounded) {
     if (GU_IS_MARKER(u)) return -1;
     switch (f->sub) {
     case SB_NONE: {
@@ -258,7 +258,7 @@ static int string_byte(const GNode *n, Frame *f, GUnit u, int json) {
             f->phase = S_DONE;
             return 0;
         }
-        if (f->a >= n->max) return -1;
+        if (f->a >= n->max && !unbounded) return -1;
         int next = SB_NONE;
         if (json && u == '\\') next = SB_ESC;
         else if (u < 0x20 && (json || u == 0)) return -1;
@@ -462,12 +462,12 @@ static void consume(Arena *a, const Frame *f, uint32_t self, GUnit u, Threads *o
         if (f->phase == S_OPEN) {
             if (u != '"') return;
             s.phase = S_BODY;
-        } else if (string_byte(n, &s, u, 1))
+        } else if (string_byte(n, &s, u, 1, a->unbounded_strings))
             return;
         emit(a, &s, self, out);
         return;
     case GK_RAWSTR:
-        if (!string_byte(n, &s, u, 0)) emit(a, &s, self, out);
+        if (!string_byte(n, &s, u, 0, a->unbounded_strings)) emit(a, &s, self, out);
         return;
     case GK_NUMBER:
         if (!number_unit(n, &s, u)) emit(a, &s, self, out);
@@ -627,12 +627,22 @@ void frame_cache_key(const Grammar *g, const Frame *f, uint32_t max_units, Frame
     const GNode *n = &g->nodes[f->node];
     memset(key, 0, sizeof *key);
     *key = (FrameKey){f->node, f->ord, f->a, f->b, f->c, 0, f->depth, f->phase, f->sub};
-    int counted = n->kind == GK_JSTRING || n->kind == GK_RAWSTR || (n->kind == GK_REPEAT && !n->numbered);
+    int counted = frame_is_string(g, f) || (n->kind == GK_REPEAT && !n->numbered);
     if (counted) { /* what one token can see of a count: how far below min and below max it is */
         uint32_t cap = max_units + 1;
         key->a = clip(n->min > f->a ? n->min - f->a : 0, cap);
-        key->d = clip(n->max > f->a ? (uint64_t)n->max - f->a : 0, cap);
+        key->d = frame_is_string(g, f) ? 0 : clip(n->max > f->a ? (uint64_t)n->max - f->a : 0, cap);
     }
     int pushes = n->kind == GK_SEQ || n->kind == GK_REPEAT || n->kind == GK_SWITCH || n->kind == GK_MEMBERS;
     if (!pushes) key->depth = 0; /* only what a frame pushes depends on its depth */
+}
+
+int frame_is_string(const Grammar *g, const Frame *f) {
+    uint8_t k = g->nodes[f->node].kind;
+    return k == GK_RAWSTR || (k == GK_JSTRING && f->phase == S_BODY);
+}
+
+uint32_t frame_string_room(const Grammar *g, const Frame *f) {
+    const GNode *n = &g->nodes[f->node];
+    return n->max == UINT32_MAX ? UINT32_MAX : n->max > f->a ? n->max - f->a : 0;
 }

@@ -43,6 +43,7 @@ typedef struct {
     const Grammar *g;
     Frame *fr;
     uint32_t n, cap;
+    uint8_t unbounded_strings; /* string frames ignore maxLength (a cache walk that counts characters) */
 } Arena;
 
 typedef struct {
@@ -68,8 +69,9 @@ uint32_t match_remaining(const Arena *a, uint32_t t);
 
 /* A frame's identity for caching what tokens do to it: the fields that decide what the frame
  * accepts from here on, with counts (a string's characters, a repeat's items) replaced by how
- * far below min and max they are, clipped to what one token of at most max_units units can
- * change. Compared with memcmp: no padding. */
+ * far below min (and, for repeats, max) they are, clipped to what one token of at most
+ * max_units units can change. A string's maxLength is left out: its cache walk ignores it and
+ * records each token's characters instead (frame_is_string). Compared with memcmp: no padding. */
 typedef struct {
     uint32_t node, ord, a, b, c, d;
     uint16_t depth;
@@ -77,5 +79,10 @@ typedef struct {
 } FrameKey;
 
 void frame_cache_key(const Grammar *g, const Frame *f, uint32_t max_units, FrameKey *key);
+
+/* 1 for JSON and raw string frames: cache walks count their characters per token. */
+int frame_is_string(const Grammar *g, const Frame *f);
+/* Characters a string frame may still take (UINT32_MAX: no maxLength). */
+uint32_t frame_string_room(const Grammar *g, const Frame *f);
 
 #endif

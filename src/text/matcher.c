@@ -11,7 +11,8 @@
  * The budget check needs the fewest units that finish the match after each token: for cached
  * tokens that is the thread's count plus a change the entry records (its least and greatest),
  * so the whole set passes, or none does, or (near the end of the budget) the trie is walked
- * with the whole thread once. */
+ * with the whole thread once. A string's entry ignores maxLength and records how many characters
+ * each token adds, so one entry serves the whole string: the mask keeps the tokens that fit. */
 #include "text/matcher.h"
 
 #include <stdlib.h>
@@ -25,6 +26,8 @@
 typedef struct {
     FrameKey key;
     uint64_t *bits;  /* tokens that stay inside the frame */
+    uint16_t *chars; /* string frames: characters each of those tokens adds (maxLength ignored) */
+    uint32_t max_chars;
     uint32_t *deps;  /* trie nodes where the frame may end (preorder) */
     uint32_t n_deps, cap_deps;
     int64_t dmin, dmax; /* change of the units left, over the tokens in bits */
@@ -45,6 +48,7 @@ struct Matcher {
     size_t words;
     CacheEntry cache[CACHE_ENTRIES];
     uint64_t clock;
+    MatcherStats stats;
 };
 
 typedef struct {
@@ -52,6 +56,7 @@ typedef struct {
     int64_t budget;     /* full walks: < 0 none */
     CacheEntry *entry;  /* cache walks: where inside tokens and dependent nodes go */
     uint32_t rem_top;   /* cache walks: units left in the frame before the token */
+    uint32_t count0;    /* cache walks of a string: its characters before the token */
     int overflow;
 } Walk;
 
@@ -85,6 +90,11 @@ static void at_token(Matcher *m, Walk *w, const Threads *s, int32_t id) {
         if (!e->n_inside || d > e->dmax) e->dmax = d;
         e->n_inside++;
         set_token(m->t, e->bits, id);
+        if (e->chars) { /* a string frame stays one thread: its own frame */
+            uint32_t c = m->ar.fr[s->t[0]].a - w->count0;
+            if (c > e->max_chars) e->max_chars = c;
+            for (int32_t k = id; k >= 0; k = m->t->same[k]) e->chars[k] = (uint16_t)c;
+        }
         return;
     }
     if (w->budget < 0 || (int64_t)least_remaining(&m->ar, s) <= w->budget - 1) set_token(m->t, w->bits, id);
@@ -137,14 +147,21 @@ static CacheEntry *cache_entry(Matcher *m, uint32_t thread, int *overflow) {
     if (!e->bits) e->bits = df_malloc(m->words * sizeof *e->bits);
     memset(e->bits, 0, m->words * sizeof *e->bits);
     e->key = key, e->n_deps = 0, e->n_inside = 0, e->dmin = e->dmax = 0, e->used = m->clock, e->valid = 1;
+    e->max_chars = 0;
     /* the frame alone: a copy whose parent is unknown */
     uint32_t top = m->ar.n;
     Frame f = m->ar.fr[thread];
     f.parent = FR_DETACHED;
-    Walk w = {.entry = e, .rem_top = frame_rem(m->g, &f)};
+    int string = frame_is_string(m->g, &f);
+    if (string && !e->chars) e->chars = df_malloc((size_t)m->t->n_ids * sizeof *e->chars);
+    if (!string) free(e->chars), e->chars = NULL;
+    Walk w = {.entry = e, .rem_top = frame_rem(m->g, &f), .count0 = f.a};
     m->lvl[0].n = 0;
     m->lvl[0].t[m->lvl[0].n++] = arena_push(&m->ar, &f);
+    m->ar.unbounded_strings = (uint8_t)string;
+    m->stats.cache_walks++;
     walk_range(m, &w, 1, m->t->n_nodes);
+    m->ar.unbounded_strings = 0;
     m->ar.n = top;
     if (w.overflow) {
         e->valid = 0;
@@ -198,6 +215,20 @@ static int marker_allowed(Matcher *m, uint32_t thread, int marker, int64_t budge
     return ok;
 }
 
+/* Adds the entry's tokens to bits: all, or for a string near its maxLength those that fit. */
+static void add_inside(const Matcher *m, const CacheEntry *e, uint32_t thread, uint64_t *bits) {
+    uint32_t room = e->chars ? frame_string_room(m->g, &m->ar.fr[thread]) : UINT32_MAX;
+    if (room >= e->max_chars) {
+        for (size_t i = 0; i < m->words; i++) bits[i] |= e->bits[i];
+        return;
+    }
+    for (size_t i = 0; i < m->words; i++)
+        for (uint64_t x = e->bits[i]; x; x &= x - 1) {
+            int32_t id = (int32_t)(i * 64 + (size_t)__builtin_ctzll(x));
+            if (e->chars[id] <= room) bits[i] |= 1ull << (id & 63);
+        }
+}
+
 /* Adds the tokens thread allows to bits. */
 static int thread_mask(Matcher *m, uint32_t thread, int64_t budget, uint64_t *bits) {
     int overflow = 0;
@@ -209,10 +240,10 @@ static int thread_mask(Matcher *m, uint32_t thread, int64_t budget, uint64_t *bi
     if (budget >= 0 && e->n_inside && have + e->dmin <= left && have + e->dmax > left) {
         /* near the end of the budget: every token checked with the whole thread */
         m->lvl[0].n = 1, m->lvl[0].t[0] = thread;
+        m->stats.tight_walks++;
         walk_range(m, &w, 1, m->t->n_nodes);
     } else {
-        if (e->n_inside && (budget < 0 || have + e->dmax <= left))
-            for (size_t i = 0; i < m->words; i++) bits[i] |= e->bits[i];
+        if (e->n_inside && (budget < 0 || have + e->dmax <= left)) add_inside(m, e, thread, bits);
         walk_dependents(m, &w, thread, e);
     }
     m->ar.n = top;
@@ -224,6 +255,7 @@ static int thread_mask(Matcher *m, uint32_t thread, int64_t budget, uint64_t *bi
 
 int matcher_mask(Matcher *m, int64_t budget, uint64_t *allowed) {
     memset(allowed, 0, m->words * sizeof *allowed);
+    m->stats.masks++;
     for (int i = 0; i < m->cur.n; i++)
         if (FR_REAL(m->cur.t[i]) && thread_mask(m, m->cur.t[i], budget, allowed)) return -1;
     int n = 0;
@@ -268,7 +300,7 @@ int matcher_allows(Matcher *m, int32_t token, int64_t budget) {
 
 /* Makes `next` the state, its frames copied into a fresh arena. */
 static void compact(Matcher *m, const Threads *next) {
-    Arena fresh = {m->g, NULL, 0, 0};
+    Arena fresh = {.g = m->g};
     Threads out = {0};
     uint32_t chain[GRAMMAR_MAX_FRAMES + 1];
     for (int i = 0; i < next->n; i++) {
@@ -310,6 +342,8 @@ uint32_t matcher_min_tokens(const Matcher *m) { return least_remaining(&m->ar, &
 
 size_t matcher_mask_words(const Matcher *m) { return m->words; }
 
+MatcherStats matcher_stats(const Matcher *m) { return m->stats; }
+
 /* ------------------------------------------------------------------ life cycle */
 
 static Matcher *matcher_alloc(const Grammar *g, const VocabTrie *t) {
@@ -343,7 +377,7 @@ Matcher *matcher_clone(const Matcher *src) {
 
 void matcher_free(Matcher *m) {
     if (!m) return;
-    for (int i = 0; i < CACHE_ENTRIES; i++) free(m->cache[i].bits), free(m->cache[i].deps);
+    for (int i = 0; i < CACHE_ENTRIES; i++) free(m->cache[i].bits), free(m->cache[i].deps), free(m->cache[i].chars);
     free(m->ar.fr), free(m->lvl), free(m->mark), free(m->bytes);
     free(m);
 }

@@ -64,4 +64,12 @@ int matcher_done(const Matcher *m);
 /* Fewest tokens that complete the match from here (0 once done). */
 uint32_t matcher_min_tokens(const Matcher *m);
 
+/* What the masks so far cost: how many, and how many needed a walk of the whole trie (a frame
+ * state not in the cache, or a budget so tight that every token is checked with the whole
+ * state). */
+typedef struct {
+    uint64_t masks, cache_walks, tight_walks;
+} MatcherStats;
+MatcherStats matcher_stats(const Matcher *m);
+
 #endif
