@@ -215,6 +215,45 @@ static void tokens_left_are_counted_exactly(void) {
     }
 }
 
+/* With a budget, a token is allowed exactly when it is allowed without one and the match can
+ * still be completed in the tokens left after it (checked by taking each token on a copy). */
+static void budget_masks_keep_exactly_what_can_still_finish(void) {
+    for (size_t s = 0; s < N_SCHEMAS; s++) {
+        json_t *schema = load(schemas[s]);
+        Grammar *g = grammar_of(schema);
+        Matcher *m = matcher_new(g, trie);
+        size_t words = matcher_mask_words(m);
+        uint64_t *free_bits = malloc(words * sizeof *free_bits), *bits = malloc(words * sizeof *bits);
+        Rng rng;
+        rng_seed(&rng, 77 + s);
+        for (int step = 0; step < 30 && !matcher_done(m); step++) {
+            int64_t least = matcher_min_tokens(m), budget = least + (int64_t)(rng_next(&rng) % 4);
+            int n = matcher_mask(m, -1, free_bits);
+            CHECK(matcher_mask(m, budget, bits) > 0);
+            for (int32_t id = 0; id < tok_vocab_size(tok); id++) {
+                int want = 0;
+                if (mask_has(free_bits, id)) {
+                    Matcher *c = matcher_clone(m);
+                    want = matcher_accept(c, id) == 0 && (int64_t)matcher_min_tokens(c) <= budget - 1;
+                    matcher_free(c);
+                }
+                if (mask_has(bits, id) != want) {
+                    CHECK_MSG(0, "schema %zu step %d budget %lld (least %lld): token %d mask %d, want %d", s, step,
+                              (long long)budget, (long long)least, id, mask_has(bits, id), want);
+                    break;
+                }
+            }
+            /* go on with any allowed token, the budget forgotten, so states far from the end occur too */
+            int32_t id = fixture_pick(free_bits, tok_vocab_size(tok), n, &rng, PICK_UNIFORM);
+            CHECK(id >= 0 && matcher_accept(m, id) == 0);
+        }
+        free(free_bits), free(bits);
+        matcher_free(m);
+        grammar_free(g);
+        json_decref(schema);
+    }
+}
+
 /* Byte by byte: characters split across tokens, and every ill-formed sequence refused. */
 static int accepts_bytes(Matcher *m, const char *bytes) {
     for (const char *p = bytes; *p; p++)
@@ -296,6 +335,12 @@ static void k3_sized_vocabulary_walks_validate(void) {
         int budget = 80;
         for (int k = 0; k < budget && !matcher_done(m); k++) {
             int n = matcher_mask(m, budget - k, bits);
+            if (k % 20 == 3) { /* the trie walk and its cache agree with stepping each token directly */
+                int32_t bad = -1;
+                for (int32_t id = 0; id < tok_vocab_size(big) && bad < 0; id++)
+                    if (matcher_allows(m, id, budget - k) != mask_has(bits, id)) bad = id;
+                CHECK_MSG(bad < 0, "schema %zu step %d: token %d", s, k, bad);
+            }
             int32_t id = fixture_pick(bits, tok_vocab_size(big), n, &rng, PICK_RANDOM_LOGITS);
             CHECK(id >= 0 && matcher_accept(m, id) == 0);
             if (id >= 0 && id != stop) fixture_append_token(big, id, &out);
@@ -320,6 +365,7 @@ int main(void) {
     RUN(masks_match_the_oracle_token_by_token);
     RUN(walks_finish_valid_within_their_budget);
     RUN(tokens_left_are_counted_exactly);
+    RUN(budget_masks_keep_exactly_what_can_still_finish);
     RUN(strings_take_utf8_only_and_the_escape_policy);
     RUN(the_stop_token_comes_exactly_at_the_end);
     RUN(k3_sized_vocabulary_walks_validate);
