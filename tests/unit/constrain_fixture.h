@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/base64.h"
 #include "text/matcher.h"
+#include "text/rankmap.h"
 #include "text/strbuf.h"
 #include "text/tokenizer.h"
-#include "text/vocab_synth.h"
+#include "text/vocab_write.h"
 #include "tokenizer_fixture.h"
 #include "util/rng.h"
 
@@ -33,47 +33,22 @@ static const char *const fixture_tricky_tokens[] = {
 /* A tokenizer: the synthetic K3-style vocabulary of n_synth tokens plus the tricky ones, K3's
  * special tokens after them. Exits on failure. */
 static inline Tokenizer *fixture_tricky(int n_synth) {
-    const char *synth_dir;
-    Tokenizer *base = fixture_synth(n_synth, &synth_dir);
-    const char *dir = fixture_dir();
-    StrBuf model = {0};
-    char line[512];
-    int n = tok_n_mergeable(base), total = n;
-    for (int id = 0; id < n; id++) {
+    Tokenizer *base = fixture_synth(n_synth, NULL);
+    RankMap map;
+    rankmap_init(&map);
+    for (int id = 0; id < tok_n_mergeable(base); id++) {
         size_t len;
         const uint8_t *b = tok_token_bytes(base, id, &len);
-        base64_encode(b, len, line);
-        sb_adds(&model, line);
-        snprintf(line, sizeof line, " %d\n", id);
-        sb_adds(&model, line);
+        rankmap_add(&map, b, len, NULL);
     }
-    for (size_t k = 0; k < sizeof fixture_tricky_tokens / sizeof *fixture_tricky_tokens; k++) {
-        const char *t = fixture_tricky_tokens[k];
-        int dup = 0;
-        for (int id = 0; id < n && !dup; id++) {
-            size_t len;
-            const uint8_t *b = tok_token_bytes(base, id, &len);
-            dup = len == strlen(t) && !memcmp(b, t, len);
-        }
-        for (size_t j = 0; j < k && !dup; j++) dup = !strcmp(fixture_tricky_tokens[j], t);
-        if (dup) continue;
-        base64_encode((const uint8_t *)t, strlen(t), line);
-        sb_adds(&model, line);
-        snprintf(line, sizeof line, " %d\n", total++);
-        sb_adds(&model, line);
+    for (size_t k = 0; k < sizeof fixture_tricky_tokens / sizeof *fixture_tricky_tokens; k++)
+        rankmap_add(&map, (const uint8_t *)fixture_tricky_tokens[k], strlen(fixture_tricky_tokens[k]), NULL); /* dups skipped */
+    const char *dir = fixture_dir();
+    if (vocab_write_k3(dir, &map)) {
+        fprintf(stderr, "vocab_write_k3: %s\n", df_errmsg());
+        exit(2);
     }
-    fixture_write(dir, "tiktoken.model", model.p);
-    json_t *dec = json_object();
-    for (int i = 0; i < TOK_N_SPECIAL; i++) {
-        const char *spell = vocab_k3_special(i);
-        char key[16];
-        snprintf(key, sizeof key, "%d", total + i);
-        if (spell) json_object_set_new(dec, key, json_pack("{s:s}", "content", spell));
-    }
-    json_t *cfg = json_pack("{s:o}", "added_tokens_decoder", dec);
-    char *text = json_dumps(cfg, 0);
-    fixture_write(dir, "tokenizer_config.json", text);
-    free(text), json_decref(cfg), sb_free(&model), tok_free(base);
+    rankmap_free(&map), tok_free(base);
     Tokenizer *t = tok_load(dir);
     if (!t) {
         fprintf(stderr, "tok_load: %s\n", df_errmsg());
