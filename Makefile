@@ -67,9 +67,10 @@ $(B)/tests/helpers/%: tests/helpers/%.c tests/unit/check.h $(B)/libdeltafin.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itests/unit -o $@ $< $(B)/libdeltafin.a $(LIBS)
 
+# (benchmarks may use the tests' fixtures: scratch vocabularies, random-weight-like picks)
 $(B)/bench/%: bench/%.c $(B)/libdeltafin.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -o $@ $< $(B)/libdeltafin.a $(LIBS)
+	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itests/unit -o $@ $< $(B)/libdeltafin.a $(LIBS)
 
 # The data tools (tools/*/): training the tokenizer and encoding the training data (tools/corpus/README.md).
 $(B)/tools/%: tools/%.c tools/jsonl.h $(B)/libdeltafin.a

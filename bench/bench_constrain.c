@@ -5,6 +5,7 @@
  *
  *   build/bench/bench_constrain [--steps N] [--runs N]
  *
+ * Each walk has a budget of --steps tokens (200; it must exceed a grammar's minimum reply).
  * Prints, per vocabulary and grammar: the trie's size and build time, the median, 90th
  * percentile and worst mask time over all steps of all runs, the first mask of a run, the share
  * of masks over 5 ms (walks of the whole trie for a string or free text not yet cached), the
@@ -15,15 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bench_util.h"
-#include "text/matcher.h"
+#include "constrain_fixture.h"
 #include "text/reply_grammar.h"
-#include "text/tokenizer.h"
-#include "text/vocab_synth.h"
-#include "util/err.h"
-#include "util/rng.h"
 
 static const char *const answer_schema =
     "{\"type\":\"object\",\"properties\":{\"title\":{\"type\":\"string\"},\"year\":{\"type\":\"integer\"},"
@@ -55,16 +51,6 @@ static double pct(Samples *s, double p) {
     return s->v[i];
 }
 
-static int32_t pick(const uint64_t *bits, int n_ids, Rng *rng) {
-    int32_t best = -1;
-    float bv = 0;
-    for (int32_t id = 0; id < n_ids; id++) {
-        float v = rng_sym(rng);
-        if (mask_has(bits, id) && (best < 0 || v > bv)) best = id, bv = v;
-    }
-    return best;
-}
-
 static void run_grammar(const char *label, const Grammar *g, const VocabTrie *t, int steps, int runs) {
     Samples mask = {0}, cold = {0}, naive = {0}, at_naive = {0};
     int n_ids = t->n_ids;
@@ -79,7 +65,10 @@ static void run_grammar(const char *label, const Grammar *g, const VocabTrie *t,
             double t0 = bench_now();
             int n = matcher_mask(m, budget - k, bits);
             double dt = bench_now() - t0;
-            if (n <= 0) break;
+            if (n <= 0) {
+                if (k == 0) fprintf(stderr, "%s: a budget of %d tokens is below the grammar's minimum\n", label, steps);
+                break;
+            }
             add(k ? &mask : &cold, dt);
             slow += dt > 5e-3;
             if (k % 16 == 5) { /* the naive way at the same state */
@@ -90,7 +79,7 @@ static void run_grammar(const char *label, const Grammar *g, const VocabTrie *t,
                 add(&at_naive, dt);
                 if (!agree) fprintf(stderr, "%s: naive and trie masks differ at step %d\n", label, k);
             }
-            int32_t id = pick(bits, n_ids, &rng);
+            int32_t id = fixture_pick(bits, n_ids, n, &rng, PICK_RANDOM_LOGITS);
             if (matcher_accept(m, id)) break;
         }
         MatcherStats st = matcher_stats(m);
@@ -128,14 +117,9 @@ int main(int argc, char **argv) {
     snprintf(rf, sizeof rf, "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"item\",\"strict\":true,\"schema\":%s}}",
              answer_schema);
     for (int v = 0; v < 2; v++) {
-        char dir[] = "/tmp/bench-constrain-XXXXXX";
-        if (!mkdtemp(dir)) df_die("mkdtemp failed");
-        if (vocab_write_synthetic(dir, sizes[v], 1)) df_die("%s", df_errmsg());
-        Tokenizer *tok = tok_load(dir);
-        if (!tok) df_die("%s", df_errmsg());
+        Tokenizer *tok = fixture_synth(sizes[v], NULL);
         double t0 = bench_now();
-        VocabTrie *t = vocab_trie_new(tok);
-        if (!t) df_die("%s", df_errmsg());
+        VocabTrie *t = fixture_trie(tok);
         printf("vocabulary %d tokens: trie %u nodes (longest token %u bytes), built in %.1f ms\n", tok_vocab_size(tok),
                t->n_nodes, t->max_len, 1e3 * (bench_now() - t0));
         Grammar *gs[3] = {reply(rf, "\"none\"", 0), reply(NULL, "\"required\"", 1), reply("{\"type\":\"json_object\"}", NULL, 0)};
@@ -146,10 +130,7 @@ int main(int argc, char **argv) {
         }
         vocab_trie_free(t);
         tok_free(tok);
-        char path[256];
-        snprintf(path, sizeof path, "%s/tiktoken.model", dir), unlink(path);
-        snprintf(path, sizeof path, "%s/tokenizer_config.json", dir), unlink(path);
-        rmdir(dir);
     }
+    fixture_cleanup();
     return 0;
 }

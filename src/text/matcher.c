@@ -100,19 +100,26 @@ static void at_token(Matcher *m, Walk *w, const Threads *s, int32_t id) {
     if (w->budget < 0 || (int64_t)least_remaining(&m->ar, s) <= w->budget - 1) set_token(m->t, w->bits, id);
 }
 
+/* Steps the threads of the level above trie node i by its byte into the level of i (the arena
+ * first given back to where that level began); returns the new level. */
+static Threads *step_level(Matcher *m, Walk *w, uint32_t i) {
+    uint32_t d = m->t->depth[i];
+    m->ar.n = m->mark[d - 1];
+    Threads *s = &m->lvl[d];
+    const Threads *prev = &m->lvl[d - 1];
+    s->n = 0, s->detached_pop = 0, s->overflow = 0;
+    for (int k = 0; k < prev->n; k++) match_step(&m->ar, prev->t[k], m->t->byte[i], s);
+    w->overflow |= s->overflow;
+    return s;
+}
+
 /* Depth-first walk of trie nodes [from, to) (a subtree, or the whole trie from node 1); the
  * threads before node `from` are in lvl[depth(from) - 1]. */
 static void walk_range(Matcher *m, Walk *w, uint32_t from, uint32_t to) {
     const VocabTrie *t = m->t;
     m->mark[t->depth[from] - 1] = m->ar.n;
     for (uint32_t i = from; i < to;) {
-        uint32_t d = t->depth[i];
-        m->ar.n = m->mark[d - 1];
-        Threads *s = &m->lvl[d];
-        s->n = 0, s->detached_pop = 0, s->overflow = 0;
-        const Threads *prev = &m->lvl[d - 1];
-        for (int k = 0; k < prev->n; k++) match_step(&m->ar, prev->t[k], t->byte[i], s);
-        w->overflow |= s->overflow;
+        Threads *s = step_level(m, w, i);
         if (w->entry && s->detached_pop) { /* the frame may end inside this token: walked per thread */
             add_dep(w->entry, i);
             i = t->end[i];
@@ -123,7 +130,7 @@ static void walk_range(Matcher *m, Walk *w, uint32_t from, uint32_t to) {
             continue;
         }
         if (t->token[i] >= 0) at_token(m, w, s, t->token[i]);
-        m->mark[d] = m->ar.n;
+        m->mark[t->depth[i]] = m->ar.n;
         i++;
     }
 }
@@ -183,25 +190,18 @@ static void walk_dependents(Matcher *m, Walk *w, uint32_t thread, const CacheEnt
             i = t->end[i];
             continue;
         }
-        uint32_t d = t->depth[i];
         if (i == e->deps[k]) {
             walk_range(m, w, i, t->end[i]);
             while (k < e->n_deps && e->deps[k] < t->end[i]) k++;
             i = t->end[i];
             continue;
         }
-        m->ar.n = m->mark[d - 1];
-        Threads *s = &m->lvl[d];
-        s->n = 0, s->detached_pop = 0, s->overflow = 0;
-        const Threads *prev = &m->lvl[d - 1];
-        for (int j = 0; j < prev->n; j++) match_step(&m->ar, prev->t[j], t->byte[i], s);
-        w->overflow |= s->overflow;
-        if (s->n == 0) { /* cannot happen: the cache walk went through here */
+        if (step_level(m, w, i)->n == 0) { /* cannot happen: the cache walk went through here */
             while (k < e->n_deps && e->deps[k] < t->end[i]) k++;
             i = t->end[i];
             continue;
         }
-        m->mark[d] = m->ar.n;
+        m->mark[t->depth[i]] = m->ar.n;
         i++;
     }
 }

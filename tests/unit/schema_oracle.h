@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_pointer.h"
+
 #define ORC_MAX_ENDS 512
 enum { OT_NULL = 1, OT_BOOL = 2, OT_OBJECT = 4, OT_ARRAY = 8, OT_NUMBER = 16, OT_STRING = 32, OT_ALL = 63 };
 
@@ -50,23 +52,6 @@ static void orc_lit(const Orc *o, const char *l, size_t len, int pos, OrcEnds *o
         if (!memcmp(o->s + pos, l, len)) orc_add(out, pos + (int)len);
     } else if (!memcmp(o->s + pos, l, have))
         out->eof = 1;
-}
-
-static const json_t *orc_resolve(const Orc *o, const char *ref) {
-    const json_t *at = o->root;
-    const char *p = ref + 1;
-    while (*p == '/') {
-        char tok[256];
-        size_t n = 0;
-        for (p++; *p && *p != '/'; p++) {
-            char c = *p;
-            if (c == '~') c = p[1] == '0' ? '~' : '/', p++;
-            tok[n++] = c;
-        }
-        tok[n] = 0;
-        at = json_is_array(at) ? json_array_get(at, strtoul(tok, NULL, 10)) : json_object_get(at, tok);
-    }
-    return at;
 }
 
 /* UTF-8: the length of the well-formed sequence at s[0..n) (0 if ill-formed; -1 if it is a
@@ -331,7 +316,7 @@ static void orc_value(const Orc *o, const json_t *s, int types, int pos, OrcEnds
     }
     const json_t *v;
     if ((v = json_object_get(s, "$ref"))) {
-        orc_value(o, orc_resolve(o, json_string_value(v)), types, pos, out);
+        orc_value(o, json_pointer(o->root, json_string_value(v)), types, pos, out);
         return;
     }
     if ((v = json_object_get(s, "anyOf"))) {

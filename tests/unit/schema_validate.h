@@ -11,23 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const json_t *sv_resolve(const json_t *root, const char *ref) {
-    const json_t *at = root;
-    const char *p = ref + 1;
-    while (*p == '/') {
-        char tok[256];
-        size_t n = 0;
-        for (p++; *p && *p != '/'; p++) {
-            char c = *p;
-            if (c == '~') c = p[1] == '0' ? '~' : '/', p++;
-            tok[n++] = c;
-        }
-        tok[n] = 0;
-        at = json_is_array(at) ? json_array_get(at, strtoul(tok, NULL, 10)) : json_object_get(at, tok);
-    }
-    return at;
-}
-
 /* Code points of a UTF-8 string (what validators count as a string's length). */
 static long sv_length(const char *s) {
     long n = 0;
@@ -94,7 +77,7 @@ static int sv_typed(const json_t *root, const json_t *s, const json_t *v) {
 static int sv_valid(const json_t *root, const json_t *s, const json_t *v) {
     if (json_is_boolean(s)) return json_is_true(s);
     const json_t *x;
-    if ((x = json_object_get(s, "$ref"))) return sv_valid(root, sv_resolve(root, json_string_value(x)), v);
+    if ((x = json_object_get(s, "$ref"))) return sv_valid(root, json_pointer(root, json_string_value(x)), v);
     if ((x = json_object_get(s, "anyOf"))) {
         for (size_t i = 0; i < json_array_size(x); i++)
             if (sv_valid(root, json_array_get(x, i), v)) return 1;

@@ -127,6 +127,19 @@ static char *nested(int depth, const char *leaf) {
     return b.p;
 }
 
+/* head, then n items printf'd from fmt with (separator, i, i + 1), then tail. */
+static char *repeated(const char *head, const char *fmt, int n, const char *tail) {
+    StrBuf b = {0};
+    sb_adds(&b, head);
+    for (int i = 0; i < n; i++) {
+        char item[256];
+        snprintf(item, sizeof item, fmt, i ? "," : "", i, i + 1);
+        sb_adds(&b, item);
+    }
+    sb_adds(&b, tail);
+    return b.p;
+}
+
 static void hostile_schemas_are_refused_quickly(void) {
     double t0 = seconds();
     char *deep = nested(150, "{}");
@@ -136,26 +149,13 @@ static void hostile_schemas_are_refused_quickly(void) {
     CHECK_MSG(compile_text(deep, 0) == 0, "%s", df_errmsg());
     free(deep);
     /* an enum with more literals than the grammar may hold */
-    StrBuf b = {0};
-    sb_adds(&b, "{\"enum\":[");
-    for (int i = 0; i < 30000; i++) {
-        char num[16];
-        snprintf(num, sizeof num, "%s%d", i ? "," : "", i);
-        sb_adds(&b, num);
-    }
-    sb_adds(&b, "]}");
-    CHECK(compile_text(b.p, 0) == -1 && strstr(df_errmsg(), "too large"));
-    sb_free(&b);
+    char *text = repeated("{\"enum\":[", "%s%d", 30000, "]}");
+    CHECK(compile_text(text, 0) == -1 && strstr(df_errmsg(), "too large"));
+    free(text);
     /* 40 alternatives that all start alike: too many partial parses at once */
-    sb_adds(&b, "{\"anyOf\":[");
-    for (int i = 0; i < 40; i++) {
-        char alt[96];
-        snprintf(alt, sizeof alt, "%s{\"type\":\"object\",\"properties\":{\"k%d\":{\"type\":\"null\"}}}", i ? "," : "", i);
-        sb_adds(&b, alt);
-    }
-    sb_adds(&b, "]}");
-    CHECK(compile_text(b.p, 0) == -1 && strstr(df_errmsg(), "overlap too much"));
-    sb_free(&b);
+    text = repeated("{\"anyOf\":[", "%s{\"type\":\"object\",\"properties\":{\"k%d\":{\"type\":\"null\"}}}", 40, "]}");
+    CHECK(compile_text(text, 0) == -1 && strstr(df_errmsg(), "overlap too much"));
+    free(text);
     /* ambiguity that multiplies with nesting: two alike alternatives per level, ten levels */
     char *amb = df_strdup("{\"type\":\"null\"}");
     for (int i = 0; i < 10; i++) {
@@ -171,26 +171,16 @@ static void hostile_schemas_are_refused_quickly(void) {
     CHECK(compile_text(amb, 0) == -1 && strstr(df_errmsg(), "overlap too much"));
     free(amb);
     /* $defs referring to each other many times: compiled once each, not exponentially */
-    sb_adds(&b, "{\"$defs\":{");
-    for (int i = 0; i < 40; i++) {
-        char def[160];
-        snprintf(def, sizeof def, "%s\"d%d\":{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/d%d\"},"
-                 "\"b\":{\"$ref\":\"#/$defs/d%d\"}}}", i ? "," : "", i, i + 1, i + 1);
-        sb_adds(&b, def);
-    }
-    sb_adds(&b, ",\"d40\":{\"type\":\"null\"}},\"$ref\":\"#/$defs/d0\"}");
-    CHECK_MSG(compile_text(b.p, 0) == 0, "%s", df_errmsg());
-    sb_free(&b);
+    text = repeated("{\"$defs\":{",
+                    "%1$s\"d%2$d\":{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/d%3$d\"},"
+                    "\"b\":{\"$ref\":\"#/$defs/d%3$d\"}}}",
+                    40, ",\"d40\":{\"type\":\"null\"}},\"$ref\":\"#/$defs/d0\"}");
+    CHECK_MSG(compile_text(text, 0) == 0, "%s", df_errmsg());
+    free(text);
     /* thousands of properties */
-    sb_adds(&b, "{\"type\":\"object\",\"properties\":{");
-    for (int i = 0; i < 5000; i++) {
-        char p[64];
-        snprintf(p, sizeof p, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
-        sb_adds(&b, p);
-    }
-    sb_adds(&b, "}}");
-    CHECK_MSG(compile_text(b.p, 0) == 0, "%s", df_errmsg());
-    sb_free(&b);
+    text = repeated("{\"type\":\"object\",\"properties\":{", "%s\"p%d\":{\"type\":\"integer\"}", 5000, "}}");
+    CHECK_MSG(compile_text(text, 0) == 0, "%s", df_errmsg());
+    free(text);
     CHECK_MSG(seconds() - t0 < 10, "hostile schemas took %.1f s", seconds() - t0);
 }
 

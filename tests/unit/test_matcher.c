@@ -58,6 +58,27 @@ static Grammar *grammar_of(const json_t *schema) {
     return g;
 }
 
+/* A test schema compiled, with the fewest tokens a value of it takes. */
+typedef struct {
+    json_t *schema;
+    Grammar *g;
+    int64_t least;
+} Compiled;
+
+static Compiled compiled(size_t s) {
+    Compiled c = {load(schemas[s]), NULL, 0};
+    c.g = grammar_of(c.schema);
+    Matcher *m = matcher_new(c.g, trie);
+    c.least = matcher_min_tokens(m);
+    matcher_free(m);
+    return c;
+}
+
+static void compiled_free(Compiled *c) {
+    grammar_free(c->g);
+    json_decref(c->schema);
+}
+
 /* What the oracle says of token id after prefix: 1 allowed, 0 not. */
 static int oracle_allows(const json_t *schema, const StrBuf *prefix, int32_t id, StrBuf *scratch) {
     int complete;
@@ -92,12 +113,11 @@ static int mask_agrees(const json_t *schema, const StrBuf *prefix, const uint64_
 static void masks_match_the_oracle_token_by_token(void) {
     uint64_t *bits = NULL;
     for (size_t s = 0; s < N_SCHEMAS; s++) {
-        json_t *schema = load(schemas[s]);
-        Grammar *g = grammar_of(schema);
+        Compiled c = compiled(s);
         for (int walk = 0; walk < 3; walk++) {
             Rng rng;
             rng_seed(&rng, 100 * s + walk);
-            Matcher *m = matcher_new(g, trie);
+            Matcher *m = matcher_new(c.g, trie);
             bits = realloc(bits, matcher_mask_words(m) * sizeof *bits);
             StrBuf prefix = {0};
             sb_add(&prefix, "", 0);
@@ -105,7 +125,7 @@ static void masks_match_the_oracle_token_by_token(void) {
             snprintf(what, sizeof what, "schema %zu walk %d", s, walk);
             for (int step = 0; step < 24 && !matcher_done(m); step++) {
                 int n = matcher_mask(m, -1, bits);
-                if (!mask_agrees(schema, &prefix, bits, what)) break;
+                if (!mask_agrees(c.schema, &prefix, bits, what)) break;
                 int32_t id = fixture_pick(bits, tok_vocab_size(tok), n, &rng, walk ? PICK_RANDOM_LOGITS : PICK_UNIFORM);
                 CHECK(id >= 0 && matcher_allows(m, id, -1) && matcher_accept(m, id) == 0);
                 if (id != eom) fixture_append_token(tok, id, &prefix);
@@ -113,8 +133,7 @@ static void masks_match_the_oracle_token_by_token(void) {
             sb_free(&prefix);
             matcher_free(m);
         }
-        grammar_free(g);
-        json_decref(schema);
+        compiled_free(&c);
     }
     free(bits);
 }
@@ -167,29 +186,24 @@ static char *walk(const Grammar *g, int64_t budget, uint64_t seed, PickMode mode
 
 static void walks_finish_valid_within_their_budget(void) {
     for (size_t s = 0; s < N_SCHEMAS; s++) {
-        json_t *schema = load(schemas[s]);
-        Grammar *g = grammar_of(schema);
-        Matcher *m0 = matcher_new(g, trie);
-        int64_t least = matcher_min_tokens(m0);
-        matcher_free(m0);
-        int64_t budgets[] = {least, least + 1, least + 7, 48, 300};
+        Compiled c = compiled(s);
+        int64_t budgets[] = {c.least, c.least + 1, c.least + 7, 48, 300};
         for (size_t b = 0; b < sizeof budgets / sizeof *budgets; b++)
             for (int mode = 0; mode < 2; mode++) {
                 int steps;
-                char *text = walk(g, budgets[b], 7 * s + b + 1000 * mode, (PickMode)mode, 0, &steps);
+                char *text = walk(c.g, budgets[b], 7 * s + b + 1000 * mode, (PickMode)mode, 0, &steps);
                 CHECK_MSG(text, "schema %zu: no complete value within %lld tokens", s, (long long)budgets[b]);
                 if (!text) continue;
                 json_error_t e;
                 json_t *v = json_loads(text, JSON_DECODE_ANY, &e);
                 CHECK_MSG(v, "schema %zu: jansson cannot parse '%s': %s", s, text, e.text);
                 int complete;
-                orc_check(schema, OT_ALL, (const uint8_t *)text, (int)strlen(text), &complete);
+                orc_check(c.schema, OT_ALL, (const uint8_t *)text, (int)strlen(text), &complete);
                 CHECK_MSG(complete, "schema %zu: '%s' is not valid", s, text);
                 json_decref(v);
                 free(text);
             }
-        grammar_free(g);
-        json_decref(schema);
+        compiled_free(&c);
     }
 }
 
@@ -198,20 +212,15 @@ static void walks_finish_valid_within_their_budget(void) {
  * finish early). */
 static void tokens_left_are_counted_exactly(void) {
     for (size_t s = 0; s < N_SCHEMAS; s++) {
-        json_t *schema = load(schemas[s]);
-        Grammar *g = grammar_of(schema);
-        Matcher *m0 = matcher_new(g, trie);
-        int64_t least = matcher_min_tokens(m0);
-        matcher_free(m0);
+        Compiled c = compiled(s);
         for (int seed = 0; seed < 4; seed++) {
             int steps;
-            char *text = walk(g, least, 31 * s + seed, PICK_UNIFORM, 1, &steps);
-            CHECK_MSG(text && steps == least, "schema %zu: %s after %d tokens, budget %lld", s, text ? "done" : "stuck",
-                      steps, (long long)least);
+            char *text = walk(c.g, c.least, 31 * s + seed, PICK_UNIFORM, 1, &steps);
+            CHECK_MSG(text && steps == c.least, "schema %zu: %s after %d tokens, budget %lld", s, text ? "done" : "stuck",
+                      steps, (long long)c.least);
             free(text);
         }
-        grammar_free(g);
-        json_decref(schema);
+        compiled_free(&c);
     }
 }
 
@@ -219,9 +228,8 @@ static void tokens_left_are_counted_exactly(void) {
  * still be completed in the tokens left after it (checked by taking each token on a copy). */
 static void budget_masks_keep_exactly_what_can_still_finish(void) {
     for (size_t s = 0; s < N_SCHEMAS; s++) {
-        json_t *schema = load(schemas[s]);
-        Grammar *g = grammar_of(schema);
-        Matcher *m = matcher_new(g, trie);
+        Compiled c = compiled(s);
+        Matcher *m = matcher_new(c.g, trie);
         size_t words = matcher_mask_words(m);
         uint64_t *free_bits = malloc(words * sizeof *free_bits), *bits = malloc(words * sizeof *bits);
         Rng rng;
@@ -233,9 +241,9 @@ static void budget_masks_keep_exactly_what_can_still_finish(void) {
             for (int32_t id = 0; id < tok_vocab_size(tok); id++) {
                 int want = 0;
                 if (mask_has(free_bits, id)) {
-                    Matcher *c = matcher_clone(m);
-                    want = matcher_accept(c, id) == 0 && (int64_t)matcher_min_tokens(c) <= budget - 1;
-                    matcher_free(c);
+                    Matcher *copy = matcher_clone(m);
+                    want = matcher_accept(copy, id) == 0 && (int64_t)matcher_min_tokens(copy) <= budget - 1;
+                    matcher_free(copy);
                 }
                 if (mask_has(bits, id) != want) {
                     CHECK_MSG(0, "schema %zu step %d budget %lld (least %lld): token %d mask %d, want %d", s, step,
@@ -249,8 +257,7 @@ static void budget_masks_keep_exactly_what_can_still_finish(void) {
         }
         free(free_bits), free(bits);
         matcher_free(m);
-        grammar_free(g);
-        json_decref(schema);
+        compiled_free(&c);
     }
 }
 
@@ -324,9 +331,8 @@ static void k3_sized_vocabulary_walks_validate(void) {
     VocabTrie *t = fixture_trie(big);
     int32_t stop = tok_special_id(big, "<|end_of_msg|>");
     for (size_t s = 0; s < N_SCHEMAS; s += 3) {
-        json_t *schema = load(schemas[s]);
-        Grammar *g = grammar_of(schema);
-        Matcher *m = matcher_new(g, t);
+        Compiled c = compiled(s);
+        Matcher *m = matcher_new(c.g, t);
         uint64_t *bits = malloc(matcher_mask_words(m) * sizeof *bits);
         Rng rng;
         rng_seed(&rng, s);
@@ -346,13 +352,12 @@ static void k3_sized_vocabulary_walks_validate(void) {
             if (id >= 0 && id != stop) fixture_append_token(big, id, &out);
         }
         int complete;
-        orc_check(schema, OT_ALL, (const uint8_t *)out.p, (int)out.n, &complete);
+        orc_check(c.schema, OT_ALL, (const uint8_t *)out.p, (int)out.n, &complete);
         CHECK_MSG(matcher_done(m) && complete, "schema %zu: '%s'", s, out.p);
         sb_free(&out);
         free(bits);
         matcher_free(m);
-        grammar_free(g);
-        json_decref(schema);
+        compiled_free(&c);
     }
     vocab_trie_free(t);
     tok_free(big);

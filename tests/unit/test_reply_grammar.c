@@ -143,7 +143,7 @@ static int xo_types(const json_t *root, const json_t *s, int depth) {
     if (depth > 32 || json_is_false(s)) return 0;
     if (json_is_true(s) || !json_object_size(s)) return OT_ALL;
     const json_t *v;
-    if ((v = json_object_get(s, "$ref"))) return xo_types(root, orc_resolve(&(Orc){root, NULL, 0}, json_string_value(v)), depth + 1);
+    if ((v = json_object_get(s, "$ref"))) return xo_types(root, json_pointer(root, json_string_value(v)), depth + 1);
     if ((v = json_object_get(s, "anyOf"))) {
         int t = 0;
         for (size_t i = 0; i < json_array_size(v); i++) t |= xo_types(root, json_array_get(v, i), depth + 1);
@@ -164,7 +164,7 @@ static int xo_types(const json_t *root, const json_t *s, int depth) {
 static int xo_raw(const json_t *root, const json_t *s, const uint8_t *b, int n, int cut, int depth) {
     if (depth > 32 || json_is_false(s)) return 0;
     const json_t *v;
-    if ((v = json_object_get(s, "$ref"))) return xo_raw(root, orc_resolve(&(Orc){root, NULL, 0}, json_string_value(v)), b, n, cut, depth + 1);
+    if ((v = json_object_get(s, "$ref"))) return xo_raw(root, json_pointer(root, json_string_value(v)), b, n, cut, depth + 1);
     if ((v = json_object_get(s, "anyOf"))) {
         for (size_t i = 0; i < json_array_size(v); i++)
             if (xo_raw(root, json_array_get(v, i), b, n, cut, depth + 1)) return 1;
