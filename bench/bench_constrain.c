@@ -96,10 +96,10 @@ static void run_grammar(const char *label, const Grammar *g, const VocabTrie *t,
     free(mask.v), free(cold.v), free(naive.v), free(at_naive.v);
 }
 
-static Grammar *reply(const char *rf_text, const char *tc_text, int thinking) {
+static Grammar *reply(const VocabTrie *t, const char *rf_text, const char *tc_text, int thinking) {
     json_t *rf = rf_text ? json_loads(rf_text, 0, NULL) : NULL, *tl = json_loads(tools, 0, NULL);
     json_t *tc = tc_text ? json_loads(tc_text, JSON_DECODE_ANY, NULL) : NULL;
-    ReplySpec spec = {rf, tl, tc, 1, thinking};
+    ReplySpec spec = {t, rf, tl, tc, 1, thinking};
     Grammar *g = NULL;
     if (reply_grammar(&spec, &g)) df_die("%s", df_errmsg());
     json_decref(rf), json_decref(tl), json_decref(tc);
@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
         VocabTrie *t = fixture_trie(tok);
         printf("vocabulary %d tokens: trie %u nodes (longest token %u bytes), built in %.1f ms\n", tok_vocab_size(tok),
                t->n_nodes, t->max_len, 1e3 * (bench_now() - t0));
-        Grammar *gs[3] = {reply(rf, "\"none\"", 0), reply(NULL, "\"required\"", 1), reply("{\"type\":\"json_object\"}", NULL, 0)};
+        Grammar *gs[3] = {reply(t, rf, "\"none\"", 0), reply(t, NULL, "\"required\"", 1), reply(t, "{\"type\":\"json_object\"}", NULL, 0)};
         const char *labels[3] = {"json_schema answer", "thinking + required tool call", "json_object answer"};
         for (int k = 0; k < 3; k++) {
             run_grammar(labels[k], gs[k], t, steps, runs);

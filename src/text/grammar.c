@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/vocab_trie.h"
 #include "util/err.h"
 
 Grammar *grammar_new(void) { return df_calloc(1, sizeof(Grammar)); }
@@ -13,7 +14,7 @@ Grammar *grammar_new(void) { return df_calloc(1, sizeof(Grammar)); }
 void grammar_free(Grammar *g) {
     if (!g) return;
     free(g->nodes), free(g->kids), free(g->lits), free(g->members), free(g->units);
-    free(g->nullable), free(g->needs_ord), free(g->minlen);
+    free(g->nullable), free(g->needs_ord), free(g->minlen), free(g->ucost);
     free(g);
 }
 
@@ -317,7 +318,7 @@ static uint32_t sat_mul(uint32_t a, uint32_t k) {
     return a * k;
 }
 
-/* Fewest units of a frame node's match with children limited to row `prev`. */
+/* Fewest tokens of a frame node's match with children limited to row `prev`. */
 static uint32_t frame_minlen(const Grammar *g, const GNode *n, const uint32_t *prev) {
     uint32_t v = 0;
     switch (n->kind) {
@@ -325,29 +326,29 @@ static uint32_t frame_minlen(const Grammar *g, const GNode *n, const uint32_t *p
         for (uint32_t i = 0; i < n->n; i++) v = sat_add(v, prev[g->kids[n->first + i]]);
         return v;
     case GK_REPEAT:
-        v = n->open.len + n->close.len;
-        if (n->min) v = sat_add(v, sat_add(sat_mul(prev[n->item], n->min), sat_mul(n->sep.len, n->min - 1)));
+        v = span_cost(g, n->open, 0) + span_cost(g, n->close, 0);
+        if (n->min) v = sat_add(v, sat_add(sat_mul(prev[n->item], n->min), sat_mul(span_cost(g, n->sep, 0), n->min - 1)));
         return v;
     case GK_LIT:
         v = GRAMMAR_INF;
         for (uint32_t i = 0; i < n->n; i++)
-            if (g->lits[n->first + i].len < v) v = g->lits[n->first + i].len;
+            if (span_cost(g, g->lits[n->first + i], 0) < v) v = span_cost(g, g->lits[n->first + i], 0);
         return v;
     case GK_SWITCH:
         v = GRAMMAR_INF;
         for (uint32_t i = 0; i < n->n; i++) {
-            uint32_t c = sat_add(g->lits[n->first + i].len, prev[g->kids[n->item + i]]);
+            uint32_t c = sat_add(span_cost(g, g->lits[n->first + i], 0), prev[g->kids[n->item + i]]);
             if (c < v) v = c;
         }
         return v;
     case GK_MEMBERS: {
         uint32_t req = 0;
-        v = n->open.len + n->close.len;
+        v = span_cost(g, n->open, 0) + span_cost(g, n->close, 0);
         for (uint32_t i = 0; i < n->n; i++) {
             const GMember *m = &g->members[n->first + i];
-            if (m->required) v = sat_add(v, sat_add(m->key.len, prev[m->value])), req++;
+            if (m->required) v = sat_add(v, sat_add(span_cost(g, m->key, 0), prev[m->value])), req++;
         }
-        return req ? sat_add(v, sat_mul(n->sep.len, req - 1)) : v;
+        return req ? sat_add(v, sat_mul(span_cost(g, n->sep, 0), req - 1)) : v;
     }
     case GK_FREE: return 0;
     case GK_RAWSTR: return n->min;
@@ -513,12 +514,48 @@ out:
     return rc;
 }
 
-int grammar_finish(Grammar *g, uint32_t root, const char *what) {
+/* Every literal's cost in vocab's tokens (ucost). Literals past a total of LITERAL_DP_UNITS
+ * count a token per unit, so a hostile grammar cannot make this slow. A span is its own run of
+ * units (the builders never share part of one), so its first unit tells whether it is done. */
+#define LITERAL_DP_UNITS 65536
+
+static void spell_span(Grammar *g, GSpan s, uint32_t *budget) {
+    if (!s.len || g->ucost[s.off] != UINT32_MAX) return;
+    if (s.len > *budget) {
+        for (uint32_t k = 0; k < s.len; k++) g->ucost[s.off + k] = s.len - k;
+        return;
+    }
+    *budget -= s.len;
+    uint32_t *cost = df_malloc((s.len + 1) * sizeof *cost);
+    vocab_trie_spell(g->vocab, gu(g, s), s.len, cost);
+    memcpy(g->ucost + s.off, cost, s.len * sizeof *cost);
+    free(cost);
+}
+
+static void literal_costs(Grammar *g) {
+    size_t n = g->n_units ? g->n_units : 1;
+    g->ucost = df_malloc(n * sizeof *g->ucost);
+    memset(g->ucost, 0xff, n * sizeof *g->ucost);
+    uint32_t budget = LITERAL_DP_UNITS;
+    for (uint32_t id = 0; id < g->n_nodes; id++) {
+        const GNode *nd = &g->nodes[id];
+        if (nd->kind == GK_LIT || nd->kind == GK_SWITCH)
+            for (uint32_t i = 0; i < nd->n; i++) spell_span(g, g->lits[nd->first + i], &budget);
+        if (nd->kind == GK_MEMBERS)
+            for (uint32_t i = 0; i < nd->n; i++) spell_span(g, g->members[nd->first + i].key, &budget);
+        if (nd->kind == GK_REPEAT || nd->kind == GK_MEMBERS)
+            spell_span(g, nd->open, &budget), spell_span(g, nd->sep, &budget), spell_span(g, nd->close, &budget);
+    }
+}
+
+int grammar_finish(Grammar *g, uint32_t root, const char *what, const struct VocabTrie *vocab) {
     if (g->too_big)
         return df_fail("%s: too large to enforce (at most %d nodes, %d literals, %u characters of literal text)", what,
                        GRAMMAR_MAX_NODES, GRAMMAR_MAX_LITS, GRAMMAR_MAX_UNITS);
     if (root >= g->n_nodes || g->nodes[root].kind != GK_SEQ) return df_fail("%s: internal: the root is not a sequence", what);
     g->root = root;
+    g->vocab = vocab;
+    if (vocab) literal_costs(g);
     uint32_t *order = df_malloc(g->n_nodes * sizeof *order), *corder = df_malloc(g->n_nodes * sizeof *corder);
     int rc = -1;
     int64_t n_order = post_order(g, root, 0, order), n_corder = 0;

@@ -24,8 +24,9 @@
  *   COUNTER  the decimal index of the enclosing numbered REPEAT item (a call's index="N");
  *            only as a SEQ kid
  *
- * A Grammar is built once per request, analysed by grammar_finish, then immutable: any number
- * of Matchers on any threads may share it. Sizes are capped (GRAMMAR_MAX_*): a builder that
+ * A Grammar is built once per request, analysed by grammar_finish (for the vocabulary its
+ * matchers will use: lengths are counted in its tokens), then immutable: any number of Matchers
+ * on any threads may share it. Sizes are capped (GRAMMAR_MAX_*): a builder that
  * goes past a cap sets `too_big`, returns harmless ids, and its caller refuses the request. */
 #ifndef DF_GRAMMAR_H
 #define DF_GRAMMAR_H
@@ -72,6 +73,8 @@ typedef struct {
     GSpan open, sep, close;   /* REPEAT, MEMBERS */
 } GNode;
 
+struct VocabTrie;
+
 typedef struct Grammar {
     GNode *nodes;
     uint32_t n_nodes, cap_nodes;
@@ -88,7 +91,9 @@ typedef struct Grammar {
     /* analysis (grammar_finish) */
     uint8_t *nullable;  /* [n_nodes] */
     uint8_t *needs_ord; /* [n_nodes]: a COUNTER is reachable without crossing a numbered REPEAT */
-    uint32_t *minlen;   /* [n_rows][n_nodes]: fewest units of a match that may use r frames */
+    const struct VocabTrie *vocab; /* the vocabulary costs were counted in (NULL: a token per unit) */
+    uint32_t *ucost;    /* [n_units]: fewest tokens that spell the rest of a literal from each unit */
+    uint32_t *minlen;   /* [n_rows][n_nodes]: fewest tokens of a match that may use r frames */
     uint32_t n_rows;    /* rows 0..n_rows-1; rooms beyond the last row use the last row */
 } Grammar;
 
@@ -117,15 +122,22 @@ uint32_t gb_leaf(Grammar *g, GKind kind, uint32_t min, uint32_t max, int integer
 uint32_t gb_forward(Grammar *g);
 void gb_resolve(Grammar *g, uint32_t fwd, uint32_t target);
 
-/* Analyses the grammar rooted at root (a SEQ) for matching. Returns 0, or -1 with a message
- * prefixed by `what`: the grammar is too big, an alternative refers to itself without nesting,
- * nothing finite matches within GRAMMAR_MAX_FRAMES, or anyOf alternatives overlap so much that
- * more than GRAMMAR_MAX_THREADS partial parses could be open at once. */
-int grammar_finish(Grammar *g, uint32_t root, const char *what);
+/* Analyses the grammar rooted at root (a SEQ) for matching with vocab (NULL: counts one token
+ * per unit; matchers may then use any vocabulary). Lengths are counted in tokens: a literal costs
+ * the fewest tokens of vocab that spell it, anything else one token per unit (an upper bound:
+ * every byte is a token). Returns 0, or -1 with a message prefixed by `what`: the grammar is too
+ * big, an alternative refers to itself without nesting, nothing finite matches within
+ * GRAMMAR_MAX_FRAMES, or anyOf alternatives overlap so much that more than GRAMMAR_MAX_THREADS
+ * partial parses could be open at once. */
+int grammar_finish(Grammar *g, uint32_t root, const char *what, const struct VocabTrie *vocab);
 
 /* --- queries (after grammar_finish) --- */
 static inline const GUnit *gu(const Grammar *g, GSpan s) { return g->units + s.off; }
-/* Fewest units a match of node takes when it may use `room` frames (itself included). */
+/* Fewest tokens that spell literal s from unit `from` on. */
+static inline uint32_t span_cost(const Grammar *g, GSpan s, uint32_t from) {
+    return from >= s.len ? 0 : g->ucost ? g->ucost[s.off + from] : s.len - from;
+}
+/* Fewest tokens a match of node takes when it may use `room` frames (itself included). */
 static inline uint32_t grammar_minlen(const Grammar *g, uint32_t node, uint32_t room) {
     uint32_t r = room < g->n_rows ? room : g->n_rows - 1;
     return g->minlen[(size_t)r * g->n_nodes + node];

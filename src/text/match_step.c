@@ -500,7 +500,7 @@ static uint32_t sat(uint64_t v) { return v >= GRAMMAR_INF ? GRAMMAR_INF : (uint3
 /* REPEAT: units to finish once `count` items are done; first: no item written yet. */
 static uint64_t repeat_after(const Grammar *g, const GNode *n, const Frame *f, uint32_t count, int first) {
     uint64_t k = n->min > count ? n->min - count : 0, item = minlen_at(g, n->item, f);
-    uint64_t v = n->close.len + k * item + (k ? (first ? k - 1 : k) * n->sep.len : 0);
+    uint64_t v = span_cost(g, n->close, 0) + k * item + (k ? (first ? k - 1 : k) * span_cost(g, n->sep, 0) : 0);
     for (uint64_t j = 1; j <= k && n->numbered; j++) v += grammar_digits((uint32_t)(count + j)) - 1;
     return v;
 }
@@ -508,24 +508,24 @@ static uint64_t repeat_after(const Grammar *g, const GNode *n, const Frame *f, u
 static uint64_t repeat_rem(const Grammar *g, const GNode *n, const Frame *f) {
     uint64_t item = minlen_at(g, n->item, f) + (n->numbered ? grammar_digits(f->a + 1) - 1 : 0);
     switch (f->phase) {
-    case R_OPEN: return n->open.len - f->c + repeat_after(g, n, f, 0, 1);
+    case R_OPEN: return span_cost(g, n->open, f->c) + repeat_after(g, n, f, 0, 1);
     case R_FIRST: return repeat_after(g, n, f, f->a, 1);
     case R_AFTER: return repeat_after(g, n, f, f->a, 0);
-    case R_SEP: return n->sep.len - f->c + item + repeat_after(g, n, f, f->a + 1, 0);
+    case R_SEP: return span_cost(g, n->sep, f->c) + item + repeat_after(g, n, f, f->a + 1, 0);
     case R_NEXT: return item + repeat_after(g, n, f, f->a + 1, 0);
-    case R_CLOSE: return n->close.len - f->c;
+    case R_CLOSE: return span_cost(g, n->close, f->c);
     default: return 0;
     }
 }
 
 /* MEMBERS: units to finish once members before i are passed; first: no member written yet. */
 static uint64_t members_after(const Grammar *g, const GNode *n, const Frame *f, uint32_t i, int first) {
-    uint64_t v = n->close.len, req = 0;
+    uint64_t v = span_cost(g, n->close, 0), req = 0;
     for (uint32_t k = i; k < n->n; k++) {
         const GMember *m = &g->members[n->first + k];
-        if (m->required) v += m->key.len + (uint64_t)minlen_at(g, m->value, f), req++;
+        if (m->required) v += span_cost(g, m->key, 0) + (uint64_t)minlen_at(g, m->value, f), req++;
     }
-    return v + (req ? (first ? req - 1 : req) * n->sep.len : 0);
+    return v + (req ? (first ? req - 1 : req) * span_cost(g, n->sep, 0) : 0);
 }
 
 /* Fewest units for one more member (whose key has `off` units matched, sharing member b's
@@ -536,7 +536,7 @@ static uint64_t members_one_more(const Grammar *g, const GNode *n, const Frame *
     for (uint32_t k = b; k < members_reach(g, n, f->a); k++) {
         const GMember *m = &g->members[n->first + k];
         if (!shares_prefix(g, m->key, ref, off) || !member_ok(g, n, f, k)) continue;
-        uint64_t c = m->key.len - off + (uint64_t)minlen_at(g, m->value, f) + members_after(g, n, f, k + 1, 0);
+        uint64_t c = span_cost(g, m->key, off) + (uint64_t)minlen_at(g, m->value, f) + members_after(g, n, f, k + 1, 0);
         if (c < best) best = c;
     }
     return best;
@@ -544,14 +544,14 @@ static uint64_t members_one_more(const Grammar *g, const GNode *n, const Frame *
 
 static uint64_t members_rem(const Grammar *g, const GNode *n, const Frame *f) {
     switch (f->phase) {
-    case M_OPEN: return n->open.len - f->c + members_after(g, n, f, 0, 1);
+    case M_OPEN: return span_cost(g, n->open, f->c) + members_after(g, n, f, 0, 1);
     case M_FIRST: return members_after(g, n, f, f->a, 1);
     case M_AFTER: return members_after(g, n, f, f->a, 0);
-    case M_SEP: return n->sep.len - f->c + members_one_more(g, n, f, f->a, 0);
+    case M_SEP: return span_cost(g, n->sep, f->c) + members_one_more(g, n, f, f->a, 0);
     case M_NEXT: return members_one_more(g, n, f, f->a, 0);
     case M_KEY: return members_one_more(g, n, f, f->b, f->c);
     case M_VALUE: return minlen_at(g, g->members[n->first + f->b].value, f) + members_after(g, n, f, f->b + 1, 0);
-    case M_CLOSE: return n->close.len - f->c;
+    case M_CLOSE: return span_cost(g, n->close, f->c);
     default: return 0;
     }
 }
@@ -560,7 +560,7 @@ static uint64_t lits_rem(const Grammar *g, const GNode *n, const Frame *f, int w
     uint64_t best = GRAMMAR_INF;
     GSpan ref = lit_at(g, n, f->a);
     for (uint32_t k = f->a; k < n->n && shares_prefix(g, lit_at(g, n, k), ref, f->b); k++) {
-        uint64_t c = lit_at(g, n, k).len - f->b;
+        uint64_t c = span_cost(g, lit_at(g, n, k), f->b);
         if (with_cont) {
             uint32_t cont = g->kids[n->item + k];
             c += minlen_at(g, cont, f) + ord_extra(g, cont, f->ord);

@@ -358,6 +358,10 @@ static Matcher *matcher_alloc(const Grammar *g, const VocabTrie *t) {
 }
 
 Matcher *matcher_new(const Grammar *g, const VocabTrie *t) {
+    if (g->vocab && g->vocab != t) {
+        df_fail("the output constraint was counted for another vocabulary");
+        return NULL;
+    }
     Matcher *m = matcher_alloc(g, t);
     m->cur.n = 1;
     m->cur.t[0] = match_start(&m->ar);

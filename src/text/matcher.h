@@ -8,11 +8,13 @@
  *
  * Budget. matcher_mask takes the number of tokens that may still be generated, the chosen one
  * included (min(max_tokens left, context left)). It then allows only tokens after which the
- * match can still be completed within the rest of the budget, counting one token per byte or
- * marker (every byte is a token of its own: vocab_trie.h), so as long as the first mask's
- * budget was at least matcher_min_tokens, some token is always allowed and the reply always
- * ends, complete, within the budget: close to the limit the mask narrows to tokens that make
- * progress toward the end. With a negative budget no such promise is made (a model may write
+ * match can still be completed within the rest of the budget. The count is an upper bound on
+ * the fewest tokens: literal text (chat markup, member names, enum values) costs the fewest
+ * tokens that spell it, anything else one token per byte (every byte is a token of its own:
+ * vocab_trie.h); every step along a cheapest completion lowers it by exactly one. So as long as
+ * the first mask's budget was at least matcher_min_tokens, some token is always allowed and
+ * the reply always ends, complete, within the budget: close to the limit the mask narrows to
+ * tokens that make progress toward the end. With a negative budget no such promise is made (a model may write
  * inside a string forever).
  *
  * Cost. Allowed tokens are found by walking the vocabulary trie with the match state, skipping
@@ -34,7 +36,8 @@
 
 typedef struct Matcher Matcher;
 
-/* A matcher at the start of the grammar. g must have passed grammar_finish. */
+/* A matcher at the start of the grammar. g must have passed grammar_finish, for t or for no
+ * vocabulary; NULL with a message when it was finished for another one. */
 Matcher *matcher_new(const Grammar *g, const VocabTrie *t);
 void matcher_free(Matcher *m);
 /* An independent copy of the state (for a second sequence, or to try tokens ahead); the

@@ -191,7 +191,7 @@ int reply_grammar(const ReplySpec *spec, Grammar **out) {
         kids[n++] = tc == TC_AUTO ? gb_repeat(g, x, 0, 1, (GSpan){0, 0}, (GSpan){0, 0}, (GSpan){0, 0}, 0) : x;
     }
     kids[n++] = chat_lit(g, CLOSE "message" SEP EOM);
-    if (!rc) rc = grammar_finish(g, gb_seq(g, kids, n), rf == RF_TEXT ? "tools" : "response_format");
+    if (!rc) rc = grammar_finish(g, gb_seq(g, kids, n), rf == RF_TEXT ? "tools" : "response_format", spec->vocab);
     if (rc) {
         grammar_free(g);
         return -1;
@@ -200,14 +200,14 @@ int reply_grammar(const ReplySpec *spec, Grammar **out) {
     return 0;
 }
 
-int json_grammar(const json_t *schema, int strict, const char *where, Grammar **out) {
+int json_grammar(const json_t *schema, int strict, const char *where, const struct VocabTrie *vocab, Grammar **out) {
     Grammar *g = grammar_new();
     uint32_t kids[2];
     int rc = 0;
     if (schema) rc = jsonschema_value(g, schema, strict, where, &kids[0]);
     else kids[0] = jsonschema_any_object(g);
     kids[1] = chat_lit(g, EOM);
-    if (!rc) rc = grammar_finish(g, gb_seq(g, kids, 2), where);
+    if (!rc) rc = grammar_finish(g, gb_seq(g, kids, 2), where, vocab);
     if (rc) {
         grammar_free(g);
         *out = NULL;

@@ -29,7 +29,10 @@
 
 #include "text/grammar.h"
 
+struct VocabTrie;
+
 typedef struct {
+    const struct VocabTrie *vocab; /* the vocabulary replies are decoded in (budgets count its tokens) */
     const json_t *response_format; /* the request's object, or NULL */
     const json_t *tools;           /* the request's array, or NULL */
     const json_t *tool_choice;     /* the request's value, or NULL */
@@ -44,7 +47,8 @@ typedef struct {
 int reply_grammar(const ReplySpec *spec, Grammar **out);
 
 /* A bare JSON value (schema NULL: any object) followed by <|end_of_msg|>, with no chat
- * structure around it. Returns 0 and *out, or -1 with a message prefixed by where. */
-int json_grammar(const json_t *schema, int strict, const char *where, Grammar **out);
+ * structure around it, for matchers on vocab. Returns 0 and *out, or -1 with a message
+ * prefixed by where. */
+int json_grammar(const json_t *schema, int strict, const char *where, const struct VocabTrie *vocab, Grammar **out);
 
 #endif

@@ -95,6 +95,7 @@ VocabTrie *vocab_trie_build(int n_ids, const uint8_t *const *bytes, const size_t
     }
     for (size_t d = prev_len; d > 0; d--) t->end[path[d]] = t->n_nodes;
     t->end[0] = t->n_nodes;
+    for (uint32_t c = 1; c < t->n_nodes; c = t->end[c]) t->root_child[t->byte[c]] = c;
     free(refs), free(path);
     return t;
 }
@@ -120,6 +121,25 @@ void vocab_trie_free(VocabTrie *t) {
     if (!t) return;
     free(t->byte), free(t->depth), free(t->end), free(t->parent), free(t->token), free(t->same), free(t->node_of);
     free(t);
+}
+
+/* The child of node i for byte b, or 0 (children are the subtrees following i in preorder). */
+static uint32_t child(const VocabTrie *t, uint32_t i, uint8_t b) {
+    if (i == 0) return t->root_child[b];
+    for (uint32_t c = i + 1; c < t->end[i]; c = t->end[c])
+        if (t->byte[c] == b) return c;
+    return 0;
+}
+
+void vocab_trie_spell(const VocabTrie *t, const GUnit *u, uint32_t n, uint32_t *cost) {
+    cost[n] = 0;
+    for (uint32_t k = n; k-- > 0;) {
+        cost[k] = 1 + cost[k + 1]; /* the unit alone: a marker, or the byte's own token */
+        if (GU_IS_MARKER(u[k])) continue;
+        uint32_t node = 0;
+        for (uint32_t j = k; j < n && !GU_IS_MARKER(u[j]) && (node = child(t, node, (uint8_t)u[j])); j++)
+            if (t->token[node] >= 0 && 1 + cost[j + 1] < cost[k]) cost[k] = 1 + cost[j + 1];
+    }
 }
 
 size_t vocab_trie_prefix(const VocabTrie *t, uint32_t i, uint8_t *out) {

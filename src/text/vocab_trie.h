@@ -30,6 +30,7 @@ typedef struct VocabTrie {
     int n_ids;         /* vocabulary size: token ids are 0..n_ids-1 */
     uint32_t max_len;  /* longest token, in bytes */
     int32_t marker[GM_N]; /* token id of each chat marker, or -1 */
+    uint32_t root_child[256]; /* node of each single byte */
 } VocabTrie;
 
 /* The trie of a loaded tokenizer: its mergeable tokens, and its chat markers by spelling.
@@ -43,6 +44,9 @@ VocabTrie *vocab_trie_build(int n_ids, const uint8_t *const *bytes, const size_t
                             const int32_t marker[GM_N]);
 
 void vocab_trie_free(VocabTrie *t);
+
+/* cost[k] = the fewest tokens that spell u[k..n) (a marker unit is one token), for k = 0..n. */
+void vocab_trie_spell(const VocabTrie *t, const GUnit *u, uint32_t n, uint32_t *cost);
 
 /* The bytes of the prefix of node i, written to out (room for t->max_len); returns the length. */
 size_t vocab_trie_prefix(const VocabTrie *t, uint32_t i, uint8_t *out);

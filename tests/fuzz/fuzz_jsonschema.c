@@ -68,10 +68,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     json_t *j = json_loadb((const char *)data + 1, size - 1, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, NULL);
     if (!j) return 0;
     Grammar *g = NULL;
-    if (mode % 3 == 0) json_grammar(j, mode & 4, "schema", &g);
+    if (mode % 3 == 0) json_grammar(j, mode & 4, "schema", mode & 32 ? trie : NULL, &g);
     else {
         json_t *required = json_string("required");
-        ReplySpec spec = {mode % 3 == 2 ? j : NULL, mode % 3 == 1 ? j : NULL, mode % 3 == 1 ? required : NULL, mode & 8 ? 0 : 1,
+        ReplySpec spec = {mode & 32 ? trie : NULL, mode % 3 == 2 ? j : NULL, mode % 3 == 1 ? j : NULL, mode % 3 == 1 ? required : NULL, mode & 8 ? 0 : 1,
                           mode & 16 ? 1 : 0};
         reply_grammar(&spec, &g);
         json_decref(required);

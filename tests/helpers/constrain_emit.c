@@ -18,19 +18,19 @@
 #include "text/reply_grammar.h"
 #include "text/xtml.h"
 
-static Grammar *grammar_for(const json_t *req, int *thinking) {
+static Grammar *grammar_for(const json_t *req, const VocabTrie *trie, int *thinking) {
     Grammar *g = NULL;
     const json_t *reply = json_object_get(req, "reply");
     *thinking = json_is_true(json_object_get(req, "thinking"));
     int rc;
     if (reply) {
         const json_t *par = json_object_get(reply, "parallel_tool_calls");
-        ReplySpec spec = {json_object_get(reply, "response_format"), json_object_get(reply, "tools"),
+        ReplySpec spec = {trie, json_object_get(reply, "response_format"), json_object_get(reply, "tools"),
                           json_object_get(reply, "tool_choice"), !json_is_false(par), *thinking};
         rc = reply_grammar(&spec, &g);
         if (!rc && !g) rc = df_fail("nothing to constrain");
     } else
-        rc = json_grammar(json_object_get(req, "schema"), json_is_true(json_object_get(req, "strict")), "schema", &g);
+        rc = json_grammar(json_object_get(req, "schema"), json_is_true(json_object_get(req, "strict")), "schema", trie, &g);
     if (rc) {
         json_t *err = json_pack("{s:s}", "error", df_errmsg());
         char *line = json_dumps(err, JSON_COMPACT);
@@ -83,9 +83,9 @@ int main(void) {
     int64_t budget = json_integer_value(json_object_get(req, "budget"));
     int vocab = (int)json_integer_value(json_object_get(req, "vocab"));
     uint64_t seed = (uint64_t)json_integer_value(json_object_get(req, "seed"));
-    Grammar *g = grammar_for(req, &thinking);
     Tokenizer *tok = fixture_tricky(vocab >= 256 ? vocab : 2000);
     VocabTrie *trie = fixture_trie(tok);
+    Grammar *g = grammar_for(req, trie, &thinking);
     for (int w = 0; w < walks; w++) {
         Rng rng;
         rng_seed(&rng, seed + (uint64_t)w);

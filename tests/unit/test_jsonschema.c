@@ -20,7 +20,7 @@ static int compile_text(const char *text, int strict) {
         exit(2);
     }
     Grammar *g;
-    int rc = json_grammar(s, strict, "schema", &g);
+    int rc = json_grammar(s, strict, "schema", NULL, &g);
     grammar_free(g);
     json_decref(s);
     return rc;

@@ -49,9 +49,11 @@ static json_t *load(const char *text) {
     return j;
 }
 
-static Grammar *grammar_of(const json_t *schema) {
+/* The grammar of a schema, its lengths counted in the fixture vocabulary's tokens (or one
+ * token per unit with vocab NULL). */
+static Grammar *grammar_in(const json_t *schema, const VocabTrie *vocab) {
     Grammar *g;
-    if (json_grammar(schema, 0, "schema", &g)) {
+    if (json_grammar(schema, 0, "schema", vocab, &g)) {
         fprintf(stderr, "json_grammar: %s\n", df_errmsg());
         exit(2);
     }
@@ -65,14 +67,16 @@ typedef struct {
     int64_t least;
 } Compiled;
 
-static Compiled compiled(size_t s) {
+static Compiled compiled_in(size_t s, const VocabTrie *vocab) {
     Compiled c = {load(schemas[s]), NULL, 0};
-    c.g = grammar_of(c.schema);
-    Matcher *m = matcher_new(c.g, trie);
+    c.g = grammar_in(c.schema, vocab);
+    Matcher *m = matcher_new(c.g, vocab ? vocab : trie);
     c.least = matcher_min_tokens(m);
     matcher_free(m);
     return c;
 }
+
+static Compiled compiled(size_t s) { return compiled_in(s, trie); }
 
 static void compiled_free(Compiled *c) {
     grammar_free(c->g);
@@ -207,20 +211,26 @@ static void walks_finish_valid_within_their_budget(void) {
     }
 }
 
-/* With a budget of exactly matcher_min_tokens and only one-byte tokens, a walk takes exactly
- * that many tokens: the count is neither short (the walk would be stuck) nor long (it would
- * finish early). */
+/* Counted one token per unit, with a budget of exactly matcher_min_tokens and only one-byte
+ * tokens, a walk takes exactly that many tokens: the count is neither short (the walk would be
+ * stuck) nor long (it would finish early). Counted in the vocabulary's tokens (literals cost
+ * their cheapest spelling), the count is smaller and a walk of any allowed tokens still always
+ * finishes within it. */
 static void tokens_left_are_counted_exactly(void) {
     for (size_t s = 0; s < N_SCHEMAS; s++) {
-        Compiled c = compiled(s);
+        Compiled units = compiled_in(s, NULL), tokens = compiled(s);
+        CHECK(tokens.least <= units.least);
         for (int seed = 0; seed < 4; seed++) {
             int steps;
-            char *text = walk(c.g, c.least, 31 * s + seed, PICK_UNIFORM, 1, &steps);
-            CHECK_MSG(text && steps == c.least, "schema %zu: %s after %d tokens, budget %lld", s, text ? "done" : "stuck",
-                      steps, (long long)c.least);
+            char *text = walk(units.g, units.least, 31 * s + seed, PICK_UNIFORM, 1, &steps);
+            CHECK_MSG(text && steps == units.least, "schema %zu: %s after %d units, budget %lld", s,
+                      text ? "done" : "stuck", steps, (long long)units.least);
+            free(text);
+            text = walk(tokens.g, tokens.least, 31 * s + seed, seed & 1 ? PICK_RANDOM_LOGITS : PICK_UNIFORM, 0, &steps);
+            CHECK_MSG(text, "schema %zu: stuck after %d tokens, budget %lld", s, steps, (long long)tokens.least);
             free(text);
         }
-        compiled_free(&c);
+        compiled_free(&units), compiled_free(&tokens);
     }
 }
 
@@ -270,7 +280,7 @@ static int accepts_bytes(Matcher *m, const char *bytes) {
 
 static void strings_take_utf8_only_and_the_escape_policy(void) {
     json_t *schema = load("{\"type\":\"string\"}");
-    Grammar *g = grammar_of(schema);
+    Grammar *g = grammar_in(schema, trie);
     static const struct {
         const char *text;
         int ok;
@@ -299,9 +309,47 @@ static void strings_take_utf8_only_and_the_escape_policy(void) {
 }
 
 /* The stop token is refused until the value is complete, then it is the only way on. */
+/* A literal costs the fewest tokens that spell it; markers are one token each. */
+static void literals_cost_their_cheapest_spelling(void) {
+    static const char *const words[] = {"ab", "abc", "cd", "abcde"};
+    enum { N = 256 + 4 + 1 };
+    static uint8_t singles[256];
+    const uint8_t *bytes[N];
+    size_t lens[N];
+    uint8_t special[N] = {0};
+    for (int b = 0; b < 256; b++) singles[b] = (uint8_t)b, bytes[b] = &singles[b], lens[b] = 1;
+    for (int i = 0; i < 4; i++) bytes[256 + i] = (const uint8_t *)words[i], lens[256 + i] = strlen(words[i]);
+    bytes[260] = (const uint8_t *)"<m>", lens[260] = 3, special[260] = 1;
+    int32_t markers[GM_N] = {260, -1, -1, -1};
+    VocabTrie *t = vocab_trie_build(N, bytes, lens, special, markers);
+    GUnit u[] = {'a', 'b', 'c', 'd', GU_MARKER(GM_OPEN), 'a', 'b', 'c', 'd', 'e', 'x'};
+    uint32_t cost[12];
+    vocab_trie_spell(t, u, 11, cost);
+    /* abcd = ab+cd (2), the marker (1), abcde (1), x (1); from 'c': cd (1) */
+    CHECK_MSG(cost[0] == 5 && cost[2] == 4 && cost[4] == 3 && cost[5] == 2 && cost[10] == 1 && cost[11] == 0,
+              "%u %u %u %u %u %u", cost[0], cost[2], cost[4], cost[5], cost[10], cost[11]);
+    vocab_trie_free(t);
+}
+
+/* A grammar counted in one vocabulary's tokens is refused for another. */
+static void a_grammar_serves_the_vocabulary_it_was_counted_for(void) {
+    const char *dir;
+    Tokenizer *other = fixture_synth(300, &dir);
+    VocabTrie *t = fixture_trie(other);
+    Compiled c = compiled(0);
+    CHECK(matcher_new(c.g, t) == NULL && strstr(df_errmsg(), "another vocabulary"));
+    Compiled any = compiled_in(0, NULL); /* counted per unit: any vocabulary */
+    Matcher *m = matcher_new(any.g, t);
+    CHECK(m != NULL);
+    matcher_free(m);
+    compiled_free(&c), compiled_free(&any);
+    vocab_trie_free(t);
+    tok_free(other);
+}
+
 static void the_stop_token_comes_exactly_at_the_end(void) {
     json_t *schema = load("{\"type\":\"integer\"}");
-    Grammar *g = grammar_of(schema);
+    Grammar *g = grammar_in(schema, trie);
     Matcher *m = matcher_new(g, trie);
     uint64_t *bits = malloc(matcher_mask_words(m) * sizeof *bits);
     matcher_mask(m, -1, bits);
@@ -331,14 +379,14 @@ static void k3_sized_vocabulary_walks_validate(void) {
     VocabTrie *t = fixture_trie(big);
     int32_t stop = tok_special_id(big, "<|end_of_msg|>");
     for (size_t s = 0; s < N_SCHEMAS; s += 3) {
-        Compiled c = compiled(s);
+        Compiled c = compiled_in(s, t);
         Matcher *m = matcher_new(c.g, t);
         uint64_t *bits = malloc(matcher_mask_words(m) * sizeof *bits);
         Rng rng;
         rng_seed(&rng, s);
         StrBuf out = {0};
         sb_add(&out, "", 0);
-        int budget = 80;
+        int budget = (int)c.least + 60;
         for (int k = 0; k < budget && !matcher_done(m); k++) {
             int n = matcher_mask(m, budget - k, bits);
             if (k % 20 == 3) { /* the trie walk and its cache agree with stepping each token directly */
@@ -373,6 +421,8 @@ int main(void) {
     RUN(budget_masks_keep_exactly_what_can_still_finish);
     RUN(strings_take_utf8_only_and_the_escape_policy);
     RUN(the_stop_token_comes_exactly_at_the_end);
+    RUN(literals_cost_their_cheapest_spelling);
+    RUN(a_grammar_serves_the_vocabulary_it_was_counted_for);
     RUN(k3_sized_vocabulary_walks_validate);
     vocab_trie_free(trie);
     tok_free(tok);

@@ -67,7 +67,7 @@ typedef struct {
 
 static Built build(const Case *c) {
     Built b = {load(tools_json), load(c->tool_choice), load(c->response_format), {0}, NULL};
-    b.spec = (ReplySpec){b.response_format, b.tools, b.tool_choice, c->parallel, c->thinking};
+    b.spec = (ReplySpec){trie, b.response_format, b.tools, b.tool_choice, c->parallel, c->thinking};
     if (reply_grammar(&b.spec, &b.g) || !b.g) {
         fprintf(stderr, "reply_grammar(%s): %s\n", c->name, df_errmsg());
         exit(2);
@@ -488,7 +488,7 @@ static void replies_parse_into_valid_tool_calls(void) {
 /* Without anything to enforce there is no grammar; refusals name the field. */
 static void requests_map_to_grammars_or_refusals(void) {
     json_t *tools = load(tools_json), *auto_choice = load("\"auto\""), *text_rf = load("{\"type\":\"text\"}");
-    ReplySpec spec = {text_rf, tools, auto_choice, 1, 1};
+    ReplySpec spec = {trie, text_rf, tools, auto_choice, 1, 1};
     Grammar *g = (Grammar *)1;
     CHECK(reply_grammar(&spec, &g) == 0 && g == NULL);
     static const struct {
@@ -519,7 +519,7 @@ static void requests_map_to_grammars_or_refusals(void) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         json_t *rf = load(bad[i].rf), *t = load(bad[i].tools), *tc = load(bad[i].tc);
-        ReplySpec s = {rf, t, tc, 1, 1};
+        ReplySpec s = {trie, rf, t, tc, 1, 1};
         g = NULL;
         int rc = reply_grammar(&s, &g);
         CHECK_MSG(rc == -1 && !g && !strncmp(df_errmsg(), bad[i].msg, strlen(bad[i].msg)), "case %zu: rc %d, '%s'", i, rc,
