@@ -14,8 +14,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
-# (again when the lock file changed since the last install: npm ci records it in node_modules)
-if [ -f tests/node/package.json ] && { [ ! -d tests/node/node_modules ] ||
-    [ tests/node/package-lock.json -nt tests/node/node_modules/.package-lock.json ]; }; then
+# (again when a dependency package.json declares is missing from node_modules)
+node_missing() {
+    [ ! -d tests/node/node_modules ] || (cd tests/node && node -e '
+        const deps = Object.keys(require("./package.json").dependencies || {});
+        process.exit(deps.every((d) => require("fs").existsSync("node_modules/" + d)) ? 1 : 0);')
+}
+if [ -f tests/node/package.json ] && node_missing; then
     (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
