@@ -497,7 +497,7 @@ void match_step(Arena *a, uint32_t t, GUnit u, Threads *out) {
 
 static uint32_t sat(uint64_t v) { return v >= GRAMMAR_INF ? GRAMMAR_INF : (uint32_t)v; }
 
-/* REPEAT: units to finish once `count` items are done; first: no item written yet. */
+/* REPEAT: tokens to finish once `count` items are done; first: no item written yet. */
 static uint64_t repeat_after(const Grammar *g, const GNode *n, const Frame *f, uint32_t count, int first) {
     uint64_t k = n->min > count ? n->min - count : 0, item = minlen_at(g, n->item, f);
     uint64_t v = span_cost(g, n->close, 0) + k * item + (k ? (first ? k - 1 : k) * span_cost(g, n->sep, 0) : 0);
@@ -518,7 +518,7 @@ static uint64_t repeat_rem(const Grammar *g, const GNode *n, const Frame *f) {
     }
 }
 
-/* MEMBERS: units to finish once members before i are passed; first: no member written yet. */
+/* MEMBERS: tokens to finish once members before i are passed; first: no member written yet. */
 static uint64_t members_after(const Grammar *g, const GNode *n, const Frame *f, uint32_t i, int first) {
     uint64_t v = span_cost(g, n->close, 0), req = 0;
     for (uint32_t k = i; k < n->n; k++) {
@@ -528,7 +528,7 @@ static uint64_t members_after(const Grammar *g, const GNode *n, const Frame *f, 
     return v + (req ? (first ? req - 1 : req) * span_cost(g, n->sep, 0) : 0);
 }
 
-/* Fewest units for one more member (whose key has `off` units matched, sharing member b's
+/* Fewest tokens for one more member (whose key has `off` units matched, sharing member b's
  * prefix) and everything after it. */
 static uint64_t members_one_more(const Grammar *g, const GNode *n, const Frame *f, uint32_t b, uint32_t off) {
     uint64_t best = GRAMMAR_INF;

@@ -62,9 +62,10 @@ void match_step(Arena *a, uint32_t t, GUnit u, Threads *out);
 /* Adds thread t to ts unless an identical one is there. */
 void threads_add(const Arena *a, Threads *ts, uint32_t t);
 
-/* Fewest units that finish the frame itself (its children already counted as done). */
+/* Fewest tokens that finish the frame itself (its children already counted as done): literals
+ * at their cheapest spelling (span_cost), anything else a token per unit. */
 uint32_t frame_rem(const Grammar *g, const Frame *f);
-/* Fewest units that finish thread t: the sum over its frames down to FR_DONE or FR_DETACHED. */
+/* Fewest tokens that finish thread t: the sum over its frames down to FR_DONE or FR_DETACHED. */
 uint32_t match_remaining(const Arena *a, uint32_t t);
 
 /* A frame's identity for caching what tokens do to it: the fields that decide what the frame

@@ -8,7 +8,7 @@
  *   - the tokens of the entry's "dependent" subtrees, where the frame ends and the rest of the
  *     token meets the frames below it, walked with the whole thread;
  *   - the chat markers, each tried with the whole thread.
- * The budget check needs the fewest units that finish the match after each token: for cached
+ * The budget check needs the fewest tokens that finish the match after each token: for cached
  * tokens that is the thread's count plus a change the entry records (its least and greatest),
  * so the whole set passes, or none does, or (near the end of the budget) the trie is walked
  * with the whole thread once. A string's entry ignores maxLength and records how many characters
@@ -30,7 +30,7 @@ typedef struct {
     uint32_t max_chars;
     uint32_t *deps;  /* trie nodes where the frame may end (preorder) */
     uint32_t n_deps, cap_deps;
-    int64_t dmin, dmax; /* change of the units left, over the tokens in bits */
+    int64_t dmin, dmax; /* change of the tokens needed, over the tokens in bits */
     uint32_t n_inside;
     uint64_t used;
     int valid;
@@ -55,7 +55,7 @@ typedef struct {
     uint64_t *bits;
     int64_t budget;     /* full walks: < 0 none */
     CacheEntry *entry;  /* cache walks: where inside tokens and dependent nodes go */
-    uint32_t rem_top;   /* cache walks: units left in the frame before the token */
+    uint32_t rem_top;   /* cache walks: tokens the frame needed before the token */
     uint32_t count0;    /* cache walks of a string: its characters before the token */
     int overflow;
 } Walk;
