@@ -11,6 +11,7 @@ INC     := -Isrc
 
 SRC      := $(shell find src -name '*.c' ! -name main.c | sort)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
+HELPER_SRC := $(wildcard tests/helpers/*.c)
 BENCH_SRC:= $(wildcard bench/*.c)
 TOOL_SRC := $(wildcard tools/*/*.c)
 
@@ -35,11 +36,12 @@ NVFLAGS := -std=c++17 -O3 --fmad=false -gencode=arch=compute_80,code=sm_80 -genc
 OBJ      := $(SRC:%.c=$(B)/obj/%.o) $(CU_OBJ)
 DEPS     := $(OBJ:.o=.d) $(B)/obj/src/main.d
 TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
+HELPERS  := $(HELPER_SRC:tests/helpers/%.c=$(B)/tests/helpers/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 TOOLS    := $(TOOL_SRC:tools/%.c=$(B)/tools/%)
 
 .PHONY: all asan cuda test demo clean deps check-layers
-all: $(B)/deltafin $(TESTS) $(BENCHES) $(TOOLS)
+all: $(B)/deltafin $(TESTS) $(HELPERS) $(BENCHES) $(TOOLS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -60,9 +62,15 @@ $(B)/tests/%: tests/unit/%.c tests/unit/check.h $(B)/libdeltafin.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itests/unit -o $@ $< $(B)/libdeltafin.a $(LIBS)
 
+# programs the Node tests run (not tests themselves)
+$(B)/tests/helpers/%: tests/helpers/%.c tests/unit/check.h $(B)/libdeltafin.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itests/unit -o $@ $< $(B)/libdeltafin.a $(LIBS)
+
+# (benchmarks may use the tests' fixtures: scratch vocabularies, random-weight-like picks)
 $(B)/bench/%: bench/%.c $(B)/libdeltafin.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -o $@ $< $(B)/libdeltafin.a $(LIBS)
+	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itests/unit -o $@ $< $(B)/libdeltafin.a $(LIBS)
 
 # The data tools (tools/*/): training the tokenizer and encoding the training data (tools/corpus/README.md).
 $(B)/tools/%: tools/%.c tools/jsonl.h $(B)/libdeltafin.a

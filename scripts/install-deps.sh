@@ -14,6 +14,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
-if [ -f tests/node/package.json ] && [ ! -d tests/node/node_modules ]; then
+# (again when a dependency package.json declares is missing from node_modules)
+node_missing() {
+    [ ! -d tests/node/node_modules ] || (cd tests/node && node -e '
+        const deps = Object.keys(require("./package.json").dependencies || {});
+        process.exit(deps.every((d) => require("fs").existsSync("node_modules/" + d)) ? 1 : 0);')
+}
+if [ -f tests/node/package.json ] && node_missing; then
     (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
