@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "cli/die.h"
 #include "constrain_fixture.h"
 #include "text/reply_grammar.h"
 
