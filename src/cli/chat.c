@@ -21,6 +21,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/sample_args.h"
 #include "engine/engine.h"
 #include "engine/session.h"
 #include "serve/reply.h"
@@ -55,6 +56,8 @@ typedef struct {
     TokIds tail;        /* tokens that close the last reply, fed at the start of the next turn */
     TokIds unanswered;  /* the last turn stopped during its prefill: its prompt without the
                          * generation prompt (the State holds a prefix of it); else empty */
+    Sampler sampler;    /* --temperature ...: the sampled choice */
+    int sampling;       /* 0: greedy */
 } Chat;
 
 /* Reads one line (without the newline) into line. 1: got a line; 0: end of input; -1: Ctrl-C. */
@@ -143,9 +146,13 @@ typedef struct {
 
 /* Generates and shows the answer after the prefill. Returns 0 or -1 with a message. */
 static int answer(Chat *c, Reply *reply, Answer *a) {
+    Sampler *sm = c->sampling ? &c->sampler : NULL;
+    if (sm) sampler_restart(sm); /* penalties count this answer's tokens */
     while (c->max_new < 0 || a->generated < c->max_new) {
         int more = c->max_new < 0 ? -1 : (int)(c->max_new - a->generated - 1);
-        int tok, r = session_next(&c->s, &tok, more, cancelled, NULL);
+        /* each turn draws from its own stretch of positions, so turns do not repeat each other */
+        uint64_t pos = ((uint64_t)c->turn << 32) + (uint64_t)a->generated;
+        int tok, r = session_next(&c->s, sm, pos, &tok, NULL, more, cancelled, NULL);
         if (r) {
             a->full = r == 1;
             if (r < 0) return -1;
@@ -158,6 +165,7 @@ static int answer(Chat *c, Reply *reply, Answer *a) {
             a->done = 1;
             return 0;
         }
+        if (sm) sampler_accept(sm, tok);
         a->generated++;
     }
     ReplyDelta d;
@@ -290,7 +298,7 @@ int cmd_chat(const Settings *set, int argc, char **argv) {
     Chat c;
     memset(&c, 0, sizeof c);
     int64_t max_new = -1;
-    ArgSpec specs[] = {
+    ArgSpec specs[6 + SAMPLE_ARG_SPECS] = {
         {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
         {"system", ARG_STR, &system, "a system message that opens the conversation"},
         {"show-thinking", ARG_FLAG, &c.show_thinking, "show the model's thinking (hidden by default)"},
@@ -298,10 +306,15 @@ int cmd_chat(const Settings *set, int argc, char **argv) {
         {"max-new", ARG_INT, &max_new, "most tokens per answer (default: until the answer ends)"},
         {"stats", ARG_FLAG, &c.stats, "print token counts and speed after each answer"},
     };
+    SampleArgs sargs;
+    sample_args_specs(&sargs, specs + 6);
     const char *pos[1];
     int n_pos;
-    if (args_parse(argc, argv, specs, 6, pos, 0, &n_pos, "deltafin chat [--model DIR] [--show-thinking] [--stats]"))
+    if (args_parse(argc, argv, specs, 6 + SAMPLE_ARG_SPECS, pos, 0, &n_pos,
+                   "deltafin chat [--model DIR] [--show-thinking] [--stats] [--temperature T ...]"))
         df_die("%s", df_errmsg());
+    SampleParams sp;
+    c.sampling = sample_args_finish(&sargs, &sp, stderr);
     if (max_new < -1 || max_new > (1 << 24)) df_die("chat: --max-new must be 1..16777216");
     if (effort && strcmp(effort, "low") && strcmp(effort, "high") && strcmp(effort, "max"))
         df_die("chat: --effort must be low, high or max, not '%s'", effort);
@@ -310,6 +323,7 @@ int cmd_chat(const Settings *set, int argc, char **argv) {
     engine_print_settings(&c.e, stderr);
     if (!(c.tok = tok_load(c.e.cat.dir))) df_die("%s", df_errmsg());
     session_init(&c.s, &c.e);
+    if (c.sampling && sampler_init(&c.sampler, &sp, c.e.cat.cfg.vocab)) df_die("%s", df_errmsg());
     c.xo = (XtmlOptions)XTML_OPTIONS_DEFAULT;
     c.xo.effort = effort;
     c.tty = isatty(STDOUT_FILENO);
@@ -327,6 +341,7 @@ int cmd_chat(const Settings *set, int argc, char **argv) {
     tokids_free(&c.tail);
     tokids_free(&c.unanswered);
     session_free(&c.s);
+    if (c.sampling) sampler_free(&c.sampler);
     tok_free(c.tok);
     engine_close(&c.e);
     return 0;

@@ -13,6 +13,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/sample_args.h"
 #include "cli/token_list.h"
 #include "engine/stats.h"
 #include "text/utf8stream.h"
@@ -132,7 +133,7 @@ int cmd_run(const Settings *set, int argc, char **argv) {
     const char *model = NULL, *tokens = NULL, *text = NULL, *stats_json = NULL;
     int64_t max_new = -1, chunk = MODEL_MAX_CHUNK;
     int stats = 0, chat = 0;
-    ArgSpec specs[] = {
+    ArgSpec specs[8 + SAMPLE_ARG_SPECS] = {
         {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
         {"tokens", ARG_STR, &tokens, "prompt as token ids, space-separated (output: ids)"},
         {"prompt", ARG_STR, &text, "prompt text (output: text)"},
@@ -142,10 +143,15 @@ int cmd_run(const Settings *set, int argc, char **argv) {
         {"stats", ARG_FLAG, &stats, "print speed and a per-phase breakdown"},
         {"stats-json", ARG_STR, &stats_json, "write the ids and the --stats numbers as JSON to FILE (for bench)"},
     };
+    SampleArgs sargs;
+    sample_args_specs(&sargs, specs + 8);
     const char *pos[1];
     int n_pos;
-    if (args_parse(argc, argv, specs, 8, pos, 0, &n_pos, "deltafin run --model DIR (--prompt TEXT [--chat] | --tokens IDS)"))
+    if (args_parse(argc, argv, specs, 8 + SAMPLE_ARG_SPECS, pos, 0, &n_pos,
+                   "deltafin run --model DIR (--prompt TEXT [--chat] | --tokens IDS) [--temperature T ...]"))
         df_die("%s", df_errmsg());
+    SampleParams sp;
+    int sampling = sample_args_finish(&sargs, &sp, stderr);
     if (!tokens == !text) df_die("run: give the prompt with exactly one of --prompt and --tokens");
     if (chat && !text) df_die("run: --chat needs --prompt");
     if (max_new < -1 || max_new > (1 << 24)) df_die("run: --max-new must be 0..16777216");
@@ -165,7 +171,9 @@ int cmd_run(const Settings *set, int argc, char **argv) {
     Session s;
     session_init(&s, &e);
     s.chunk = (int)chunk;
-    GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, interrupted, NULL};
+    Sampler sampler;
+    if (sampling && sampler_init(&sampler, &sp, e.cat.cfg.vocab)) df_die("%s", df_errmsg());
+    GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, interrupted, NULL, sampling ? &sampler : NULL};
     GenResult res;
     int rc = generate(&s, ids, (size_t)n, &opt, print_token, &pr, &res);
     finish_output(&pr);
@@ -174,6 +182,7 @@ int cmd_run(const Settings *set, int argc, char **argv) {
     if (stats) generate_print_stats(&e, &res, stderr);
     if (stats_json) write_stats_json(&e, &res, &pr, stats_json);
     session_free(&s);
+    if (sampling) sampler_free(&sampler);
     free(ids);
     free(pr.ids);
     xtml_parser_free(pr.chat);

@@ -51,6 +51,15 @@ static int check_effort(const char *v, const char **stored) {
     return check_named(v, names, 3);
 }
 
+/* A key a client can send in a header: up to 512 visible ASCII characters, no spaces. */
+static int check_key(const char *v, const char **stored) {
+    *stored = v;
+    if (strlen(v) > 512) return df_fail("longer than 512 characters");
+    for (const char *p = v; *p; p++)
+        if (*p <= ' ' || *p > '~') return df_fail("only visible ASCII characters (no spaces) may be used in a key");
+    return 0;
+}
+
 static int check_kernels(const char *v, const char **stored) {
     static const char *const names[] = {"auto", "avx512", "avx2", "portable"};
     *stored = v;
@@ -142,8 +151,8 @@ static const Setting table[] = {
      .help = "exact replay cache for identical server requests (0 disables)"},
     {.name = "K3_PROMPT_SNAPSHOT", .kind = SET_BOOL, .offset = F(prompt_snapshot), .def = "1",
      .help = "server: keep a copy of the decode state at the end of each prompt (0 disables)"},
-    {.name = "DELTAFIN_API_KEY", .kind = SET_TEXT, .offset = F(api_key), .what = "a key", .def_text = "none", .secret = 1,
-     .help = "serve: require 'Authorization: Bearer KEY'"},
+    {.name = "DELTAFIN_API_KEY", .kind = SET_TEXT, .offset = F(api_key), .check = check_key, .what = "a key", .def_text = "none",
+     .secret = 1, .nonempty = 1, .help = "serve: require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (set but empty is refused)"},
     {.name = "K3_REASONING_EFFORT", .kind = SET_TEXT, .offset = F(effort), .check = check_effort, .what = "an effort", .def_text = "max",
      .help = "chat thinking effort (low, high, max)"},
     {.name = "K3_A_LOG", .kind = SET_CHOICE, .offset = F(engine.a_log), .choices = a_logs, .what = "an indexing", .def = "per-head",
@@ -258,6 +267,8 @@ int settings_from_env(Settings *s) {
     settings_defaults(s);
     for (size_t i = 0; i < N_SETTINGS; i++) {
         const char *v = getenv(table[i].name);
+        if (v && !*v && table[i].nonempty)
+            return df_fail("%s is set but empty: give %s, or unset it", table[i].name, table[i].what);
         if (v && *v && settings_set(s, &table[i], v, table[i].name)) return -1;
     }
     return 0;

@@ -59,6 +59,8 @@ typedef struct {
     long long unset;          /* a numeric row's value without a default (the library's "decide
                                * yourself": 0, or -1 where 0 is a valid value) */
     int secret;               /* never printed (keys, tokens) */
+    int nonempty;             /* set but empty is an error, not the default (a key that would
+                               * otherwise silently turn authentication off) */
     const char *help;
 } Setting;
 
@@ -69,8 +71,8 @@ const Setting *settings_find(const char *name);
 
 /* Every setting at its default. */
 void settings_defaults(Settings *s);
-/* Defaults, then every variable that is set and not empty. Returns 0, or -1 with a message
- * naming the first bad one. */
+/* Defaults, then every variable that is set and not empty (set and empty is refused for the
+ * rows marked nonempty). Returns 0, or -1 with a message naming the first bad one. */
 int settings_from_env(Settings *s);
 /* Parses value for row into s. origin names the source in the message ("K3_THREADS",
  * "--threads"); an empty value means the default. Returns 0, or -1 with a message. */

@@ -5,11 +5,13 @@
 /* Hands out tokens until a check stops it; returns session_next's failure (-1) or 0. */
 static int decode(Session *s, const GenOptions *opt, TokenFn fn, void *ctx, GenResult *res) {
     while (res->generated < opt->max_new) {
-        int tok, rc = session_next(s, &tok, opt->max_new - res->generated - 1, opt->cancel, opt->cancel_ctx);
+        int tok, rc = session_next(s, opt->sampler, (uint64_t)res->generated, &tok, NULL, opt->max_new - res->generated - 1,
+                                   opt->cancel, opt->cancel_ctx);
         if (rc == 1) return res->hit_context = 1, 0;
         if (rc == 2) return res->interrupted = 1, 0;
         if (rc < 0) return -1;
         if (tok == opt->stop_token) return res->hit_stop = 1, 0;
+        if (opt->sampler) sampler_accept(opt->sampler, tok);
         res->generated++;
         if (fn(ctx, tok)) break;
     }

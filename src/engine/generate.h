@@ -1,4 +1,4 @@
-/* generate.h - a prompt and its greedy continuation through a Session: what `run` prints and
+/* generate.h - a prompt and its continuation (greedy, or sampled) through a Session: what `run` prints and
  * `bench` measures (each bench child is a `run`), on the same decode step as chat and the server.
  *
  * The emission checks run token by token whatever speculation did: cancel (before a token),
@@ -17,6 +17,7 @@ typedef struct {
     int stop_token;    /* stop (without emitting) at this id; -1 for none */
     CancelFn cancel;   /* polled between prefill chunks and before each token; NULL: never */
     void *cancel_ctx;
+    Sampler *sampler;  /* NULL: greedy; else its choice at each position (drafts verified with it) */
 } GenOptions;
 
 typedef struct {
@@ -29,7 +30,7 @@ typedef struct {
 } GenResult;
 
 /* Prefills prompt into the session (continuing what it holds when the prompt extends it) and
- * decodes greedily with the session's speculation. Afterwards the session's State holds exactly
+ * decodes (greedily, or with opt->sampler) with the session's speculation. Afterwards the session's State holds exactly
  * the prompt and the tokens emitted before the last one (session_settle), as plain decoding
  * would leave it. Returns 0 (also when cancelled: res->interrupted), or -1 with a message. */
 int generate(Session *s, const int32_t *prompt, size_t n_prompt, const GenOptions *opt, TokenFn fn, void *ctx,

@@ -120,34 +120,61 @@ static int feed(Session *s, const int32_t *toks, size_t n, CancelFn cancel, void
     return engine_feed(s->e, s->st, toks, n, &o);
 }
 
-int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel, void *ctx, size_t *reused) {
-    double t0 = engine_now();
+size_t session_reusable(const Session *s, const int32_t *prompt, size_t n) {
+    size_t live = covered(&s->held, prompt, n), snap = s->snap ? covered(&s->snap_held, prompt, n) : 0;
+    return live > snap ? live : snap;
+}
+
+int session_begin_prompt(Session *s, const int32_t *prompt, size_t n, size_t *reused) {
     if (n == 0) return df_fail("the prompt is empty");
     if (n > (size_t)s->e->max_context)
         return df_fail("the prompt's %zu tokens exceed the context limit of %d", n, s->e->max_context);
     s->pending = -1;
+    s->sampler = NULL;
+    if (reuse(s, prompt, n, reused)) return -1;
+    settle(s);
+    return 0;
+}
+
+int session_end_prompt(Session *s) {
+    if (!s->snap) return 0; /* the State was just settled and fed: it holds exactly the prompt */
+    if (state_copy_from(s->snap, s->st, (int)shared_prefix(&s->snap_held, &s->held))) return session_reset(s), -1;
+    copy_ids(&s->snap_held, &s->held);
+    return 0;
+}
+
+int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel, void *ctx, size_t *reused) {
+    double t0 = engine_now();
     size_t common;
-    if (reuse(s, prompt, n, &common)) return -1;
+    if (session_begin_prompt(s, prompt, n, &common)) return -1;
     if (reused) *reused = common;
     int rc = feed(s, prompt + common, n - common, cancel, ctx);
-    if (rc == 0 && s->snap) { /* the State was just settled and fed: it holds exactly the prompt */
-        rc = state_copy_from(s->snap, s->st, (int)shared_prefix(&s->snap_held, &s->held));
-        if (rc == 0) copy_ids(&s->snap_held, &s->held);
-    }
+    if (rc == 0) rc = session_end_prompt(s);
     if (rc < 0) session_reset(s);
     if (rc == 0) engine_profile_step(s->e, stderr);
     s->prefill_s += engine_now() - t0;
     return rc;
 }
 
+/* The choice for one row of logits (position: its token's place in the completion). */
+static int choose(Session *s, const float *row, uint64_t position, SampleInfo *info) {
+    if (!s->sampler) {
+        if (info) info->logprob = 0, info->n_top = 0;
+        return model_argmax(s->e->model, row);
+    }
+    return sampler_pick(s->sampler, row, NULL, position, info);
+}
+
 /* The one decode step: feeds tok, the last token handed out, and verifies after it in the same
- * pass a draft of at most `limit` tokens when speculation has one. Afterwards rows[0, ready)
- * predict the tokens after tok and after each accepted draft token (those are in the State,
- * uncommitted, until settle). */
+ * pass a draft of at most `limit` tokens when speculation has one (drafts are checked with the
+ * sampler's own choice at each row's position; with penalties, whose choice depends on the
+ * tokens before it, nothing is drafted). Afterwards rows[0, ready) predict the tokens after tok
+ * and after each accepted draft token (those are in the State, uncommitted, until settle). */
 static int decode_step(Session *s, int32_t tok, int limit) {
     const int V = s->e->cat.cfg.vocab;
     int in[MODEL_MAX_VERIFY] = {tok};
-    int d = spec_draft(&s->spec, s->held.v, (int)s->held.n, limit, in + 1);
+    int history_free = !s->sampler || !s->sampler->counts;
+    int d = history_free ? spec_draft(&s->spec, s->held.v, (int)s->held.n, limit, in + 1) : 0;
     s->spec.passes++;
     double t0 = engine_now();
     if (d == 0) {
@@ -157,7 +184,7 @@ static int decode_step(Session *s, int32_t tok, int limit) {
     } else {
         if (model_forward_verify(s->e->model, s->st, in, d + 1, s->rows)) return -1;
         int a = 0;
-        while (a < d && model_argmax(s->e->model, s->rows + (size_t)a * V) == in[a + 1]) a++;
+        while (a < d && choose(s, s->rows + (size_t)a * V, s->pending_pos + 1 + (uint64_t)a, NULL) == in[a + 1]) a++;
         spec_record(&s->spec, d, a, engine_now() - t0);
         s->ready = a + 1;
     }
@@ -197,16 +224,45 @@ static int commit(Session *s, int more) {
 
 int session_commit(Session *s) { return commit(s, -1); }
 
-int session_next(Session *s, int *tok, int more, CancelFn cancel, void *ctx) {
+int session_batch_token(Session *s) {
+    if (s->pending < 0 || s->at + 1 < s->ready) return -1;
+    settle(s);
+    int tok = s->pending;
+    s->pending = -1;
+    return tok;
+}
+
+void session_batch_fed(Session *s, const int32_t *toks, int n, const float *row) {
+    for (int i = 0; i < n; i++) tokids_push(&s->held, toks[i]);
+    memcpy(s->rows, row, sizeof *s->rows * (size_t)s->e->cat.cfg.vocab);
+    s->ready = 1, s->at = 0;
+    s->have_logits = 1;
+}
+
+int session_pick(Session *s, Sampler *sm, const uint64_t *mask, uint64_t position, int *tok, SampleInfo *info) {
+    if (!s->have_logits) return df_fail("session: nothing was fed before generating");
+    if (mask && !sm) return df_fail("session: a mask needs a sampler");
+    s->sampler = sm;
+    const float *row = s->rows + (size_t)s->at * s->e->cat.cfg.vocab;
+    *tok = mask ? sampler_pick(sm, row, mask, position, info) : choose(s, row, position, info);
+    if (*tok < 0) {
+        session_reset(s);
+        return -1;
+    }
+    s->pending = *tok;
+    s->pending_pos = position;
+    return 0;
+}
+
+int session_next(Session *s, Sampler *sm, uint64_t position, int *tok, SampleInfo *info, int more, CancelFn cancel,
+                 void *ctx) {
     if (cancel && cancel(ctx)) return 2;
     double t0 = engine_now();
     if (s->pending >= 0) {
         if ((int)s->held.n >= s->e->max_context) return 1;
         if (commit(s, more)) return -1;
     }
-    if (!s->have_logits) return df_fail("session: nothing was fed before generating");
-    *tok = model_argmax(s->e->model, s->rows + (size_t)s->at * s->e->cat.cfg.vocab);
-    s->pending = *tok;
+    int rc = session_pick(s, sm, NULL, position, tok, info);
     s->decode_s += engine_now() - t0;
-    return 0;
+    return rc;
 }

@@ -3,7 +3,8 @@
  * server). A prompt that extends the held tokens (the next turn of a conversation, a repeated
  * system prompt) only feeds its new suffix.
  *
- * Generation is lazy: session_next picks the greedy token from the last logits and feeds the
+ * Generation is lazy: session_next picks a token from the last logits (greedy, or through the
+ * caller's Sampler, engine/sampler.h) and feeds the
  * previously picked one first, so the token that ends a reply (a stop token, the last allowed
  * token, a cancelled step) is never fed and the held tokens stay exactly what the State saw.
  * Feeding a picked token may verify an n-gram draft after it (K3_SPEC, spec.h): the accepted
@@ -29,6 +30,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/sampler.h"
 #include "engine/spec.h"
 #include "text/tokids.h"
 
@@ -43,6 +45,8 @@ typedef struct {
     int have_logits;
     int pending;     /* picked but not yet fed, or -1 */
     int chunk;       /* prefill positions per forward (MODEL_MAX_CHUNK unless the caller changes it) */
+    Sampler *sampler; /* what picked the pending token (NULL: greedy), borrowed until the next pick */
+    uint64_t pending_pos; /* the pending token's position in its completion */
     Spec spec;
     double prefill_s, decode_s;
 } Session;
@@ -69,11 +73,37 @@ void session_keep_snapshots(Session *s);
  * the forward failed; reset). */
 int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel, void *ctx, size_t *reused);
 
-/* The next greedy token. more: the most tokens the caller may still take after this one (drafts
- * longer than that would be verified for nothing), or -1 for no limit. Returns 0 with *tok set,
- * 1 when the context is full (nothing picked), 2 when cancelled, or -1 with a message (the
- * session is reset). */
-int session_next(Session *s, int *tok, int more, CancelFn cancel, void *ctx);
+/* The next token, for position `position` of the completion: sm's choice (greedy when NULL)
+ * from the last logits; info (may be NULL) gets its log-probabilities (sampler.h). Drafts are
+ * verified with the same choice, so speculation never changes the tokens; with penalties (a
+ * choice that depends on the tokens before it) nothing is drafted. more: the most tokens the
+ * caller may still take after this one (drafts longer than that would be verified for
+ * nothing), or -1 for no limit. Returns 0 with *tok set, 1 when the context is full (nothing
+ * picked), 2 when cancelled, or -1 with a message (the session is reset). */
+int session_next(Session *s, Sampler *sm, uint64_t position, int *tok, SampleInfo *info, int more, CancelFn cancel,
+                 void *ctx);
+
+/* --- for a scheduler that feeds several Sessions in one pass (engine/scheduler.h) --- */
+
+/* Prompt tokens the Session (or its snapshot) already holds: what session_begin_prompt keeps. */
+size_t session_reusable(const Session *s, const int32_t *prompt, size_t n);
+/* session_prefill's first half: keeps the longest reusable prefix (*reused tokens) and drops
+ * any pending pick; the caller then feeds prompt[*reused..n) itself, recording each pass with
+ * session_batch_fed, and calls session_end_prompt. Returns 0, or -1 with a message (too long). */
+int session_begin_prompt(Session *s, const int32_t *prompt, size_t n, size_t *reused);
+/* The whole prompt is fed: keeps the prompt-boundary snapshot (when kept). Returns 0, or -1
+ * with a message (reset). */
+int session_end_prompt(Session *s);
+/* The token a pass must feed for this Session's next pick (its pending pick, consumed now), or
+ * -1 when none is pending or a verify pass already computed the next pick (session_next then
+ * needs no forward). */
+int session_batch_token(Session *s);
+/* A pass fed toks[0..n) to s->st; row: the logits of its last row. */
+void session_batch_fed(Session *s, const int32_t *toks, int n, const float *row);
+/* Picks the next token from the latest logits (sm NULL: greedy; mask: NULL or the permitted
+ * tokens, sampler.h, which needs sm); it becomes the pending pick. Returns 0, or -1 with a
+ * message (reset). */
+int session_pick(Session *s, Sampler *sm, const uint64_t *mask, uint64_t position, int *tok, SampleInfo *info);
 
 /* Feeds the picked-but-unfed token now (before appending more prompt text). Returns 0 or -1. */
 int session_commit(Session *s);

@@ -1,4 +1,5 @@
-/* endpoints.c - the models list and the two generation endpoints, whole and streamed. */
+/* endpoints.c - the models list, health, metrics and the generation endpoints (OpenAI's two and
+ * Anthropic's Messages), whole and streamed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,15 @@ enum MHD_Result endpoint_models(Req *q, int one) {
     return conn_respond(q, 200, body, "application/json", NULL, NULL);
 }
 
+enum MHD_Result endpoint_health(Req *q) {
+    return conn_respond(q, 200, df_strdup("{\"status\":\"ok\",\"model\":\"" SERVE_MODEL_ID "\"}"), "application/json", NULL, NULL);
+}
+
+enum MHD_Result endpoint_metrics(Req *q) {
+    char *text = metrics_text(q->srv);
+    return conn_respond(q, 200, text, "text/plain; version=0.0.4; charset=utf-8", NULL, NULL);
+}
+
 void endpoint_release(Req *q) {
     if (!q->holds_gate) return;
     q->holds_gate = 0;
@@ -35,15 +45,29 @@ void endpoint_release(Req *q) {
 
 static void count_finish(Req *q) {
     Server *srv = q->srv;
+    const Exchange *x = &q->x;
     pthread_mutex_lock(&srv->stats_mu);
-    srv->generations++;
-    srv->tokens += (uint64_t)q->x.completion;
-    if (q->x.from_memo) srv->memo_hits++;
+    srv->stats.generations++;
+    srv->stats.tokens += (uint64_t)x->completion;
+    srv->stats.prompt_tokens += x->prompt.n;
+    srv->stats.cached_tokens += x->reused;
+    if (x->from_memo) srv->stats.memo_hits++;
+    else {
+        srv->stats.prefill_s += x->prefill_s;
+        srv->stats.decode_s += x->model_s - x->prefill_s;
+        srv->stats.decode_tokens += x->completion > 1 ? (uint64_t)x->completion - 1 : 0; /* the first comes from the prefill */
+    }
     pthread_mutex_unlock(&srv->stats_mu);
 }
 
 static WireUsage usage_of(const Exchange *x) {
     return (WireUsage){(int)x->prompt.n, x->completion, (int)x->reused};
+}
+
+static AnthropicEnd end_of(const Exchange *x) {
+    AnthropicEnd end = {x->finish, NULL, 0};
+    if (x->stop_index >= 0) end.stop_sequence = x->stop.seq[x->stop_index], end.stop_len = x->stop.len[x->stop_index];
+    return end;
 }
 
 /* Tells the gate how far the generation is, for the Retry-After of those turned away. */
@@ -54,10 +78,21 @@ static void report_progress(Req *q) {
     gate_progress(&q->srv->gate, exchange_tokens_left(&q->x, &q->srv->env), decode, prefill);
 }
 
-static enum MHD_Result internal_error(Req *q, const char *what) {
-    ApiError err;
-    api_error(&err, 500, "server_error", NULL, NULL, "%s: %s", what, df_errmsg());
-    return conn_respond_error(q, &err);
+static void internal_error(ApiError *err, const char *what) {
+    api_error(err, 500, "server_error", NULL, NULL, "%s: %s", what, df_errmsg());
+}
+
+static char *whole_body(Req *q) {
+    const Exchange *x = &q->x;
+    WireUsage u = usage_of(x);
+    if (q->anthropic) {
+        AnthropicEnd end = end_of(x);
+        return anthropic_message(&x->head, x->reasoning.p, x->reasoning.n, x->content.p, x->content.n, exchange_tool_calls(x),
+                                 &end, &u);
+    }
+    WirePart p = {x->reasoning.p, x->content.p, x->reasoning.n, x->content.n, x->finish, exchange_tool_calls(x),
+                  x->lp_content, x->lp_reasoning, 0};
+    return wire_response(&x->head, &p, &u);
 }
 
 /* The whole answer at once. The client is polled between tokens: a hang-up stops the work. */
@@ -69,13 +104,13 @@ static enum MHD_Result answer_whole(Req *q) {
     endpoint_release(q);
     conn_reset_timeout(q);
     if (rc == 2) return MHD_NO; /* gone: close without an answer */
-    if (rc < 0) return internal_error(q, "generation failed");
+    if (rc < 0) {
+        ApiError err;
+        internal_error(&err, "generation failed");
+        return conn_respond_error(q, &err);
+    }
     count_finish(q);
-    WireUsage u = usage_of(&q->x);
-    const Exchange *x = &q->x;
-    char *body = wire_response(&x->head, x->reasoning.p, x->reasoning.n, x->content.p, x->content.n, x->finish,
-                               exchange_tool_calls(x), &u);
-    return conn_respond(q, 200, body, "application/json", NULL, NULL);
+    return conn_respond(q, 200, whole_body(q), "application/json", NULL, NULL);
 }
 
 static void sse_add(Req *q, char *event) {
@@ -83,21 +118,62 @@ static void sse_add(Req *q, char *event) {
     free(event);
 }
 
-/* Appends the next events of the stream; sets sse_state 2 after [DONE] is queued, or returns
- * -1 when the stream must be cut (client gone). */
+/* One step's text (and log-probabilities) as OpenAI chunk events. */
+static void openai_step(Req *q, const ReplyDelta *d) {
+    const Exchange *x = &q->x;
+    json_t *lp = NULL, *none = NULL;
+    if (x->lp_step) {
+        lp = json_pack("[O]", x->lp_step);
+        none = json_array();
+    }
+    if (!d->reasoning_len && !d->content_len && !lp) return;
+    WirePart p = {d->reasoning, d->content, d->reasoning_len, d->content_len, NULL, NULL, NULL, NULL, q->lp_offset};
+    if (lp) {
+        p.lp_content = x->lp_step_reasoning ? none : lp;
+        p.lp_reasoning = x->lp_step_reasoning ? lp : none;
+        q->lp_offset += wire_chars(json_object_get(x->lp_step, "token"));
+    }
+    sse_add(q, wire_chunk(&x->head, 0, &p, q->include_usage));
+    json_decref(lp), json_decref(none);
+}
+
+static void openai_end(Req *q) {
+    const Exchange *x = &q->x;
+    const json_t *calls = exchange_tool_calls(x);
+    if (calls) sse_add(q, wire_tool_chunk(&x->head, calls, q->include_usage));
+    WirePart p = {NULL, NULL, 0, 0, x->finish, NULL, NULL, NULL, 0};
+    sse_add(q, wire_chunk(&x->head, 0, &p, q->include_usage));
+    if (q->include_usage) {
+        WireUsage u = usage_of(x);
+        sse_add(q, wire_usage_chunk(&x->head, &u));
+    }
+    sb_adds(&q->sse, WIRE_DONE);
+}
+
+/* Appends the next events of the stream; sets sse_state 2 after the last one is queued, or
+ * returns -1 when the stream must be cut (client gone). Anthropic's message_start waits for the
+ * first step, which knows how much of the prompt was cached. */
 static int stream_more(Req *q) {
     Server *srv = q->srv;
     const WireHead *h = &q->x.head;
     if (q->sse_state == 0) {
         q->sse_state = 1;
-        if (q->x.kind == API_CHAT) sse_add(q, wire_chunk(h, 1, NULL, 0, NULL, 0, NULL, q->include_usage));
-        return 0;
+        if (q->x.kind == API_CHAT && !q->anthropic) {
+            WirePart p = {0};
+            sse_add(q, wire_chunk(h, 1, &p, q->include_usage));
+            return 0;
+        }
     }
     ReplyDelta d;
     int rc = exchange_step(&q->x, &srv->env, &srv->session, conn_cancelled, q, &d);
     if (rc == 2) return -1;
-    if (d.reasoning_len || d.content_len)
-        sse_add(q, wire_chunk(h, 0, d.reasoning, d.reasoning_len, d.content, d.content_len, NULL, q->include_usage));
+    WireUsage u = usage_of(&q->x);
+    if (q->anthropic && q->sse_state == 1) {
+        anthropic_stream_start(&q->ast, &q->sse, h, &u);
+        q->sse_state = 4;
+    }
+    if (q->anthropic) anthropic_stream_text(&q->ast, &q->sse, d.reasoning, d.reasoning_len, d.content, d.content_len);
+    else openai_step(q, &d);
     if (rc == 0) {
         report_progress(q);
         return 0;
@@ -106,19 +182,16 @@ static int stream_more(Req *q) {
     conn_reset_timeout(q);
     if (rc < 0) {
         ApiError err;
-        api_error(&err, 500, "server_error", NULL, NULL, "generation failed: %s", df_errmsg());
-        sse_add(q, wire_error_event(&err));
+        internal_error(&err, "generation failed");
+        if (q->anthropic) anthropic_stream_error(&q->sse, &err);
+        else sse_add(q, wire_error_event(&err));
+        if (!q->anthropic) sb_adds(&q->sse, WIRE_DONE);
     } else {
         count_finish(q);
-        const json_t *calls = exchange_tool_calls(&q->x);
-        if (calls) sse_add(q, wire_tool_chunk(h, calls, q->include_usage));
-        sse_add(q, wire_chunk(h, 0, NULL, 0, NULL, 0, q->x.finish, q->include_usage));
-        if (q->include_usage) {
-            WireUsage u = usage_of(&q->x);
-            sse_add(q, wire_usage_chunk(h, &u));
-        }
+        AnthropicEnd end = end_of(&q->x);
+        if (q->anthropic) anthropic_stream_end(&q->ast, &q->sse, h, exchange_tool_calls(&q->x), &end, &u);
+        else openai_end(q);
     }
-    sb_adds(&q->sse, WIRE_DONE);
     q->sse_state = 2;
     return 0;
 }
@@ -128,7 +201,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     Req *q = cls;
     while (q->sse_at == q->sse.n) {
         q->sse.n = q->sse_at = 0;
-        if (q->sse_state >= 2) {
+        if (q->sse_state == 2 || q->sse_state == 3) {
             q->sse_state = 3;
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
@@ -149,6 +222,7 @@ static enum MHD_Result answer_stream(Req *q) {
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    conn_add_headers(q, resp);
     enum MHD_Result rc = MHD_queue_response(q->conn, 200, resp);
     MHD_destroy_response(resp);
     q->status = 200;
@@ -156,16 +230,38 @@ static enum MHD_Result answer_stream(Req *q) {
     return rc;
 }
 
+static enum MHD_Result busy(Req *q) {
+    Server *srv = q->srv;
+    pthread_mutex_lock(&srv->stats_mu);
+    srv->stats.busy++;
+    pthread_mutex_unlock(&srv->stats_mu);
+    int wait = gate_retry_after(&srv->gate);
+    ApiError err;
+    api_error(&err, 429, "rate_limit_error", "server_busy", NULL,
+              "The model is busy with another request (one generation at a time%s); retry in about %d s.",
+              srv->cfg.queue ? " and the queue is full" : "", wait);
+    char retry[16];
+    snprintf(retry, sizeof retry, "%d", wait);
+    char *body = q->anthropic ? anthropic_error(&err) : wire_error(&err);
+    return conn_respond(q, 429, body, "application/json", "Retry-After", retry);
+}
+
+static int parse_request(Req *q, ApiRequest *r, ApiError *err) {
+    const char *body = q->body.p ? q->body.p : "";
+    if (q->route == ROUTE_MESSAGES) return anthropic_request_parse(body, q->body.n, r, err);
+    return api_request_parse(q->route == ROUTE_CHAT ? API_CHAT : API_COMPLETION, body, q->body.n, r, err);
+}
+
 enum MHD_Result endpoint_generate(Req *q) {
     Server *srv = q->srv;
     ApiRequest r;
     ApiError err;
-    if (api_request_parse(q->route == ROUTE_CHAT ? API_CHAT : API_COMPLETION, q->body.p ? q->body.p : "", q->body.n, &r, &err))
-        return conn_respond_error(q, &err);
+    if (parse_request(q, &r, &err)) return conn_respond_error(q, &err);
     int rc = exchange_init(&q->x, &srv->env, &r, &err);
     q->have_x = 1;
     q->stream = r.stream;
     q->include_usage = r.include_usage;
+    q->anthropic = r.anthropic;
     api_request_free(&r);
     if (rc) return conn_respond_error(q, &err);
     if (!q->x.from_memo) {
@@ -173,18 +269,7 @@ enum MHD_Result endpoint_generate(Req *q) {
         int g = gate_acquire(&srv->gate, exchange_tokens_left(&q->x, &srv->env), conn_cancelled, q);
         q->wait_s = now_s() - t0;
         if (g == GATE_CANCELLED) return MHD_NO;
-        if (g == GATE_FULL) {
-            pthread_mutex_lock(&srv->stats_mu);
-            srv->busy++;
-            pthread_mutex_unlock(&srv->stats_mu);
-            int wait = gate_retry_after(&srv->gate);
-            api_error(&err, 429, "rate_limit_error", "server_busy", NULL,
-                      "The model is busy with another request (one generation at a time%s); retry in about %d s.",
-                      srv->cfg.queue ? " and the queue is full" : "", wait);
-            char retry[16];
-            snprintf(retry, sizeof retry, "%d", wait);
-            return conn_respond(q, 429, wire_error(&err), "application/json", "Retry-After", retry);
-        }
+        if (g == GATE_FULL) return busy(q);
         q->holds_gate = 1;
         q->seq = ++srv->admitted;
     }

@@ -3,8 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
+#include "text/utf8.h"
 #include "text/xtml.h"
 #include "util/err.h"
 
@@ -47,9 +49,31 @@ static int render(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiE
     return 0;
 }
 
+/* The request's sampling, with a random seed when it gave none (logged, so that a sampled
+ * answer can be reproduced). */
+static int make_sampler(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err) {
+    SampleParams p = r->sample;
+    memcpy(x->bias, r->bias, sizeof x->bias[0] * (size_t)p.n_bias);
+    p.bias = x->bias;
+    if (!r->seeded && p.temperature > 0) {
+        uint64_t seed;
+        if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)x;
+        p.seed = seed;
+    }
+    x->seed = p.seed;
+    if (sampler_init(&x->sampler, &p, tok_vocab_size(env->tok)))
+        return api_invalid(err, "invalid_value", "logit_bias", "Invalid request: %s.", df_errmsg());
+    if (p.logprobs) {
+        x->lp_content = json_array();
+        x->lp_reasoning = json_array();
+    }
+    return 0;
+}
+
 int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err) {
     memset(x, 0, sizeof *x);
     x->kind = r->kind;
+    x->stop_index = -1;
     make_id(x);
     if (render(x, env, r, err)) return -1;
     if (x->prompt.n == 0) return api_invalid(err, "invalid_value", "prompt", "Invalid 'prompt': it encodes to no tokens.");
@@ -59,6 +83,7 @@ int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiE
     int64_t max = r->max_tokens >= 0 ? r->max_tokens : r->kind == API_COMPLETION ? COMPLETION_DEFAULT_MAX : -1;
     if (env->max_tokens_cap >= 0 && (max < 0 || max > env->max_tokens_cap)) max = env->max_tokens_cap;
     x->max_new = (int)max;
+    if (make_sampler(x, env, r, err)) return -1;
     if (reply_init(&x->reply, env->tok, r->kind == API_CHAT)) return api_error(err, 500, "server_error", NULL, NULL, "%s", df_errmsg());
     /* memo key: endpoint, budget, stop sequences (bytes, each closed by -1), prompt ids */
     tokids_push(&x->key, (int32_t)r->kind);
@@ -74,7 +99,8 @@ int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiE
     tokids_reserve(&x->key, x->prompt.n);
     memcpy(x->key.v + x->key.n, x->prompt.v, x->prompt.n * sizeof *x->prompt.v);
     x->key.n += x->prompt.n;
-    x->from_memo = memo_get(env->memo, x->key.v, x->key.n, &x->replay, &x->replay_stop);
+    /* only greedy answers without log-probabilities are a function of the key alone */
+    if (x->sampler.plain) x->from_memo = memo_get(env->memo, x->key.v, x->key.n, &x->replay, &x->replay_stop);
     return 0;
 }
 
@@ -87,6 +113,9 @@ void exchange_free(Exchange *x) {
     stopseq_free(&x->stop);
     sb_free(&x->reasoning);
     sb_free(&x->content);
+    sampler_free(&x->sampler);
+    json_decref(x->lp_content);
+    json_decref(x->lp_reasoning);
 }
 
 /* Passes a delta's answer text through the stop filter and records what the client gets. */
@@ -108,12 +137,13 @@ static int finish(Exchange *x, const ExchangeEnv *env, const char *why, ReplyDel
     }
     x->finished = 1;
     x->finish = why;
-    if (!x->from_memo) memo_put(env->memo, x->key.v, x->key.n, x->out.v, x->out.n, strcmp(why, "length") != 0);
+    if (!x->from_memo && x->sampler.plain)
+        memo_put(env->memo, x->key.v, x->key.n, x->out.v, x->out.n, strcmp(why, "length") != 0);
     return 1;
 }
 
 /* The next token: replayed, or generated. 0, 1 (context full / replay over), 2, -1. */
-static int next_token(Exchange *x, Session *s, CancelFn cancel, void *ctx, int *tok) {
+static int next_token(Exchange *x, Session *s, CancelFn cancel, void *ctx, int *tok, SampleInfo *info) {
     if (x->from_memo) {
         if (x->replay_at == x->replay.n) return 1;
         *tok = x->replay.v[x->replay_at++];
@@ -122,11 +152,34 @@ static int next_token(Exchange *x, Session *s, CancelFn cancel, void *ctx, int *
     double p0 = s->prefill_s, d0 = s->decode_s;
     int rc = 0;
     if (!x->started) rc = session_prefill(s, x->prompt.v, x->prompt.n, cancel, ctx, &x->reused);
-    if (!rc) rc = session_next(s, tok, x->max_new < 0 ? -1 : x->max_new - x->completion - 1, cancel, ctx);
+    if (!rc) rc = session_next(s, &x->sampler, x->out.n, tok, info, x->max_new < 0 ? -1 : x->max_new - x->completion - 1, cancel, ctx);
     else rc = rc > 0 ? 2 : -1;
     x->prefill_s += s->prefill_s - p0;
     x->model_s += s->prefill_s - p0 + s->decode_s - d0;
     return rc;
+}
+
+/* OpenAI's {token, logprob, bytes}: the token's text (invalid UTF-8 replaced) and raw bytes. */
+static json_t *logprob_entry(const Tokenizer *t, int id, float logprob) {
+    size_t n;
+    const uint8_t *b = tok_token_bytes(t, id, &n);
+    uint8_t *text = df_malloc(utf8_sanitize(b, n, NULL) + 1);
+    size_t len = utf8_sanitize(b, n, text);
+    json_t *bytes = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(bytes, json_integer(b[i]));
+    json_t *e = json_pack("{s:s%, s:f, s:o}", "token", (const char *)text, len, "logprob", (double)logprob, "bytes", bytes);
+    free(text);
+    return e;
+}
+
+/* Records the log-probabilities of the token just chosen. */
+static void record_logprobs(Exchange *x, const ExchangeEnv *env, int tok, const SampleInfo *info, int thinking) {
+    json_t *e = logprob_entry(env->tok, tok, info->logprob), *top = json_array();
+    for (int i = 0; i < info->n_top; i++) json_array_append_new(top, logprob_entry(env->tok, info->top[i].token, info->top[i].logprob));
+    json_object_set_new(e, "top_logprobs", top);
+    x->lp_step_reasoning = thinking;
+    json_array_append_new(thinking ? x->lp_reasoning : x->lp_content, e);
+    x->lp_step = e;
 }
 
 int64_t exchange_tokens_left(const Exchange *x, const ExchangeEnv *env) {
@@ -149,20 +202,28 @@ const json_t *exchange_tool_calls(const Exchange *x) {
 
 int exchange_step(Exchange *x, const ExchangeEnv *env, Session *s, CancelFn cancel, void *ctx, ReplyDelta *d) {
     memset(d, 0, sizeof *d);
+    x->lp_step = NULL;
     if (x->finished) return 1;
     if (x->max_new >= 0 && x->completion >= x->max_new) return finish(x, env, "length", d);
-    int tok, rc = next_token(x, s, cancel, ctx, &tok);
+    SampleInfo info;
+    int tok, rc = next_token(x, s, cancel, ctx, &tok, &info);
     x->started = 1;
     if (rc == 1) return finish(x, env, x->from_memo && x->replay_stop ? "stop" : "length", d);
     if (rc) return rc;
     tokids_push(&x->out, tok);
+    int thinking = x->kind == API_CHAT && xtml_parser_in_thinking(x->reply.parser);
     if (reply_feed(&x->reply, tok, d)) return -1;
     if (d->done) {
         deliver(x, d, 1);
         return finish(x, env, exchange_tool_calls(x) ? "tool_calls" : "stop", NULL);
     }
     x->completion++;
+    sampler_accept(&x->sampler, tok);
+    if (x->lp_content) record_logprobs(x, env, tok, &info, thinking);
     deliver(x, d, 0);
-    if (x->stop.hit) return finish(x, env, "stop", NULL);
+    if (x->stop.hit) {
+        x->stop_index = x->stop.which;
+        return finish(x, env, "stop", NULL);
+    }
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "engine/session.h"
+#include "engine/sampler.h"
 #include "serve/memo.h"
 #include "serve/reply.h"
 #include "serve/request.h"
@@ -31,7 +32,16 @@ typedef struct {
     size_t reused;           /* prompt tokens not fed again (held by the Session or its snapshot) */
     int started, finished, completion;
     const char *finish;      /* "stop" | "length" | "tool_calls" once finished */
+    int stop_index;          /* finish "stop" by a stop sequence: which one (-1: none) */
     double prefill_s, model_s; /* prefill; all time in the model (prefill and decode steps) */
+    Sampler sampler;         /* chooses each token (greedy unless the request samples) */
+    LogitBias bias[SAMPLE_MAX_BIAS];
+    uint64_t seed;           /* the request's, or a random one when it gave none */
+    /* with logprobs: OpenAI token entries {token, logprob, bytes, top_logprobs}; a chat's
+     * tokens are split by channel (thinking, then the rest), a completion's all go to content */
+    json_t *lp_content, *lp_reasoning;
+    json_t *lp_step;         /* the entries the last step added (content, reasoning) or NULL */
+    int lp_step_reasoning;   /* the last step's entry went to lp_reasoning */
 } Exchange;
 
 typedef struct {
@@ -42,8 +52,9 @@ typedef struct {
     const char *effort;      /* K3_REASONING_EFFORT: thinking effort when the request names none; NULL: max */
 } ExchangeEnv;
 
-/* Renders the request's prompt and looks it up in the memo. Returns 0, or -1 with *err filled
- * (a 400 for a prompt that does not render or does not fit the context). */
+/* Renders the request's prompt, makes its sampler and looks it up in the memo (greedy requests
+ * without log-probabilities only). Returns 0, or -1 with *err filled (a 400 for a prompt that
+ * does not render or does not fit the context, or a logit_bias id outside the vocabulary). */
 int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err);
 void exchange_free(Exchange *x);
 

@@ -90,6 +90,12 @@ void gate_progress(Gate *g, int64_t left, double decode_pace, double prefill_pac
     pthread_mutex_unlock(&g->mu);
 }
 
+void gate_state(Gate *g, int *busy, int *waiting, double *decode_pace) {
+    pthread_mutex_lock(&g->mu);
+    *busy = g->busy, *waiting = g->waiting, *decode_pace = g->decode_pace;
+    pthread_mutex_unlock(&g->mu);
+}
+
 int gate_retry_after(Gate *g) {
     pthread_mutex_lock(&g->mu);
     double tokens = g->busy ? (double)g->left : 0;

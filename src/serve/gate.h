@@ -40,6 +40,8 @@ void gate_release(Gate *g);
  * prefill seconds per prompt token so far (each 0 when not measured yet; the last measured
  * value is kept). Cheap: one lock. */
 void gate_progress(Gate *g, int64_t left, double decode_pace, double prefill_pace);
+/* Whether a request holds the gate, how many wait, and the latest decode pace (s/token, 0: none). */
+void gate_state(Gate *g, int *busy, int *waiting, double *decode_pace);
 /* Seconds until the gate is probably free for a newcomer (see above), rounded up, in
  * 1..GATE_RETRY_MAX_S. */
 int gate_retry_after(Gate *g);

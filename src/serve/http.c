@@ -1,6 +1,7 @@
 /* http.c - the HTTP side of the server on libmicrohttpd: listening, routing, authentication,
  * body limits, per-request log lines and the shutdown summary. */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -9,8 +10,23 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "serve/anthropic.h"
 #include "serve/conn.h"
 #include "util/err.h"
+
+/* Connections MHD admits past --max-connections: the watchdog then closes one to make room. */
+#define CONNECTION_RESERVE 4
+
+/* Slots of Server.by_status: the statuses the server sends, then everything else. */
+static const int counted_status[STATUS_SLOTS - 1] = {200, 204, 400, 401, 404, 405, 413, 429, 499, 500};
+
+int status_slot(int status) {
+    for (int i = 0; i < STATUS_SLOTS - 1; i++)
+        if (counted_status[i] == status) return i;
+    return STATUS_SLOTS - 1;
+}
+
+int status_of_slot(int slot) { return slot < STATUS_SLOTS - 1 ? counted_status[slot] : 0; }
 
 static double now_s(void) {
     struct timespec ts;
@@ -18,21 +34,32 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void arm(Server *srv, struct MHD_Connection *c, int on) {
+static Watch *watch_of(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    if (ci) watch_arm(&srv->dog, ci->socket_context, on);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void enter(Server *srv, struct MHD_Connection *c, WatchPhase p) { watch_phase(&srv->dog, watch_of(c), p); }
+
+void conn_add_headers(Req *q, struct MHD_Response *resp) {
+    const char *origin = q->srv->cfg.cors_origin;
+    if (!origin) return;
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Retry-After");
+    if (strcmp(origin, "*") != 0) MHD_add_response_header(resp, "Vary", "Origin");
 }
 
 enum MHD_Result conn_respond(Req *q, int status, char *body, const char *content_type, const char *hname,
                              const char *hvalue) {
-    arm(q->srv, q->conn, 0);
+    enter(q->srv, q->conn, WATCH_BUSY);
     struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, "Content-Type", content_type);
+    if (content_type) MHD_add_response_header(resp, "Content-Type", content_type);
     if (hname) MHD_add_response_header(resp, hname, hvalue);
+    conn_add_headers(q, resp);
     enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     q->status = status;
@@ -40,8 +67,13 @@ enum MHD_Result conn_respond(Req *q, int status, char *body, const char *content
     return rc;
 }
 
+/* The error body in the shape of the API the request addressed. */
+static char *error_body(const Req *q, const ApiError *err) {
+    return q->route_known && q->route == ROUTE_MESSAGES ? anthropic_error(err) : wire_error(err);
+}
+
 enum MHD_Result conn_respond_error(Req *q, const ApiError *err) {
-    return conn_respond(q, err->status, wire_error(err), "application/json", NULL, NULL);
+    return conn_respond(q, err->status, error_body(q, err), "application/json", NULL, NULL);
 }
 
 int conn_cancelled(void *req) {
@@ -64,36 +96,57 @@ static enum MHD_Result respond_simple(Req *q, int status, const char *type, cons
                                       const char *hvalue, const char *fmt, const char *arg) {
     ApiError err;
     api_error(&err, status, type, code, NULL, fmt, arg);
-    return conn_respond(q, status, wire_error(&err), "application/json", hname, hvalue);
+    return conn_respond(q, status, error_body(q, &err), "application/json", hname, hvalue);
 }
 
-/* 0 and *route for a known path and method; 404 or 405 otherwise (*allow: the right method). */
-static int route_of(const char *path, const char *method, Route *route, const char **allow) {
-    static const struct {
-        const char *path, *method;
-        Route route;
-    } table[] = {{"/v1/models", "GET", ROUTE_MODELS},
-                 {"/v1/models/" SERVE_MODEL_ID, "GET", ROUTE_MODEL},
-                 {"/v1/chat/completions", "POST", ROUTE_CHAT},
-                 {"/v1/completions", "POST", ROUTE_COMPLETIONS}};
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        if (strcmp(path, table[i].path) != 0) continue;
-        *allow = table[i].method;
-        *route = table[i].route;
-        return strcmp(method, table[i].method) ? 405 : 0;
-    }
-    return 404;
+/* A refusal decided from the headers, answered once the body (discarded) is in, so that the
+ * connection stays usable. */
+static enum MHD_Result refuse_later(Req *q, int status, const char *type, const char *code, const char *hname,
+                                    const char *hvalue, const char *fmt, const char *arg) {
+    api_error(&q->refusal_err, status, type, code, NULL, fmt, arg);
+    q->refusal = status;
+    q->refusal_hname = hname, q->refusal_hvalue = hvalue;
+    return MHD_YES;
 }
 
+/* A constant-time comparison of a presented key with ours. */
+static int key_matches(const char *got, const char *want) {
+    size_t n = strlen(got), m = strlen(want);
+    unsigned diff = (unsigned)(n ^ m);
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)got[i] ^ (unsigned char)want[i % m];
+    return diff == 0;
+}
+
+/* OpenAI clients send "Authorization: Bearer KEY", Anthropic's send "x-api-key: KEY". */
 static int authorized(const Server *srv, struct MHD_Connection *c) {
     if (!srv->cfg.api_key) return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0;
-    const char *got = h + 7, *want = srv->cfg.api_key;
-    size_t n = strlen(got), m = strlen(want);
-    unsigned diff = (unsigned)(n ^ m);
-    for (size_t i = 0; i < n; i++) diff |= (unsigned char)got[i] ^ (unsigned char)want[i % (m ? m : 1)];
-    return diff == 0;
+    if (h && !strncasecmp(h, "Bearer ", 7) && key_matches(h + 7, srv->cfg.api_key)) return 1;
+    h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    return h && key_matches(h, srv->cfg.api_key);
+}
+
+typedef struct {
+    int n;
+    const char *first;
+    int differ;
+} LengthHeaders;
+
+static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    LengthHeaders *h = cls;
+    if (strcasecmp(key, "Content-Length") != 0) return MHD_YES;
+    if (h->n++ == 0) h->first = value;
+    else if (strcmp(h->first, value ? value : "") != 0) h->differ = 1;
+    return MHD_YES;
+}
+
+/* Two Content-Length headers that disagree, or one beside Transfer-Encoding: the body's end is
+ * ambiguous (a proxy in front may have read it differently), so the request is refused. */
+static int ambiguous_length(struct MHD_Connection *c) {
+    LengthHeaders h = {0, NULL, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_length, &h);
+    return h.differ || (h.n && MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding"));
 }
 
 static int declared_too_large(const Server *srv, struct MHD_Connection *c) {
@@ -112,20 +165,79 @@ static enum MHD_Result too_large(Req *q) {
                           "The request body is larger than this server accepts (%s bytes).", limit);
 }
 
-/* The first call of a request: everything the headers decide. */
+/* The first call of a request: everything the headers decide. Ambiguous or oversized bodies are
+ * refused at once (the connection then closes); the other refusals wait for the body. */
 static enum MHD_Result on_headers(Req *q, const char *method) {
     const char *allow = NULL;
-    int r = route_of(q->path, method, &q->route, &allow);
-    if (r == 404) return respond_simple(q, 404, "invalid_request_error", "not_found", NULL, NULL, "Unknown path '%s'.", q->path);
-    if (r == 405)
-        return respond_simple(q, 405, "invalid_request_error", "method_not_allowed", "Allow", allow,
-                              "Method not allowed here; use %s.", allow);
-    if (!authorized(q->srv, q->conn))
-        return respond_simple(q, 401, "invalid_request_error", "invalid_api_key", "WWW-Authenticate", "Bearer",
-                              "%s", "Missing or invalid API key: send 'Authorization: Bearer <key>'.");
+    RouteResult r = route_find(method, q->path, &q->route, &allow);
+    q->route_known = r != ROUTE_NOT_FOUND;
+    if (ambiguous_length(q->conn))
+        return respond_simple(q, 400, "invalid_request_error", "invalid_content_length", NULL, NULL, "%s",
+                              "Conflicting Content-Length / Transfer-Encoding headers: the body's length is ambiguous.");
     if (declared_too_large(q->srv, q->conn)) return too_large(q);
-    if (q->route == ROUTE_MODELS || q->route == ROUTE_MODEL) return endpoint_models(q, q->route == ROUTE_MODEL);
+    if (r == ROUTE_NOT_FOUND)
+        return refuse_later(q, 404, "invalid_request_error", "not_found", NULL, NULL, "Unknown path '%s'.", q->path);
+    if (r == ROUTE_BAD_METHOD)
+        return refuse_later(q, 405, "invalid_request_error", "method_not_allowed", "Allow", allow,
+                            "Method not allowed here; use %s.", allow);
+    if (r == ROUTE_PREFLIGHT) {
+        q->preflight = 1;
+        return MHD_YES;
+    }
+    if (!route_is_public(q->route) && !authorized(q->srv, q->conn))
+        return refuse_later(q, 401, "invalid_request_error", "invalid_api_key", "WWW-Authenticate", "Bearer", "%s",
+                            "Missing or invalid API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.");
     return MHD_YES;
+}
+
+/* Access-Control-Request-Headers echoed back when it is a plain list of header names. */
+static const char *requested_headers(struct MHD_Connection *c) {
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    if (!h || !*h || strlen(h) > 1024) return "Authorization, Content-Type, x-api-key, anthropic-version";
+    for (const char *p = h; *p; p++)
+        if (!(isalnum((unsigned char)*p) || strchr("-_, ", *p))) return "Authorization, Content-Type, x-api-key, anthropic-version";
+    return h;
+}
+
+static enum MHD_Result answer_preflight(Req *q) {
+    const char *allow = NULL;
+    Route r;
+    route_find("OPTIONS", q->path, &r, &allow);
+    char methods[64];
+    snprintf(methods, sizeof methods, "%s, OPTIONS", allow);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Allow", methods);
+    if (q->srv->cfg.cors_origin) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", methods);
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", requested_headers(q->conn));
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    }
+    conn_add_headers(q, resp);
+    enum MHD_Result rc = MHD_queue_response(q->conn, 204, resp);
+    MHD_destroy_response(resp);
+    q->status = 204;
+    q->responded = 1;
+    return rc;
+}
+
+/* The request is in: answer it. */
+static enum MHD_Result dispatch(Req *q) {
+    if (q->too_large) return too_large(q);
+    if (q->refusal)
+        return conn_respond(q, q->refusal, error_body(q, &q->refusal_err), "application/json", q->refusal_hname,
+                            q->refusal_hvalue);
+    if (q->preflight) return answer_preflight(q);
+    switch (q->route) {
+    case ROUTE_MODELS:
+    case ROUTE_MODEL: return endpoint_models(q, q->route == ROUTE_MODEL);
+    case ROUTE_HEALTH: return endpoint_health(q);
+    case ROUTE_METRICS: return endpoint_metrics(q);
+    case ROUTE_CHAT:
+    case ROUTE_COMPLETIONS:
+    case ROUTE_MESSAGES: break;
+    }
+    return endpoint_generate(q);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -141,6 +253,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(q->method, sizeof q->method, "%s", method);
         snprintf(q->path, sizeof q->path, "%s", url);
         *con_cls = q;
+        enter(srv, c, WATCH_BODY);
         return on_headers(q, method);
     }
     if (q->responded) {
@@ -152,13 +265,44 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             q->too_large = 1;
             sb_free(&q->body);
         }
-        if (!q->too_large) sb_add(&q->body, upload, *upload_size);
+        if (!q->too_large && !q->refusal && !q->preflight) sb_add(&q->body, upload, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
-    arm(srv, c, 0); /* the request is in: answering it may take long */
-    if (q->too_large) return too_large(q);
-    return endpoint_generate(q);
+    enter(srv, c, WATCH_BUSY); /* the request is in: answering it may take long */
+    return dispatch(q);
+}
+
+/* The request line of a request has arrived: a kept-alive connection's next request starts its
+ * header deadline now. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *c) {
+    (void)uri;
+    Server *srv = cls;
+    watch_request_line(&srv->dog, watch_of(c));
+    return NULL;
+}
+
+static int hex_digit(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    ch = (char)(ch | 0x20);
+    return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+/* Percent-decoding of the path and query, except that %00 stays as it is: a NUL would end the
+ * path early ("/v1/models%00x" must not be "/v1/models"). Malformed escapes stay as they are. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls, (void)c;
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi = r[0] == '%' ? hex_digit(r[1]) : -1, lo = hi >= 0 ? hex_digit(r[2]) : -1;
+        if (lo >= 0 && (hi | lo)) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 3;
+        } else
+            *w++ = *r++;
+    }
+    *w = 0;
+    return (size_t)(w - s);
 }
 
 static void log_request(Req *q, enum MHD_RequestTerminationCode toe) {
@@ -177,14 +321,15 @@ static void log_request(Req *q, enum MHD_RequestTerminationCode toe) {
             q->gone ? " client-disconnected" : "");
     fflush(srv->log);
     pthread_mutex_lock(&srv->stats_mu);
-    srv->requests++;
-    if (q->gone && q->have_x && !q->x.finished) srv->disconnects++;
+    srv->stats.requests++;
+    srv->stats.by_status[status_slot(q->gone && !q->status ? 499 : q->status)]++;
+    if (q->gone && q->have_x && !q->x.finished) srv->stats.disconnects++;
     pthread_mutex_unlock(&srv->stats_mu);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     Server *srv = cls;
-    arm(srv, c, 1); /* the next request on this connection must arrive in time too */
+    enter(srv, c, WATCH_IDLE); /* kept alive for the next request, which must arrive in time too */
     Req *q = *con_cls;
     if (!q) return;
     endpoint_release(q);
@@ -243,11 +388,16 @@ static void wait_for_stop(void) {
 }
 
 static void print_summary(Server *srv) {
+    int open;
+    unsigned long expired, evicted, refused;
+    watchdog_counts(&srv->dog, &open, &expired, &evicted, &refused);
     fprintf(srv->log,
             "serve: stopped after %llu requests: %llu generations (%llu tokens), %llu replayed from the memo, "
-            "%llu stopped by a client disconnect, %llu turned away busy, %lu cut for arriving too slowly\n",
-            (unsigned long long)srv->requests, (unsigned long long)srv->generations, (unsigned long long)srv->tokens,
-            (unsigned long long)srv->memo_hits, (unsigned long long)srv->disconnects, (unsigned long long)srv->busy, srv->dog.expired);
+            "%llu stopped by a client disconnect, %llu turned away busy, %lu cut for arriving too slowly, "
+            "%lu closed to make room for new clients, %lu refused with every connection busy\n",
+            (unsigned long long)srv->stats.requests, (unsigned long long)srv->stats.generations, (unsigned long long)srv->stats.tokens,
+            (unsigned long long)srv->stats.memo_hits, (unsigned long long)srv->stats.disconnects, (unsigned long long)srv->stats.busy, expired,
+            evicted, refused);
 }
 
 int serve_check(const ServeConfig *cfg) {
@@ -265,7 +415,8 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
     srv->cfg = *cfg;
     srv->e = e;
     srv->log = log;
-    if (watchdog_start(&srv->dog, cfg->timeout_s)) {
+    WatchLimits lim = {cfg->header_timeout_s, cfg->body_timeout_s, cfg->timeout_s, cfg->max_connections};
+    if (watchdog_start(&srv->dog, &lim)) {
         close(stop_pipe[0]), close(stop_pipe[1]);
         free(srv);
         return -1;
@@ -283,11 +434,15 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     signal(SIGPIPE, SIG_IGN);
+    /* MHD admits a few connections past the limit, so that the watchdog sees the newcomer and
+     * makes room for it (watchdog.h); a burst beyond that is refused by MHD */
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+        MHD_OPTION_URI_LOG_CALLBACK, on_request_line, srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections + CONNECTION_RESERVE),
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_per_client, MHD_OPTION_END);
     int rc = 0;
     if (!d) rc = df_fail("serve: cannot listen on %s:%d (%s)", cfg->host, cfg->port, errno ? strerror(errno) : "address in use?");
     else {
@@ -296,9 +451,10 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
         if (cfg->max_tokens >= 0) snprintf(cap, sizeof cap, "%lld", (long long)cfg->max_tokens);
         int v6 = strchr(cfg->host, ':') != NULL;
         fprintf(log, "serve: listening on http://%s%s%s:%u (model %s; one generation at a time, queue %d; memo %d entries; "
-                     "prompt snapshot %s; max tokens %s; API key %s)\n",
+                     "prompt snapshot %s; max tokens %s; API key %s; CORS %s; connections %d, %d per client)\n",
                 v6 ? "[" : "", cfg->host, v6 ? "]" : "", di ? di->port : (unsigned)cfg->port, SERVE_MODEL_ID, cfg->queue,
-                cfg->memo_entries, cfg->prompt_snapshot ? "on" : "off", cap, cfg->api_key ? "required" : "not required");
+                cfg->memo_entries, cfg->prompt_snapshot ? "on" : "off", cap, cfg->api_key ? "required" : "not required",
+                cfg->cors_origin ? cfg->cors_origin : "off", cfg->max_connections, cfg->max_per_client);
         fflush(log);
         wait_for_stop();
         srv->stopping = 1;

@@ -1,8 +1,11 @@
 /* request.c - field-by-field validation of the two generation endpoints (see request.h). */
 #include "serve/request.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_TOKENS_LIMIT (1 << 24)
@@ -48,28 +51,28 @@ static const char *type_name(const json_t *v) {
 }
 
 /* A field that is absent or null reads as NULL: clients send null for "not set". */
-static const json_t *field(const json_t *root, const char *key) {
+const json_t *api_field(const json_t *root, const char *key) {
     const json_t *v = json_object_get(root, key);
     return json_is_null(v) ? NULL : v;
 }
 
-static int wrong_type(ApiError *err, const char *key, const char *want, const json_t *v) {
+int api_wrong_type(ApiError *err, const char *key, const char *want, const json_t *v) {
     return api_invalid(err, "invalid_type", key, "Invalid type for '%s': expected %s, but got %s.", key, want,
                        type_name(v));
 }
 
-static int get_bool(ApiError *err, const json_t *root, const char *key, int *out) {
-    const json_t *v = field(root, key);
+int api_get_bool(ApiError *err, const json_t *root, const char *key, int *out) {
+    const json_t *v = api_field(root, key);
     if (!v) return 0;
-    if (!json_is_boolean(v)) return wrong_type(err, key, "a boolean", v);
+    if (!json_is_boolean(v)) return api_wrong_type(err, key, "a boolean", v);
     *out = json_is_true(v);
     return 0;
 }
 
-static int get_number(ApiError *err, const json_t *root, const char *key, double lo, double hi, double *out) {
-    const json_t *v = field(root, key);
+int api_get_number(ApiError *err, const json_t *root, const char *key, double lo, double hi, double *out) {
+    const json_t *v = api_field(root, key);
     if (!v) return 0;
-    if (!json_is_number(v)) return wrong_type(err, key, "a number", v);
+    if (!json_is_number(v)) return api_wrong_type(err, key, "a number", v);
     double x = json_number_value(v);
     if (!(x >= lo && x <= hi))
         return api_invalid(err, "invalid_value", key, "Invalid value for '%s': %g is outside %g..%g.", key, x, lo, hi);
@@ -77,10 +80,10 @@ static int get_number(ApiError *err, const json_t *root, const char *key, double
     return 0;
 }
 
-static int get_int(ApiError *err, const json_t *root, const char *key, int64_t lo, int64_t hi, int64_t *out) {
-    const json_t *v = field(root, key);
+int api_get_int(ApiError *err, const json_t *root, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+    const json_t *v = api_field(root, key);
     if (!v) return 0;
-    if (!json_is_integer(v)) return wrong_type(err, key, "an integer", v);
+    if (!json_is_integer(v)) return api_wrong_type(err, key, "an integer", v);
     json_int_t x = json_integer_value(v);
     if (x < lo || x > hi)
         return api_invalid(err, "invalid_value", key, "Invalid value for '%s': %lld is outside %lld..%lld.", key,
@@ -89,24 +92,24 @@ static int get_int(ApiError *err, const json_t *root, const char *key, int64_t l
     return 0;
 }
 
-static int unsupported(ApiError *err, const char *key, const char *what) {
+int api_unsupported(ApiError *err, const char *key, const char *what) {
     return api_invalid(err, "unsupported_parameter", key, "Unsupported value for '%s': %s.", key, what);
 }
 
 /* stop: a string or an array of up to 4 strings, each 1..256 bytes ("" and [] mean none). */
 static int check_stop(ApiRequest *r, ApiError *err) {
-    const json_t *v = field(r->root, "stop");
+    const json_t *v = api_field(r->root, "stop");
     if (!v || (json_is_string(v) && !json_string_length(v))) return 0;
     if (json_is_string(v)) {
         if (json_string_length(v) > 256) return api_invalid(err, "invalid_value", "stop", "Invalid 'stop': longer than 256 bytes.");
         r->stop[r->n_stop++] = v;
         return 0;
     }
-    if (!json_is_array(v)) return wrong_type(err, "stop", "a string or an array of strings", v);
+    if (!json_is_array(v)) return api_wrong_type(err, "stop", "a string or an array of strings", v);
     if (json_array_size(v) > 4) return api_invalid(err, "invalid_value", "stop", "Invalid 'stop': at most 4 sequences.");
     for (size_t i = 0; i < json_array_size(v); i++) {
         const json_t *e = json_array_get(v, i);
-        if (!json_is_string(e)) return wrong_type(err, "stop", "an array of strings", e);
+        if (!json_is_string(e)) return api_wrong_type(err, "stop", "an array of strings", e);
         if (!json_string_length(e) || json_string_length(e) > 256)
             return api_invalid(err, "invalid_value", "stop", "Invalid 'stop': sequence %zu is empty or longer than 256 bytes.", i);
         r->stop[r->n_stop++] = e;
@@ -114,45 +117,97 @@ static int check_stop(ApiRequest *r, ApiError *err) {
     return 0;
 }
 
+/* logit_bias: {"<token id>": -100..100, ...}; the ids are checked against the vocabulary when
+ * the sampler is made. */
+static int check_logit_bias(ApiRequest *r, ApiError *err) {
+    const json_t *v = api_field(r->root, "logit_bias");
+    if (!v) return 0;
+    if (!json_is_object(v)) return api_wrong_type(err, "logit_bias", "an object", v);
+    if (json_object_size(v) > SAMPLE_MAX_BIAS)
+        return api_invalid(err, "invalid_value", "logit_bias", "Invalid 'logit_bias': more than %d entries.", SAMPLE_MAX_BIAS);
+    const char *key;
+    const json_t *b;
+    json_object_foreach((json_t *)v, key, b) {
+        char *end;
+        errno = 0;
+        long id = strtol(key, &end, 10);
+        if (!*key || *end || errno || id < 0 || id > INT32_MAX)
+            return api_invalid(err, "invalid_value", "logit_bias", "Invalid 'logit_bias': key '%.40s' is not a token id.", key);
+        if (!json_is_number(b) || !(fabs(json_number_value(b)) <= 100))
+            return api_invalid(err, "invalid_value", "logit_bias", "Invalid 'logit_bias': the bias of token %ld must be a number in -100..100.", id);
+        r->bias[r->sample.n_bias++] = (LogitBias){(int)id, (float)json_number_value(b)};
+    }
+    r->sample.bias = r->bias;
+    return 0;
+}
+
+void api_sampling_defaults(ApiRequest *r, int temperature_given) {
+    SampleParams *p = &r->sample;
+    if (p->top_p == 0) p->top_p = 1, p->top_k = 1; /* the smallest nucleus: the most probable token */
+    if (p->top_k < 0) p->top_k = 0;
+    int truncates = p->top_p < 1 || p->top_k > 0 || p->min_p > 0;
+    if (!temperature_given && truncates) p->temperature = 1; /* OpenAI's default temperature */
+}
+
+/* temperature, top_p, top_k, min_p, seed, penalties, logit_bias. */
+static int check_sampling(ApiRequest *r, ApiError *err) {
+    const json_t *root = r->root;
+    SampleParams *p = &r->sample;
+    int64_t top_k = 0, seed = 0;
+    if (api_get_number(err, root, "temperature", 0, 2, &p->temperature) || api_get_number(err, root, "top_p", 0, 1, &p->top_p) ||
+        api_get_int(err, root, "top_k", -1, 1 << 20, &top_k) || api_get_number(err, root, "min_p", 0, 1, &p->min_p) ||
+        api_get_int(err, root, "seed", INT64_MIN, INT64_MAX, &seed) ||
+        api_get_number(err, root, "presence_penalty", -2, 2, &p->presence_penalty) ||
+        api_get_number(err, root, "frequency_penalty", -2, 2, &p->frequency_penalty) || check_logit_bias(r, err))
+        return -1;
+    p->top_k = (int)top_k;
+    p->seed = (uint64_t)seed;
+    r->seeded = api_field(root, "seed") != NULL;
+    api_sampling_defaults(r, api_field(root, "temperature") != NULL);
+    return 0;
+}
+
+/* user: a string; metadata: up to 16 string values (keys <= 64, values <= 512 bytes). Both
+ * are for the client's bookkeeping and change nothing here. */
+static int check_bookkeeping(ApiRequest *r, ApiError *err) {
+    const json_t *v = api_field(r->root, "user");
+    if (v && !json_is_string(v)) return api_wrong_type(err, "user", "a string", v);
+    int store = 0, parallel = 1;
+    if (api_get_bool(err, r->root, "store", &store) || api_get_bool(err, r->root, "parallel_tool_calls", &parallel)) return -1;
+    if (!(v = api_field(r->root, "metadata"))) return 0;
+    if (!json_is_object(v)) return api_wrong_type(err, "metadata", "an object", v);
+    if (json_object_size(v) > 16) return api_invalid(err, "invalid_value", "metadata", "Invalid 'metadata': at most 16 keys.");
+    const char *key;
+    const json_t *val;
+    json_object_foreach((json_t *)v, key, val) {
+        if (strlen(key) > 64 || !json_is_string(val) || json_string_length(val) > 512)
+            return api_invalid(err, "invalid_value", "metadata",
+                               "Invalid 'metadata': keys up to 64 characters, values strings up to 512 characters.");
+    }
+    return 0;
+}
+
 /* Fields both endpoints share. */
 static int check_common(ApiRequest *r, ApiError *err) {
     const json_t *root = r->root;
-    const json_t *model = field(root, "model");
+    const json_t *model = api_field(root, "model");
     if (!model) return api_invalid(err, "missing_required_parameter", "model", "Missing required parameter: 'model'.");
-    if (!json_is_string(model)) return wrong_type(err, "model", "a string", model);
+    if (!json_is_string(model)) return api_wrong_type(err, "model", "a string", model);
     if (strcmp(json_string_value(model), SERVE_MODEL_ID) != 0)
         return api_error(err, 404, "invalid_request_error", "model_not_found", "model",
                          "The model '%.80s' does not exist; this server serves '" SERVE_MODEL_ID "'.",
                          json_string_value(model));
-    double d = 0;
+    if (api_get_bool(err, root, "stream", &r->stream) || check_sampling(r, err) || check_bookkeeping(r, err)) return -1;
     int64_t i = 1;
-    if (get_bool(err, root, "stream", &r->stream) || get_number(err, root, "temperature", 0, 2, &d) ||
-        get_number(err, root, "top_p", 0, 1, &d) || get_int(err, root, "seed", INT64_MIN, INT64_MAX, &i))
-        return -1;
-    const json_t *v = field(root, "user");
-    if (v && !json_is_string(v)) return wrong_type(err, "user", "a string", v);
-    i = 1;
-    if (get_int(err, root, "n", 1, 128, &i)) return -1;
-    if (i != 1) return unsupported(err, "n", "only n=1 is supported (decoding is greedy)");
-    static const char *const penalties[] = {"presence_penalty", "frequency_penalty"};
-    for (int k = 0; k < 2; k++) {
-        d = 0;
-        if (get_number(err, root, penalties[k], -2, 2, &d)) return -1;
-        if (d != 0) return unsupported(err, penalties[k], "penalties are not supported (decoding is exact greedy)");
-    }
-    if ((v = field(root, "logit_bias"))) {
-        if (!json_is_object(v)) return wrong_type(err, "logit_bias", "an object", v);
-        if (json_object_size(v)) return unsupported(err, "logit_bias", "logit biases are not supported");
-    }
+    if (api_get_int(err, root, "n", 1, 128, &i)) return -1;
+    if (i != 1) return api_unsupported(err, "n", "only n=1 is supported (one answer per request)");
     if (check_stop(r, err)) return -1;
-    if ((v = field(root, "stream_options"))) {
-        if (!json_is_object(v)) return wrong_type(err, "stream_options", "an object", v);
-        if (!r->stream)
-            return api_invalid(err, "invalid_value", "stream_options",
-                               "Invalid value for 'stream_options': only allowed when 'stream' is true.");
-        const json_t *u = field(v, "include_usage");
-        if (u && !json_is_boolean(u)) return wrong_type(err, "stream_options.include_usage", "a boolean", u);
-        r->include_usage = json_is_true(u);
+    const json_t *v = api_field(root, "stream_options");
+    if (v) { /* (only read when streaming) */
+        if (!json_is_object(v)) return api_wrong_type(err, "stream_options", "an object", v);
+        const json_t *u = api_field(v, "include_usage");
+        if (u && !json_is_boolean(u)) return api_wrong_type(err, "stream_options.include_usage", "a boolean", u);
+        r->include_usage = r->stream && json_is_true(u);
     }
     return 0;
 }
@@ -161,41 +216,43 @@ static int check_content(ApiError *err, const json_t *content, size_t m) {
     char key[96];
     snprintf(key, sizeof key, "messages[%zu].content", m);
     if (!content || json_is_string(content)) return 0;
-    if (!json_is_array(content)) return wrong_type(err, key, "a string or an array of parts", content);
+    if (!json_is_array(content)) return api_wrong_type(err, key, "a string or an array of parts", content);
     for (size_t p = 0; p < json_array_size(content); p++) {
         const json_t *part = json_array_get(content, p);
         snprintf(key, sizeof key, "messages[%zu].content[%zu]", m, p);
-        if (!json_is_object(part)) return wrong_type(err, key, "an object", part);
+        if (!json_is_object(part)) return api_wrong_type(err, key, "an object", part);
         const char *t = json_string_value(json_object_get(part, "type"));
         snprintf(key, sizeof key, "messages[%zu].content[%zu].type", m, p);
         if (!t) return api_invalid(err, "invalid_type", key, "Invalid '%s': expected a string.", key);
         if (strcmp(t, "text") != 0)
-            return unsupported(err, key, "only text parts are supported (no images or audio)");
+            return api_unsupported(err, key, "only text parts are supported (no images or audio)");
         snprintf(key, sizeof key, "messages[%zu].content[%zu].text", m, p);
         const json_t *text = json_object_get(part, "text");
-        if (!json_is_string(text)) return wrong_type(err, key, "a string", text);
+        if (!json_is_string(text)) return api_wrong_type(err, key, "a string", text);
     }
     return 0;
 }
 
 static int check_messages(ApiRequest *r, ApiError *err) {
-    const json_t *msgs = field(r->root, "messages");
+    const json_t *msgs = api_field(r->root, "messages");
     if (!msgs) return api_invalid(err, "missing_required_parameter", "messages", "Missing required parameter: 'messages'.");
-    if (!json_is_array(msgs)) return wrong_type(err, "messages", "an array", msgs);
+    if (!json_is_array(msgs)) return api_wrong_type(err, "messages", "an array", msgs);
     if (json_array_size(msgs) == 0)
         return api_invalid(err, "invalid_value", "messages", "Invalid 'messages': empty array; give at least one message.");
     for (size_t m = 0; m < json_array_size(msgs); m++) {
         const json_t *msg = json_array_get(msgs, m);
         char key[96];
         snprintf(key, sizeof key, "messages[%zu]", m);
-        if (!json_is_object(msg)) return wrong_type(err, key, "an object", msg);
+        if (!json_is_object(msg)) return api_wrong_type(err, key, "an object", msg);
         snprintf(key, sizeof key, "messages[%zu].role", m);
         const json_t *role = json_object_get(msg, "role");
-        if (!json_is_string(role)) return wrong_type(err, key, "a string", role);
-        if (check_content(err, field(msg, "content"), m)) return -1;
+        if (!json_is_string(role)) return api_wrong_type(err, key, "a string", role);
+        if (!strcmp(json_string_value(role), "developer")) /* OpenAI's newer name for system */
+            json_object_set_new((json_t *)msg, "role", json_string("system"));
+        if (check_content(err, api_field(msg, "content"), m)) return -1;
         snprintf(key, sizeof key, "messages[%zu].tool_calls", m);
-        const json_t *tc = field(msg, "tool_calls");
-        if (tc && !json_is_array(tc)) return wrong_type(err, key, "an array", tc);
+        const json_t *tc = api_field(msg, "tool_calls");
+        if (tc && !json_is_array(tc)) return api_wrong_type(err, key, "an array", tc);
     }
     r->messages = msgs;
     return 0;
@@ -205,49 +262,64 @@ static int check_chat(ApiRequest *r, ApiError *err) {
     const json_t *root = r->root, *v;
     if (check_messages(r, err)) return -1;
     int64_t a = -1, b = -1;
-    if (get_int(err, root, "max_tokens", 1, MAX_TOKENS_LIMIT, &a) ||
-        get_int(err, root, "max_completion_tokens", 1, MAX_TOKENS_LIMIT, &b))
+    if (api_get_int(err, root, "max_tokens", 1, MAX_TOKENS_LIMIT, &a) ||
+        api_get_int(err, root, "max_completion_tokens", 1, MAX_TOKENS_LIMIT, &b))
         return -1;
     r->max_tokens = a < 0 ? b : b < 0 ? a : a < b ? a : b;
-    int lp = 0;
-    if (get_bool(err, root, "logprobs", &lp)) return -1;
-    if (lp) return unsupported(err, "logprobs", "log probabilities are not supported");
-    if (field(root, "top_logprobs")) return unsupported(err, "top_logprobs", "log probabilities are not supported");
-    if ((v = field(root, "tools"))) {
-        if (!json_is_array(v)) return wrong_type(err, "tools", "an array", v);
+    int64_t top = 0;
+    if (api_get_bool(err, root, "logprobs", &r->sample.logprobs) || api_get_int(err, root, "top_logprobs", 0, SAMPLE_MAX_TOP_LOGPROBS, &top))
+        return -1;
+    if (top && !r->sample.logprobs)
+        return api_invalid(err, "invalid_value", "top_logprobs", "Invalid 'top_logprobs': it needs 'logprobs' set to true.");
+    r->sample.top_logprobs = (int)top;
+    if ((v = api_field(root, "tools"))) {
+        if (!json_is_array(v)) return api_wrong_type(err, "tools", "an array", v);
         for (size_t i = 0; i < json_array_size(v); i++)
-            if (!json_is_object(json_array_get(v, i))) return wrong_type(err, "tools", "an array of objects", json_array_get(v, i));
+            if (!json_is_object(json_array_get(v, i))) return api_wrong_type(err, "tools", "an array of objects", json_array_get(v, i));
         if (json_array_size(v)) r->tools = v;
     }
     /* K3's texts for forcing or forbidding calls are not known: only the model's own choice */
-    if ((v = field(root, "tool_choice")) &&
+    if ((v = api_field(root, "tool_choice")) &&
         !(json_is_string(v) && (!strcmp(json_string_value(v), "auto") || (!r->tools && !strcmp(json_string_value(v), "none")))))
-        return unsupported(err, "tool_choice", "only \"auto\" (the model decides)");
-    if (field(root, "functions")) return unsupported(err, "functions", "use 'tools' instead of the legacy 'functions'");
-    if (field(root, "function_call")) return unsupported(err, "function_call", "use 'tools' instead of 'function_call'");
-    if (field(root, "audio")) return unsupported(err, "audio", "audio output is not supported");
-    if ((v = field(root, "response_format"))) {
-        if (!json_is_object(v)) return wrong_type(err, "response_format", "an object", v);
-        const char *t = json_string_value(json_object_get(v, "type"));
-        if (!t || strcmp(t, "text") != 0) return unsupported(err, "response_format", "only {\"type\": \"text\"}");
+        return api_unsupported(err, "tool_choice", "only \"auto\" (the model decides)");
+    if (api_field(root, "functions")) return api_unsupported(err, "functions", "use 'tools' instead of the legacy 'functions'");
+    if (api_field(root, "function_call")) return api_unsupported(err, "function_call", "use 'tools' instead of 'function_call'");
+    if (api_field(root, "audio")) return api_unsupported(err, "audio", "audio output is not supported");
+    if ((v = api_field(root, "modalities"))) {
+        if (!json_is_array(v)) return api_wrong_type(err, "modalities", "an array", v);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            const char *m = json_string_value(json_array_get(v, i));
+            if (!m || strcmp(m, "text")) return api_unsupported(err, "modalities", "only [\"text\"]");
+        }
     }
-    if ((v = field(root, "reasoning_effort"))) {
-        if (!json_is_string(v)) return wrong_type(err, "reasoning_effort", "a string", v);
-        const char *e = json_string_value(v);
-        if (strcmp(e, "low") && strcmp(e, "high") && strcmp(e, "max"))
+    if ((v = api_field(root, "response_format"))) {
+        if (!json_is_object(v)) return api_wrong_type(err, "response_format", "an object", v);
+        const char *t = json_string_value(json_object_get(v, "type"));
+        if (!t || strcmp(t, "text") != 0) return api_unsupported(err, "response_format", "only {\"type\": \"text\"}");
+    }
+    if ((v = api_field(root, "reasoning_effort"))) {
+        if (!json_is_string(v)) return api_wrong_type(err, "reasoning_effort", "a string", v);
+        if (!(r->effort = k3_effort(json_string_value(v))))
             return api_invalid(err, "invalid_value", "reasoning_effort",
-                               "Invalid value for 'reasoning_effort': '%.40s'; K3 supports low, high and max.", e);
-        r->effort = e;
+                               "Invalid value for 'reasoning_effort': '%.40s'; use minimal, low, medium, high or max.",
+                               json_string_value(v));
     }
     return 0;
 }
 
+const char *k3_effort(const char *openai) {
+    static const char *const map[][2] = {{"minimal", "low"}, {"low", "low"}, {"medium", "high"}, {"high", "max"}, {"max", "max"}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(openai, map[i][0])) return map[i][1];
+    return NULL;
+}
+
 /* prompt: a string, an array of token ids, or a one-element array of either. */
 static int check_prompt(ApiRequest *r, ApiError *err) {
-    const json_t *p = field(r->root, "prompt");
+    const json_t *p = api_field(r->root, "prompt");
     if (!p) return api_invalid(err, "missing_required_parameter", "prompt", "Missing required parameter: 'prompt'.");
     if (json_is_array(p) && json_array_size(p) >= 1 && !json_is_integer(json_array_get(p, 0))) {
-        if (json_array_size(p) > 1) return unsupported(err, "prompt", "one prompt per request (batches are not supported)");
+        if (json_array_size(p) > 1) return api_unsupported(err, "prompt", "one prompt per request (batches are not supported)");
         p = json_array_get(p, 0);
     }
     if (json_is_string(p)) {
@@ -256,7 +328,7 @@ static int check_prompt(ApiRequest *r, ApiError *err) {
         if (!r->prompt_len) return api_invalid(err, "invalid_value", "prompt", "Invalid 'prompt': empty string.");
         return 0;
     }
-    if (!json_is_array(p)) return wrong_type(err, "prompt", "a string or an array of token ids", p);
+    if (!json_is_array(p)) return api_wrong_type(err, "prompt", "a string or an array of token ids", p);
     if (!json_array_size(p)) return api_invalid(err, "invalid_value", "prompt", "Invalid 'prompt': empty array.");
     for (size_t i = 0; i < json_array_size(p); i++) {
         const json_t *t = json_array_get(p, i);
@@ -270,30 +342,45 @@ static int check_prompt(ApiRequest *r, ApiError *err) {
 static int check_completion(ApiRequest *r, ApiError *err) {
     const json_t *root = r->root, *v;
     if (check_prompt(r, err)) return -1;
-    if (get_int(err, root, "max_tokens", 0, MAX_TOKENS_LIMIT, &r->max_tokens)) return -1;
+    if (api_get_int(err, root, "max_tokens", 0, MAX_TOKENS_LIMIT, &r->max_tokens)) return -1;
     int echo = 0;
-    if (get_bool(err, root, "echo", &echo)) return -1;
-    if (echo) return unsupported(err, "echo", "echoing the prompt is not supported");
-    if ((v = field(root, "suffix"))) {
-        if (!json_is_string(v)) return wrong_type(err, "suffix", "a string", v);
-        if (json_string_length(v)) return unsupported(err, "suffix", "suffixes are not supported");
+    if (api_get_bool(err, root, "echo", &echo)) return -1;
+    if (echo) return api_unsupported(err, "echo", "echoing the prompt is not supported");
+    if ((v = api_field(root, "suffix"))) {
+        if (!json_is_string(v)) return api_wrong_type(err, "suffix", "a string", v);
+        if (json_string_length(v)) return api_unsupported(err, "suffix", "suffixes are not supported");
     }
     int64_t best = 1;
-    if (get_int(err, root, "best_of", 1, 128, &best)) return -1;
-    if (best != 1) return unsupported(err, "best_of", "only best_of=1 is supported");
-    if (field(root, "logprobs")) return unsupported(err, "logprobs", "log probabilities are not supported");
+    if (api_get_int(err, root, "best_of", 1, 128, &best)) return -1;
+    if (best != 1) return api_unsupported(err, "best_of", "only best_of=1 is supported");
+    int64_t lp = -1;
+    if (api_get_int(err, root, "logprobs", 0, 5, &lp)) return -1;
+    if (lp >= 0) r->sample.logprobs = 1, r->sample.top_logprobs = (int)lp;
     return 0;
+}
+
+/* jansson's messages name its own flags for a NUL: say it in the client's terms. */
+json_t *api_parse_json(const char *body, size_t len, ApiError *err) {
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (root) return root;
+    enum json_error_code code = json_error_code(&je);
+    if (code == json_error_null_character || code == json_error_null_byte_in_key)
+        api_invalid(err, "invalid_json", NULL,
+                    "We could not parse the JSON body of your request: strings may not contain NUL characters (\\u0000) "
+                    "(line %d, column %d).", je.line, je.column);
+    else
+        api_invalid(err, "invalid_json", NULL, "We could not parse the JSON body of your request: %s (line %d, column %d).",
+                    je.text, je.line, je.column);
+    return NULL;
 }
 
 int api_request_parse(ApiKind kind, const char *body, size_t len, ApiRequest *r, ApiError *err) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->max_tokens = -1;
-    json_error_t je;
-    r->root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!r->root)
-        return api_invalid(err, "invalid_json", NULL, "We could not parse the JSON body of your request: %s (line %d, column %d).",
-                           je.text, je.line, je.column);
+    r->sample = (SampleParams)SAMPLE_PARAMS_GREEDY;
+    if (!(r->root = api_parse_json(body, len, err))) return -1;
     int rc = -1;
     if (!json_is_object(r->root))
         api_invalid(err, "invalid_type", NULL, "The request body must be a JSON object, not %s.", type_name(r->root));
@@ -305,5 +392,6 @@ int api_request_parse(ApiKind kind, const char *body, size_t len, ApiRequest *r,
 
 void api_request_free(ApiRequest *r) {
     json_decref(r->root);
-    r->root = NULL;
+    json_decref(r->owned);
+    r->root = r->owned = NULL;
 }

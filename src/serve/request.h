@@ -1,18 +1,25 @@
-/* request.h - validating the body of POST /v1/chat/completions and /v1/completions.
+/* request.h - validating the body of POST /v1/chat/completions and /v1/completions (OpenAI),
+ * and the request both those and /v1/messages (anthropic.h) become.
  *
- * Every field the server reads is checked for type and range; fields that would change the
- * answer but cannot be honoured (n > 1, logprobs, images, penalties, echo, suffix, forced
- * tool choice...)
- * are refused; sampling knobs (temperature, top_p, seed) are range-checked and ignored, since
- * decoding is greedy; unknown fields are ignored. `stop` sequences are honoured (on the answer;
- * a chat's reasoning is not cut). A refusal is an ApiError naming the field, in OpenAI's terms. The ApiRequest owns the parsed JSON; the pointers into
- * it stay valid until api_request_free. */
+ * Every field the server reads is checked for type and range; what cannot be honoured (n > 1,
+ * images, echo, suffix, forced tool choice, structured output...) is refused with a 400 naming
+ * the field, never accepted and ignored. Sampling (temperature, top_p, top_k, min_p, seed,
+ * penalties, logit_bias, logprobs) is honoured by the sampler (engine/sampler.h); without a
+ * temperature decoding is greedy, exact, unless top_p, top_k or min_p ask for sampling (then at
+ * OpenAI's default temperature 1). `developer` messages are system messages; reasoning_effort
+ * low / medium / high map onto K3's low / high / max (minimal is low, max is accepted as is).
+ * `user`, `metadata`, `store`, `parallel_tool_calls` and `stream_options` are checked and accepted;
+ * unknown fields are ignored. `stop` sequences are honoured (on the answer; a chat's reasoning is
+ * not cut). A refusal is an ApiError naming the field, in OpenAI's terms. The ApiRequest owns the
+ * parsed JSON; the pointers into it stay valid until api_request_free. */
 #ifndef DF_REQUEST_H
 #define DF_REQUEST_H
 
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "engine/sampler.h"
 
 #define SERVE_MODEL_ID "deltafin-kimi-k3"
 
@@ -28,10 +35,12 @@ typedef struct {
 
 typedef struct {
     ApiKind kind;
+    int anthropic;            /* came from /v1/messages: answer in Anthropic's shapes */
     json_t *root;             /* owned */
-    const json_t *messages;   /* chat */
+    json_t *owned;            /* owned: what a translated request built (messages, tools) */
+    const json_t *messages;   /* chat: OpenAI-shaped messages */
     const json_t *tools;      /* chat: OpenAI tools array, or NULL */
-    const char *effort;       /* chat: NULL = default */
+    const char *effort;       /* chat: K3's low | high | max, NULL = default */
     const char *prompt;       /* completion: text, or NULL when given as token ids */
     size_t prompt_len;
     const json_t *prompt_ids; /* completion: array of token ids, or NULL */
@@ -39,11 +48,36 @@ typedef struct {
     const json_t *stop[4];    /* stop sequences (non-empty strings) */
     int n_stop;
     int stream, include_usage;
+    SampleParams sample;      /* sample.bias points into bias[] (re-point after copying) */
+    LogitBias bias[SAMPLE_MAX_BIAS];
+    int seeded;               /* a seed was given (else the caller picks one) */
 } ApiRequest;
 
 /* Parses and validates body[0..len). Returns 0, or -1 with *err filled. */
 int api_request_parse(ApiKind kind, const char *body, size_t len, ApiRequest *r, ApiError *err);
 void api_request_free(ApiRequest *r);
+
+/* Parses a JSON body; on failure fills *err (400 invalid_json; the message says where and what,
+ * in words a client understands). NULL then. */
+json_t *api_parse_json(const char *body, size_t len, ApiError *err);
+
+/* After the sampling fields are read: top_p 0 is the most probable token; without a
+ * temperature, truncation (top_p < 1, top_k, min_p) samples at temperature 1, else decoding is
+ * greedy. */
+void api_sampling_defaults(ApiRequest *r, int temperature_given);
+/* K3's effort level for an OpenAI reasoning_effort (minimal, low, medium, high, max), or NULL. */
+const char *k3_effort(const char *openai);
+
+/* For the request parsers: a field that is absent or null reads as NULL (clients send null for
+ * "not set"); the getters leave *out alone when the field is absent and fail with a 400 naming
+ * key on a wrong type or a value outside lo..hi. */
+const json_t *api_field(const json_t *obj, const char *key);
+int api_wrong_type(ApiError *err, const char *key, const char *want, const json_t *v);
+int api_get_bool(ApiError *err, const json_t *obj, const char *key, int *out);
+int api_get_number(ApiError *err, const json_t *obj, const char *key, double lo, double hi, double *out);
+int api_get_int(ApiError *err, const json_t *obj, const char *key, int64_t lo, int64_t hi, int64_t *out);
+/* A 400 "unsupported_parameter" about key. */
+int api_unsupported(ApiError *err, const char *key, const char *what);
 
 /* Fills err and returns -1. */
 int api_error(ApiError *err, int status, const char *type, const char *code, const char *param, const char *fmt, ...)

@@ -1,10 +1,12 @@
 /* server.h - `deltafin serve`: the OpenAI-compatible HTTP server (product.md "Serving").
  *
- * GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions, whole
- * or streamed as server-sent events. One generation runs at a time on the one model; other
- * requests wait in a bounded queue or get 429. Each connection has its own thread, so a slow
- * client delays nobody but itself (and is cut off after the idle timeout). One log line per
- * request goes to the log stream. */
+ * GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions (OpenAI),
+ * POST /v1/messages (Anthropic), whole or streamed as server-sent events; GET /health and
+ * /metrics (Prometheus text) for operators. One generation runs at a time on the one model;
+ * other requests wait in a bounded queue or get 429. Each connection has its own thread, so a
+ * slow client delays nobody but itself; deadlines per phase of a connection and room kept for
+ * new clients (watchdog.h) stop slow clients from holding connections. HTTP/1.1 keep-alive;
+ * CORS when asked for. One log line per request goes to the log stream. */
 #ifndef DF_SERVER_H
 #define DF_SERVER_H
 
@@ -22,9 +24,13 @@ typedef struct {
     int queue;            /* requests that may wait for the model; 0: answer 429 at once */
     int64_t max_tokens;   /* K3_SERVER_MAX_TOKENS, -1 for none */
     int memo_entries;     /* K3_RESPONSE_MEMO_ENTRIES */
-    int timeout_s;        /* idle timeout, and the most a request may take to arrive */
+    int timeout_s;        /* seconds a kept-alive connection may wait for its next request */
+    int header_timeout_s; /* seconds a request's line and headers may take to arrive */
+    int body_timeout_s;   /* seconds its body may take once the headers are in */
     size_t max_body;      /* bytes; larger bodies get 413 before they are read */
     int max_connections;
+    int max_per_client;   /* connections from one address */
+    const char *cors_origin; /* Access-Control-Allow-Origin for browsers; NULL: no CORS */
     int prompt_snapshot;  /* K3_PROMPT_SNAPSHOT: keep the decode state at the end of each prompt */
     const char *effort;   /* K3_REASONING_EFFORT: a chat request's thinking effort when it names none; NULL: max */
 } ServeConfig;

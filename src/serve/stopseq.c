@@ -18,12 +18,13 @@ void stopseq_add(StopSeq *s, const char *seq, size_t len) {
     s->len[s->n++] = len;
 }
 
-/* The first position in held where a whole sequence starts, or held.n. */
-static size_t first_match(const StopSeq *s) {
+/* The first position in held where a whole sequence starts, or held.n; *which: that sequence
+ * (the earlier one in the list when two start there). */
+static size_t first_match(const StopSeq *s, int *which) {
     size_t best = s->held.n;
     for (int i = 0; i < s->n; i++) {
         const char *p = s->held.n >= s->len[i] ? memmem(s->held.p, s->held.n, s->seq[i], s->len[i]) : NULL;
-        if (p && (size_t)(p - s->held.p) < best) best = (size_t)(p - s->held.p);
+        if (p && (size_t)(p - s->held.p) < best) best = (size_t)(p - s->held.p), *which = i;
     }
     return best;
 }
@@ -51,7 +52,7 @@ static void release(StopSeq *s, size_t cut) {
 void stopseq_push(StopSeq *s, const char *text, size_t n) {
     if (s->hit || n == 0) return;
     sb_add(&s->held, text, n);
-    size_t m = first_match(s);
+    size_t m = first_match(s, &s->which);
     if (m < s->held.n) {
         sb_add(&s->out, s->held.p, m);
         s->held.n = 0;

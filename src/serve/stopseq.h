@@ -18,6 +18,7 @@ typedef struct {
     size_t len[STOPSEQ_MAX];
     int n;
     int hit;         /* a sequence was found: nothing more comes out */
+    int which;       /* which one (index in the order added) */
     StrBuf held;     /* text that might begin a sequence */
     StrBuf out;      /* what the last calls released (the caller empties it) */
 } StopSeq;

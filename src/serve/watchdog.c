@@ -1,3 +1,4 @@
+/* watchdog.c - per-phase connection deadlines and eviction (see watchdog.h). */
 #include "serve/watchdog.h"
 
 #include <stdlib.h>
@@ -10,7 +11,9 @@
 struct Watch {
     Watch *next, *prev;
     int fd;
-    double deadline; /* 0: none */
+    WatchPhase phase;
+    double since;    /* when the phase began */
+    int cut;         /* shut down already: its thread is closing it */
 };
 
 static double now_s(void) {
@@ -19,9 +22,24 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Every quarter second: cut the connections past their deadline. shutdown() wakes the
- * connection's thread, which then closes the socket itself; the watch is removed (under the
- * lock) before that close, so the fd here is always the connection's own. */
+static double limit_of(const Watchdog *w, WatchPhase p) {
+    switch (p) {
+    case WATCH_HEADERS: return w->lim.header_s;
+    case WATCH_BODY: return w->lim.body_s;
+    case WATCH_IDLE: return w->lim.idle_s;
+    case WATCH_BUSY: break;
+    }
+    return 0;
+}
+
+/* shutdown() wakes the connection's thread, which then closes the socket itself; the watch is
+ * removed (under the lock) before that close, so the fd here is always the connection's own. */
+static void cut(Watch *x) {
+    shutdown(x->fd, SHUT_RDWR);
+    x->cut = 1;
+}
+
+/* Every quarter second: cut the connections past their deadline. */
 static void *patrol(void *arg) {
     Watchdog *w = arg;
     pthread_mutex_lock(&w->mu);
@@ -33,9 +51,8 @@ static void *patrol(void *arg) {
         pthread_cond_timedwait(&w->cv, &w->mu, &ts);
         double now = now_s();
         for (Watch *x = w->head; x; x = x->next)
-            if (x->deadline > 0 && now > x->deadline) {
-                shutdown(x->fd, SHUT_RDWR);
-                x->deadline = 0;
+            if (!x->cut && x->phase != WATCH_BUSY && now - x->since > limit_of(w, x->phase)) {
+                cut(x);
                 w->expired++;
             }
     }
@@ -43,13 +60,14 @@ static void *patrol(void *arg) {
     return NULL;
 }
 
-int watchdog_start(Watchdog *w, double limit_s) {
+int watchdog_start(Watchdog *w, const WatchLimits *lim) {
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     w->head = NULL;
-    w->limit_s = limit_s;
+    w->lim = *lim;
+    w->open = 0;
     w->stop = 0;
-    w->expired = 0;
+    w->expired = w->evicted = w->refused = 0;
     int err = pthread_create(&w->thread, NULL, patrol, w);
     if (!err) return 0;
     pthread_mutex_destroy(&w->mu);
@@ -72,14 +90,39 @@ void watchdog_stop(Watchdog *w) {
     pthread_mutex_destroy(&w->mu);
 }
 
+/* The connection to give up for a newcomer: the longest waiting for its request, else the
+ * longest idle; NULL when all are busy. */
+static Watch *victim(Watchdog *w) {
+    Watch *waiting = NULL, *idle = NULL;
+    for (Watch *x = w->head; x; x = x->next) {
+        if (x->cut || x->phase == WATCH_BUSY) continue;
+        Watch **best = x->phase == WATCH_IDLE ? &idle : &waiting;
+        if (!*best || x->since < (*best)->since) *best = x;
+    }
+    return waiting ? waiting : idle;
+}
+
+static int live(const Watchdog *w) {
+    int n = 0;
+    for (const Watch *x = w->head; x; x = x->next) n += !x->cut;
+    return n;
+}
+
 Watch *watch_add(Watchdog *w, int fd) {
     Watch *x = df_calloc(1, sizeof *x);
     x->fd = fd;
     pthread_mutex_lock(&w->mu);
-    x->deadline = now_s() + w->limit_s;
+    if (live(w) >= w->lim.max_connections) {
+        Watch *v = victim(w);
+        if (v) cut(v), w->evicted++;
+        else cut(x), w->refused++;
+    }
+    x->phase = WATCH_HEADERS;
+    x->since = now_s();
     x->next = w->head;
     if (w->head) w->head->prev = x;
     w->head = x;
+    w->open++;
     pthread_mutex_unlock(&w->mu);
     return x;
 }
@@ -90,13 +133,32 @@ void watch_remove(Watchdog *w, Watch *x) {
     if (x->prev) x->prev->next = x->next;
     else w->head = x->next;
     if (x->next) x->next->prev = x->prev;
+    w->open--;
     pthread_mutex_unlock(&w->mu);
     free(x);
 }
 
-void watch_arm(Watchdog *w, Watch *x, int on) {
+void watch_phase(Watchdog *w, Watch *x, WatchPhase p) {
     if (!x) return;
     pthread_mutex_lock(&w->mu);
-    x->deadline = on ? now_s() + w->limit_s : 0;
+    x->phase = p;
+    x->since = now_s();
+    pthread_mutex_unlock(&w->mu);
+}
+
+void watch_request_line(Watchdog *w, Watch *x) {
+    if (!x) return;
+    pthread_mutex_lock(&w->mu);
+    if (x->phase == WATCH_IDLE) {
+        x->phase = WATCH_HEADERS;
+        x->since = now_s();
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+void watchdog_counts(Watchdog *w, int *open, unsigned long *expired, unsigned long *evicted, unsigned long *refused) {
+    pthread_mutex_lock(&w->mu);
+    *open = w->open;
+    *expired = w->expired, *evicted = w->evicted, *refused = w->refused;
     pthread_mutex_unlock(&w->mu);
 }

@@ -35,7 +35,7 @@ static json_t *usage_object(const WireUsage *u) {
 static json_t *head_object(const WireHead *h, int chunk) {
     const char *object = h->kind == API_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
     return json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", h->id, "object", object, "created", (json_int_t)h->created, "model",
-                     SERVE_MODEL_ID, "system_fingerprint", "deltafin-fp32-greedy");
+                     SERVE_MODEL_ID, "system_fingerprint", "deltafin-fp32");
 }
 
 static json_t *str(const char *s, size_t n) { return json_stringn(s ? s : "", n); }
@@ -54,18 +54,58 @@ static json_t *calls_with_ids(const WireHead *h, const json_t *calls, int indexe
     return out;
 }
 
-char *wire_response(const WireHead *h, const char *reasoning, size_t reasoning_len, const char *content,
-                    size_t content_len, const char *finish, const json_t *tool_calls, const WireUsage *u) {
+int wire_chars(const json_t *s) {
+    const char *p = json_string_value(s);
+    int n = 0;
+    for (size_t i = 0; p && i < json_string_length(s); i++) n += ((unsigned char)p[i] & 0xC0) != 0x80;
+    return n;
+}
+
+/* A completion's logprobs: {tokens, token_logprobs, top_logprobs, text_offset (characters)}. */
+static json_t *completion_logprobs(const json_t *entries, int offset) {
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offsets = json_array();
+    for (size_t i = 0; i < json_array_size(entries); i++) {
+        const json_t *e = json_array_get(entries, i), *t = json_object_get(e, "token");
+        json_array_append(tokens, (json_t *)t);
+        json_array_append(lps, json_object_get(e, "logprob"));
+        json_t *top = json_object();
+        const json_t *alt = json_object_get(e, "top_logprobs");
+        for (size_t k = 0; k < json_array_size(alt); k++) {
+            const json_t *a = json_array_get(alt, k);
+            json_object_set(top, json_string_value(json_object_get(a, "token")), json_object_get(a, "logprob"));
+        }
+        json_array_append_new(tops, top);
+        json_array_append_new(offsets, json_integer(offset));
+        offset += wire_chars(t);
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops, "text_offset",
+                     offsets);
+}
+
+/* A chat choice's logprobs: {content, refusal[, reasoning_content]}. */
+static json_t *chat_logprobs(const WirePart *p) {
+    json_t *o = json_pack("{s:O, s:n}", "content", p->lp_content, "refusal");
+    if (json_array_size(p->lp_reasoning)) json_object_set(o, "reasoning_content", (json_t *)p->lp_reasoning);
+    return o;
+}
+
+static json_t *logprobs_of(const WireHead *h, const WirePart *p) {
+    if (!p->lp_content) return json_null();
+    return h->kind == API_CHAT ? chat_logprobs(p) : completion_logprobs(p->lp_content, p->lp_offset);
+}
+
+char *wire_response(const WireHead *h, const WirePart *p, const WireUsage *u) {
     json_t *o = head_object(h, 0), *choice;
     if (h->kind == API_CHAT) {
         json_t *msg = json_pack("{s:s, s:o, s:o}", "role", "assistant", "content",
-                                tool_calls && !content_len ? json_null() : str(content, content_len), "reasoning_content",
-                                str(reasoning, reasoning_len));
-        if (tool_calls) json_object_set_new(msg, "tool_calls", calls_with_ids(h, tool_calls, 0));
-        choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "message", msg, "logprobs", "finish_reason", finish);
+                                p->tool_calls && !p->content_len ? json_null() : str(p->content, p->content_len),
+                                "reasoning_content", str(p->reasoning, p->reasoning_len));
+        if (p->tool_calls) json_object_set_new(msg, "tool_calls", calls_with_ids(h, p->tool_calls, 0));
+        choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "message", msg, "logprobs", logprobs_of(h, p), "finish_reason",
+                           p->finish);
     } else
-        choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "text", str(content, content_len), "logprobs",
-                           "finish_reason", finish);
+        choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", str(p->content, p->content_len), "logprobs",
+                           logprobs_of(h, p), "finish_reason", p->finish);
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     json_object_set_new(o, "usage", usage_object(u));
     return dump(o);
@@ -82,19 +122,18 @@ static char *event(json_t *v) {
     return ev;
 }
 
-char *wire_chunk(const WireHead *h, int role, const char *reasoning, size_t reasoning_len, const char *content,
-                 size_t content_len, const char *finish, int with_usage) {
+char *wire_chunk(const WireHead *h, int role, const WirePart *p, int with_usage) {
     json_t *o = head_object(h, 1), *choice;
-    json_t *fr = finish ? json_string(finish) : json_null();
+    json_t *fr = p->finish ? json_string(p->finish) : json_null();
     if (h->kind == API_CHAT) {
         json_t *delta = json_object();
         if (role) json_object_set_new(delta, "role", json_string("assistant"));
-        if (role || content_len) json_object_set_new(delta, "content", str(content, content_len));
-        if (reasoning_len) json_object_set_new(delta, "reasoning_content", str(reasoning, reasoning_len));
-        choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "delta", delta, "logprobs", "finish_reason", fr);
+        if (role || p->content_len) json_object_set_new(delta, "content", str(p->content, p->content_len));
+        if (p->reasoning_len) json_object_set_new(delta, "reasoning_content", str(p->reasoning, p->reasoning_len));
+        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs", logprobs_of(h, p), "finish_reason", fr);
     } else
-        choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "text", str(content, content_len), "logprobs",
-                           "finish_reason", fr);
+        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "text", str(p->content, p->content_len), "logprobs",
+                           logprobs_of(h, p), "finish_reason", fr);
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     if (with_usage) json_object_set_new(o, "usage", json_null());
     return event(o);

@@ -23,14 +23,25 @@ typedef struct {
 char *wire_error(const ApiError *e);
 /* GET /v1/models */
 char *wire_models(int64_t created);
-/* A whole (non-streamed) response. finish: "stop", "length" or "tool_calls". tool_calls: the
- * parsed calls (borrowed; ids are added here), or NULL; with calls, empty content is null. */
-char *wire_response(const WireHead *h, const char *reasoning, size_t reasoning_len, const char *content,
-                    size_t content_len, const char *finish, const json_t *tool_calls, const WireUsage *u);
-/* One "data: {...}\n\n" event. role: first chat chunk; finish: last chunk (NULL otherwise);
- * with_usage: include "usage": null (include_usage streams carry it on every chunk). */
-char *wire_chunk(const WireHead *h, int role, const char *reasoning, size_t reasoning_len, const char *content,
-                 size_t content_len, const char *finish, int with_usage);
+/* What a response or a stream chunk carries. */
+typedef struct {
+    const char *reasoning, *content;
+    size_t reasoning_len, content_len;
+    const char *finish;             /* "stop" | "length" | "tool_calls"; NULL in a chunk before the last */
+    const json_t *tool_calls;       /* parsed calls (ids are added here), or NULL */
+    const json_t *lp_content;       /* log-probability entries (exchange.h), or NULL when not asked for */
+    const json_t *lp_reasoning;     /* chat: those of the thinking tokens (an extension), or NULL */
+    int lp_offset;                  /* completion: text offset of the first entry */
+} WirePart;
+
+/* Characters (code points) of a JSON string: the unit of a completion's text_offset. */
+int wire_chars(const json_t *s);
+
+/* A whole (non-streamed) response. With tool calls, empty content is null. */
+char *wire_response(const WireHead *h, const WirePart *p, const WireUsage *u);
+/* One "data: {...}\n\n" event. role: first chat chunk; with_usage: include "usage": null
+ * (include_usage streams carry it on every chunk). */
+char *wire_chunk(const WireHead *h, int role, const WirePart *p, int with_usage);
 /* The event carrying a reply's tool calls (sent whole, once they are complete). */
 char *wire_tool_chunk(const WireHead *h, const json_t *tool_calls, int with_usage);
 /* The include_usage event: empty choices and the usage. */

@@ -1,6 +1,7 @@
 """Raw HTTP checks of `deltafin serve` (no SDK in the way): malformed and mistyped bodies,
 limits, authentication, slow and vanished clients, concurrency, the memo, token caps and memory
-over many requests. Usage: serve_http.py DF MODEL_DIR SCRATCH GROUP   (GROUP: http | soak | asan)."""
+over many requests, crowds of slow clients. Usage: serve_http.py DF MODEL_DIR SCRATCH GROUP
+(GROUP: http | slow | soak | asan)."""
 import http.client
 import json
 import os
@@ -113,11 +114,13 @@ def check_validation(srv):
     expect_error(srv.request("POST", "/v1/chat/completions", raw=b"[1, 2]"), 400, code="invalid_type")
     expect_error(srv.request("POST", "/v1/chat/completions", raw=b""), 400)
     for field, value in [("temperature", "hot"), ("temperature", 2.5), ("top_p", -0.1), ("max_tokens", 0),
-                         ("max_tokens", 1.5), ("stream", "yes"), ("n", 3), ("logprobs", True), ("seed", "1"),
-                         ("presence_penalty", 1.0), ("stop", 5), ("stop", ["a", "b", "c", "d", "e"]),
+                         ("max_tokens", 1.5), ("stream", "yes"), ("n", 3), ("logprobs", 1), ("seed", "1"),
+                         ("presence_penalty", 3), ("frequency_penalty", -2.5), ("top_k", 1.5), ("min_p", 2),
+                         ("logit_bias", {"a": 1}), ("logit_bias", {"1": 200}), ("logit_bias", {"100000000": 1}),
+                         ("top_logprobs", 2), ("stop", 5), ("stop", ["a", "b", "c", "d", "e"]),
                          ("stop", [""]), ("stop", ["x", 1]), ("tools", "x"), ("tools", [1]),
                          ("tool_choice", "required"), ("tool_choice", {"type": "function"}), ("functions", []),
-                         ("reasoning_effort", "medium"), ("stream_options", {"include_usage": True}),
+                         ("reasoning_effort", "extreme"), ("metadata", {"k": 1}),
                          ("response_format", {"type": "json_object"}), ("user", 5)]:
         expect_error(srv.chat(**{field: value}), 400, param=field)
     expect_error(srv.chat(messages=[]), 400, param="messages")
@@ -128,16 +131,31 @@ def check_validation(srv):
     expect_error(srv.chat(model="gpt-4"), 404, param="model", code="model_not_found")
     expect_error(srv.request("POST", "/v1/chat/completions", {"messages": []}), 400, param="model")
     for field, value in [("prompt", 5), ("prompt", ""), ("prompt", ["a", "b"]), ("echo", True), ("best_of", 2),
-                         ("suffix", "x"), ("max_tokens", -1), ("logprobs", 1)]:
+                         ("suffix", "x"), ("max_tokens", -1), ("logprobs", 9)]:
         expect_error(srv.complete(**{field: value}), 400, param=field)
     expect_error(srv.complete(prompt=[1, 10 ** 6]), 400, param="prompt")
-    # unknown and harmless fields are ignored; null means "not set"
-    st, _, j, _ = srv.chat(max_tokens=2, some_future_field={"x": 1}, temperature=None, top_p=0.5, seed=4, user="u")
+    # unknown fields are ignored; null means "not set"; what stock clients send is accepted
+    st, _, j, _ = srv.chat(max_tokens=2, some_future_field={"x": 1}, temperature=None, top_p=0.5, seed=4, user="u",
+                           metadata={"k": "v"}, store=False, reasoning_effort="medium",
+                           stream_options={"include_usage": True}, max_completion_tokens=3,
+                           messages=[{"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}])
     assert st == 200 and j["usage"]["completion_tokens"] <= 2, j
+    # developer is system: the same prompt tokens
+    st, _, k, _ = srv.chat(max_tokens=1, messages=[{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+                           reasoning_effort="high")
+    st, _, d, _ = srv.chat(max_tokens=1, messages=[{"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}],
+                           reasoning_effort="high")
+    assert k["usage"]["prompt_tokens"] == d["usage"]["prompt_tokens"], (k, d)
+    # a JSON NUL is refused in plain words
+    st, _, j, _ = srv.request("POST", "/v1/completions", raw=b'{"model": "deltafin-kimi-k3", "prompt": "a\\u0000b"}')
+    assert st == 400 and "NUL" in j["error"]["message"] and "JSON_ALLOW_NUL" not in j["error"]["message"], j
     # routing
     expect_error(srv.request("GET", "/v1/nothing"), 404)
+    expect_error(srv.request("GET", "/v1/models%00.json"), 404)  # %00 does not cut the path short
+    st, h, _, body = srv.request("HEAD", "/v1/models")
+    assert st == 200 and body == b"" and int(h["Content-Length"]) > 0, (st, h, body)
     st, h, j, _ = srv.request("DELETE", "/v1/models")
-    assert st == 405 and h.get("Allow") == "GET", (st, h)
+    assert st == 405 and h.get("Allow") == "GET, HEAD", (st, h)
     st, h, _, _ = srv.request("GET", "/v1/chat/completions")
     assert st == 405 and h.get("Allow") == "POST", (st, h)
 
@@ -165,6 +183,79 @@ def check_body_limit(srv):
     s.close()
 
 
+def http_exchange(s, data):
+    """Sends data on socket s and reads one whole response (Content-Length framed)."""
+    s.sendall(data)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        assert chunk, buf
+        buf += chunk
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    m = re.search(rb"(?i)content-length: (\d+)", head)
+    n = int(m.group(1)) if m else 0
+    while len(rest) < n:
+        chunk = s.recv(65536)
+        assert chunk
+        rest += chunk
+    return head.decode(), rest[:n]
+
+
+def check_http_details(srv):
+    """Keep-alive, HEAD, ambiguous lengths, /health and /metrics, no CORS unless asked for."""
+    s = raw_socket(srv.port)
+    for path in (b"/v1/models", b"/health", b"/v1/nothing"):  # errors answered once the body is in keep it open too
+        head, body = http_exchange(s, b"GET %s HTTP/1.1\r\nHost: t\r\n\r\n" % path)
+        assert "connection: close" not in head.lower() and "Access-Control" not in head, head
+    head, body = http_exchange(s, post_bytes(json.dumps({"model": MODEL_ID, "prompt": "keep", "max_tokens": 2}).encode()))
+    assert head.startswith("HTTP/1.1 200") and json.loads(body)["usage"]["completion_tokens"] == 2, (head, body)
+    head, body = http_exchange(s, b"GET /v1/models HTTP/1.1\r\nHost: t\r\n\r\n")  # still the same connection
+    assert head.startswith("HTTP/1.1 200"), head
+    s.close()
+    for lengths in (b"Content-Length: 5\r\nContent-Length: 50\r\n", b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n"):
+        s = raw_socket(srv.port)
+        head, body = http_exchange(s, b"POST /v1/completions HTTP/1.1\r\nHost: t\r\n" + lengths + b"\r\nhello")
+        assert head.startswith("HTTP/1.1 400") and json.loads(body)["error"]["code"] == "invalid_content_length", head
+        s.close()
+    st, _, j, _ = srv.request("GET", "/health")
+    assert st == 200 and j["status"] == "ok"
+    st, h, _, raw = srv.request("OPTIONS", "/v1/chat/completions")
+    assert st == 204 and h["Allow"] == "POST, OPTIONS" and "Access-Control-Allow-Origin" not in h, h
+    st, h, _, raw = srv.request("GET", "/metrics")
+    assert st == 200 and h["Content-Type"].startswith("text/plain; version=0.0.4"), h
+    text = raw.decode()
+    values = dict(re.findall(r"^(deltafin_[a-z_]+(?:\{[^}]*\})?) ([0-9.e+-]+)$", text, re.M))
+    for name in ("deltafin_generations_total", "deltafin_prompt_tokens_total", "deltafin_completion_tokens_total",
+                 "deltafin_queue_depth", "deltafin_prompt_tokens_cached_total", 'deltafin_read_bytes_total{part="experts"}',
+                 "deltafin_seconds_per_token", 'deltafin_requests_total{code="200"}', "deltafin_expert_cache_hits_total"):
+        assert name in values, (name, text[:2000])
+    assert float(values["deltafin_generations_total"]) >= 1 and float(values["deltafin_completion_tokens_total"]) >= 2
+    assert float(values['deltafin_requests_total{code="404"}']) >= 1
+    for line in text.splitlines():  # every line is a comment or "name[{labels}] value"
+        assert line.startswith("# HELP ") or line.startswith("# TYPE ") or re.fullmatch(r'deltafin_[a-z_]+(\{[a-z_]+="[^"]*"\})? \S+', line), line
+
+
+def check_cors():
+    srv = Server("--cors-origin", "https://app.example.com")
+    try:
+        st, h, _, _ = srv.request("OPTIONS", "/v1/chat/completions", headers={
+            "Origin": "https://app.example.com", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type, x-stainless-os"})
+        assert st == 204 and h["Access-Control-Allow-Origin"] == "https://app.example.com", h
+        assert h["Access-Control-Allow-Methods"] == "POST, OPTIONS", h
+        assert h["Access-Control-Allow-Headers"] == "authorization, content-type, x-stainless-os", h
+        st, h, _, _ = srv.chat(max_tokens=1)
+        assert st == 200 and h["Access-Control-Allow-Origin"] == "https://app.example.com" and h["Vary"] == "Origin", h
+        st, h, _, _ = srv.request("POST", "/v1/chat/completions", {"model": MODEL_ID, "stream": True, "max_tokens": 1,
+                                                                   "messages": [{"role": "user", "content": "x"}]})
+        assert st == 200 and h["Access-Control-Allow-Origin"] == "https://app.example.com", h
+    finally:
+        assert srv.stop() == 0
+    for bad in ("https://app.example.com/path", "ftp://x", "https://a b"):
+        r = subprocess.run([DF, "serve", "--model", MODEL, "--port", "0", "--cors-origin", bad], capture_output=True, text=True)
+        assert r.returncode != 0 and "--cors-origin" in r.stderr, r.stderr
+
+
 def check_api_key():
     srv = Server(env={"DELTAFIN_API_KEY": "sekrit"})
     try:
@@ -181,12 +272,21 @@ def check_api_key():
     try:
         expect_error(srv.request("GET", "/v1/models", headers={"Authorization": "Bearer sekrit"}), 401)
         assert srv.request("GET", "/v1/models", headers={"Authorization": "Bearer k2"})[0] == 200
+        assert srv.request("GET", "/v1/models", headers={"x-api-key": "k2"})[0] == 200  # Anthropic clients' header
+        assert srv.request("GET", "/v1/models", headers={"x-api-key": "k3"})[0] == 401
+        assert srv.request("GET", "/health")[0] == 200  # health checks need no key
+        expect_error(srv.request("GET", "/metrics"), 401)
     finally:
         assert srv.stop() == 0
+    # an empty key would serve without authentication: refused, from the flag or the environment
+    for args, env in ((["--api-key", ""], {}), ([], {"DELTAFIN_API_KEY": ""}), (["--api-key", "a b"], {})):
+        r = subprocess.run([DF, "serve", "--model", MODEL, "--port", "0", *args], capture_output=True, text=True,
+                           env=dict(os.environ, **env), timeout=60)
+        assert r.returncode != 0 and ("empty" in r.stderr or "visible" in r.stderr), (args, env, r.stderr)
 
 
 def check_slow_client():
-    srv = Server("--timeout", "1")
+    srv = Server("--header-timeout", "1", "--body-timeout", "1", "--timeout", "30")
     try:
         slow = raw_socket(srv.port)
         t0 = time.time()
@@ -216,6 +316,25 @@ def check_slow_client():
         except ConnectionResetError:
             pass
         assert 0.7 < time.time() - t0 < 4
+        # nor by trickling the body once the headers are in
+        trickle = raw_socket(srv.port)
+        t0 = time.time()
+        try:
+            trickle.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 200\r\n\r\n")
+            for _ in range(200):
+                trickle.sendall(b" ")
+                time.sleep(0.25)
+                assert time.time() - t0 < 6, "a client trickling its body was never cut off"
+        except OSError:
+            pass
+        assert 0.7 < time.time() - t0 < 4
+        # an idle kept-alive connection may wait longer than the header deadline
+        s = raw_socket(srv.port)
+        http_exchange(s, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        time.sleep(2)
+        head, _ = http_exchange(s, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert head.startswith("HTTP/1.1 200"), head
+        s.close()
         # a generation that lasts longer than the idle timeout is not cut
         t0 = time.time()
         st, _, j, _ = srv.complete(max_tokens=8000)
@@ -223,7 +342,7 @@ def check_slow_client():
         assert time.time() - t0 > 1, "the generation was too short to test this"
     finally:
         assert srv.stop() == 0
-    assert re.search(r", [12] cut for arriving too slowly", srv.log()), srv.log()[-300:]
+    assert re.search(r", [123] cut for arriving too slowly", srv.log()), srv.log()[-300:]
 
 
 def run_ids(ids, n):
@@ -413,6 +532,89 @@ def check_memo_and_caps():
         assert srv.stop() == 0
 
 
+def check_messages_api(srv):
+    """/v1/messages over raw HTTP, whole and streamed, and its errors (the SDK test covers the rest)."""
+    body = {"model": MODEL_ID, "max_tokens": 5, "system": "S", "messages": [{"role": "user", "content": "hi"}]}
+    st, _, j, _ = srv.request("POST", "/v1/messages", body)
+    assert st == 200 and j["type"] == "message" and j["usage"]["output_tokens"] == 5, j
+    st, h, _, raw = srv.request("POST", "/v1/messages", dict(body, stream=True))
+    assert st == 200 and h["Content-Type"] == "text/event-stream", h
+    names = re.findall(r"^event: (\w+)$", raw.decode(), re.M)
+    assert names[0] == "message_start" and names[-2:] == ["message_delta", "message_stop"], names
+    st, _, j, _ = srv.request("POST", "/v1/messages", dict(body, max_tokens=None))
+    assert st == 400 and j["type"] == "error" and j["error"]["type"] == "invalid_request_error", j
+    st, _, j, _ = srv.request("POST", "/v1/messages", raw=b"{nope")
+    assert st == 400 and j["type"] == "error", j
+
+
+class Trickler(threading.Thread):
+    """A client that opens a connection from `source`, sends a request's headers one byte every
+    `every` seconds and reconnects whenever the server closes it."""
+    def __init__(self, port, source, every, stop):
+        super().__init__(daemon=True)
+        self.port, self.source, self.every, self.stop = port, source, every, stop
+        self.connects = 0
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                s = socket.create_connection(("127.0.0.1", self.port), timeout=5, source_address=(self.source, 0))
+                self.connects += 1
+                for ch in b"GET /v1/models HTTP/1.1\r\nHost: t\r\nX-Slow: " + b"a" * 1000:
+                    s.sendall(bytes([ch]))
+                    if self.stop.wait(self.every):
+                        break
+                s.close()
+            except OSError:
+                self.stop.wait(0.05)
+
+
+def honest_requests(srv, n, every):
+    """n requests from 127.0.0.1, one every `every` seconds; returns (served, slowest seconds)."""
+    served, slowest = 0, 0.0
+    for i in range(n):
+        t = time.time()
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+            if i % 2:
+                c.request("GET", "/v1/models")
+            else:
+                c.request("POST", "/v1/completions", body=json.dumps({"model": MODEL_ID, "prompt": "hi %d" % i,
+                                                                      "max_tokens": 2}), headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            r.read()
+            c.close()
+            served += r.status == 200
+        except OSError:
+            pass
+        slowest = max(slowest, time.time() - t)
+        time.sleep(every)
+    return served, slowest
+
+
+def check_slow_crowd(sources, per_source):
+    """A crowd trickling header bytes (every 2 s, reconnecting when cut) from `sources` addresses
+    must not lock honest clients out at the default settings."""
+    srv = Server()
+    stop = threading.Event()
+    crowd = [Trickler(srv.port, src, 2.0, stop) for src in sources for _ in range(per_source)]
+    try:
+        for t in crowd:
+            t.start()
+        time.sleep(3)  # the crowd holds its connections
+        served, slowest = honest_requests(srv, 24, 0.4)
+        print("%d tricklers from %d addresses: %d of 24 honest requests served, slowest %.2f s" %
+              (len(crowd), len(sources), served, slowest))
+        assert served == 24, (served, srv.log()[-2000:])
+        assert slowest < 5, slowest
+    finally:
+        stop.set()
+        for t in crowd:
+            t.join(10)
+        assert srv.stop() == 0
+    return srv.log()
+
+
 def rss_kb(pid):
     with open("/proc/%d/status" % pid) as f:
         return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
@@ -448,21 +650,30 @@ def soak(srv, n):
 
 
 if GROUP == "http":
-    srv = Server("--max-body", "1000000")
+    srv = Server("--max-body", "1000000", "--queue", "0")
     try:
         check_validation(srv)
         check_body_limit(srv)
         check_prefix_reuse(srv)
         check_stop_sequences(srv)
         check_tools(srv)
+        check_http_details(srv)
+        check_messages_api(srv)
         check_busy_and_disconnect(srv)
     finally:
         assert srv.stop() == 0
     assert "stopped by a client disconnect" in srv.log()
+    check_cors()
     check_api_key()
     check_slow_client()
     check_queue()
     check_memo_and_caps()
+elif GROUP == "slow":
+    # 64 tricklers from one address: the per-client limit keeps them to a quarter of the connections
+    log = check_slow_crowd(["127.0.0.2"], 64)
+    # 64 from eight addresses fill every connection: newcomers get the room of the oldest waiting
+    log = check_slow_crowd(["127.0.0.%d" % i for i in range(2, 10)], 8)
+    assert re.search(r", [1-9][0-9]* closed to make room for new clients", log), log[-500:]
 elif GROUP == "soak":
     srv = Server()
     try:
@@ -475,11 +686,20 @@ elif GROUP == "soak":
     m = re.search(r"stopped after (\d+) requests: (\d+) generations .* (\d+) stopped by a client disconnect", srv.log())
     assert m and int(m.group(1)) >= 200, srv.log()[-500:]
 elif GROUP == "asan":
-    srv = Server("--max-body", "1000000", binary=os.environ["DF_ASAN"])
+    srv = Server("--max-body", "1000000", "--cors-origin", "*", binary=os.environ["DF_ASAN"])
     try:
         soak(srv, 25)
         check_validation(srv)
         check_body_limit(srv)
+        check_messages_api(srv)
+        for sampled in ({"temperature": 0.9, "top_p": 0.8, "top_k": 7, "min_p": 0.02, "seed": 3, "logprobs": True,
+                         "top_logprobs": 2, "presence_penalty": 0.5, "logit_bias": {"5": 3}}, {"logprobs": True}):
+            st, _, j, _ = srv.chat(max_tokens=6, **sampled)
+            assert st == 200 and len(j["choices"][0]["logprobs"]["content"] + j["choices"][0]["logprobs"].get(
+                "reasoning_content", [])) == j["usage"]["completion_tokens"], j
+            st, _, _, raw = srv.request("POST", "/v1/chat/completions", {"model": MODEL_ID, "stream": True, "max_tokens": 6,
+                                                                         "messages": [{"role": "user", "content": "x"}], **sampled})
+            assert st == 200 and raw.endswith(b"data: [DONE]\n\n")
     finally:
         code = srv.stop()
     assert code == 0 and "Sanitizer" not in srv.log(), srv.log()[-3000:]

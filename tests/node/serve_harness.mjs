@@ -57,9 +57,9 @@ export function tokenizeText(model, text) {
   return execFileSync(DF, ["tokenize", "--model", model], { input: text, encoding: "utf8" }).trim().split(/\s+/).map(Number);
 }
 
-// `deltafin run` from token ids: the greedy ids it generates.
-export function runIds(model, ids, maxNew) {
-  const out = execFileSync(DF, ["run", "--model", model, "--tokens", ids.join(" "), "--max-new", String(maxNew)], {
+// `deltafin run` from token ids: the ids it generates (greedy, unless extra sampling flags).
+export function runIds(model, ids, maxNew, extra = []) {
+  const out = execFileSync(DF, ["run", "--model", model, "--tokens", ids.join(" "), "--max-new", String(maxNew), ...extra], {
     encoding: "utf8", stdio: ["ignore", "pipe", "ignore"],
   });
   return out.trim().split(/\s+/).filter((s) => s.length).map(Number);

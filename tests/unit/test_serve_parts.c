@@ -1,15 +1,18 @@
 /* The server's parts without HTTP: the request memo is an LRU of exact keys, the gate admits one
  * holder, serves its bounded queue first come first served and estimates when it will be free,
- * and request validation names the offending field with OpenAI's error shape. */
+ * request validation names the offending field with OpenAI's error shape, the route table, the
+ * Anthropic Messages translation and event shapes, and metrics' text format. */
 #include <jansson.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "serve/anthropic.h"
 #include "serve/gate.h"
 #include "serve/memo.h"
 #include "serve/request.h"
+#include "serve/route.h"
 #include "serve/stopseq.h"
 #include "serve/wire.h"
 
@@ -171,12 +174,191 @@ static void validation_names_the_field(void) {
         {API_COMPLETION, "{\"model\":\"deltafin-kimi-k3\",\"prompt\":\"a\",\"n\":2}", 400, "n"},
         {API_COMPLETION, "{\"model\":\"deltafin-kimi-k3\",\"prompt\":\"a\",\"model\":\"x\"}", 400, ""},
         {API_COMPLETION, "not json", 400, ""},
+        /* what stock clients send */
+        {API_CHAT, "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"}],"
+                   "\"reasoning_effort\":\"medium\",\"user\":\"u1\",\"metadata\":{\"a\":\"b\"},\"store\":false,"
+                   "\"stream_options\":{\"include_usage\":true},\"parallel_tool_calls\":true,\"modalities\":[\"text\"]}", 0, ""},
+        {API_CHAT, "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\"}],\"reasoning_effort\":\"none\"}", 400,
+         "reasoning_effort"},
+        {API_CHAT, "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\"}],\"top_logprobs\":3}", 400, "top_logprobs"},
+        {API_CHAT, "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\"}],\"logprobs\":true,\"top_logprobs\":21}", 400,
+         "top_logprobs"},
+        {API_CHAT, "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\"}],\"logit_bias\":{\"x\":1}}", 400, "logit_bias"},
+        {API_CHAT, "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\"}],\"logit_bias\":{\"5\":101}}", 400, "logit_bias"},
+        {API_CHAT, "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\"}],\"top_k\":-2}", 400, "top_k"},
+        {API_CHAT, "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\"}],\"min_p\":1.5}", 400, "min_p"},
+        {API_CHAT, "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\"}],\"metadata\":{\"a\":1}}", 400, "metadata"},
+        {API_CHAT, "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\"}],\"modalities\":[\"audio\"]}", 400, "modalities"},
+        {API_CHAT, "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\"}],\"store\":1}", 400, "store"},
+        {API_COMPLETION, "{\"model\":\"deltafin-kimi-k3\",\"prompt\":\"a\",\"logprobs\":6}", 400, "logprobs"},
+        {API_COMPLETION, "{\"model\":\"deltafin-kimi-k3\",\"prompt\":\"a\",\"logprobs\":2,\"presence_penalty\":1.5}", 0, ""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ApiError e = parse(cases[i].kind, cases[i].body);
         CHECK_MSG(e.status == cases[i].status && !strcmp(e.param, cases[i].param), "case %zu: %d '%s' (%s)", i, e.status,
                   e.param, e.message);
     }
+}
+
+/* Sampling: greedy unless asked; truncation alone samples at temperature 1; developer is system;
+ * reasoning_effort maps onto K3's levels. */
+static void requests_carry_sampling_and_client_fields(void) {
+    static const char *body = "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"developer\",\"content\":\"x\"}],"
+                              "\"top_p\":0.9,\"seed\":-5,\"logit_bias\":{\"7\":-100,\"9\":2.5},\"reasoning_effort\":\"high\","
+                              "\"logprobs\":true,\"top_logprobs\":4}";
+    ApiRequest r;
+    ApiError e;
+    CHECK(api_request_parse(API_CHAT, body, strlen(body), &r, &e) == 0);
+    CHECK(r.sample.temperature == 1 && r.sample.top_p == 0.9 && r.seeded && r.sample.seed == (uint64_t)-5);
+    CHECK(r.sample.n_bias == 2 && r.sample.bias == r.bias);
+    CHECK((r.bias[0].token == 7 && r.bias[0].bias == -100) || (r.bias[1].token == 7 && r.bias[1].bias == -100));
+    CHECK(r.sample.logprobs == 1 && r.sample.top_logprobs == 4);
+    CHECK(!strcmp(r.effort, "max"));
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(r.messages, 0), "role")), "system"));
+    api_request_free(&r);
+    const char *greedy = "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\"}],\"seed\":3,\"top_p\":1}";
+    CHECK(api_request_parse(API_CHAT, greedy, strlen(greedy), &r, &e) == 0);
+    CHECK(r.sample.temperature == 0); /* a seed alone, or top_p 1, does not sample */
+    api_request_free(&r);
+    CHECK(!strcmp(k3_effort("minimal"), "low") && !strcmp(k3_effort("low"), "low") && !strcmp(k3_effort("medium"), "high"));
+    CHECK(!strcmp(k3_effort("max"), "max") && k3_effort("none") == NULL);
+}
+
+/* A NUL in a JSON string is refused in the client's terms, not in jansson's. */
+static void json_nul_is_refused_plainly(void) {
+    const char body[] = "{\"model\":\"deltafin-kimi-k3\",\"prompt\":\"a\\u0000b\"}";
+    ApiError e = parse(API_COMPLETION, body);
+    CHECK(e.status == 400 && !strcmp(e.code, "invalid_json"));
+    CHECK_MSG(strstr(e.message, "NUL") && !strstr(e.message, "JSON_ALLOW_NUL"), "%s", e.message);
+}
+
+static void routes_are_exact(void) {
+    Route r;
+    const char *allow = NULL;
+    CHECK(route_find("GET", "/v1/models", &r, &allow) == ROUTE_OK && r == ROUTE_MODELS);
+    CHECK(route_find("HEAD", "/v1/models", &r, &allow) == ROUTE_OK);
+    CHECK(route_find("POST", "/v1/models", &r, &allow) == ROUTE_BAD_METHOD && !strcmp(allow, "GET, HEAD"));
+    CHECK(route_find("OPTIONS", "/v1/messages", &r, &allow) == ROUTE_PREFLIGHT && !strcmp(allow, "POST"));
+    CHECK(route_find("POST", "/v1/messages", &r, &allow) == ROUTE_OK && r == ROUTE_MESSAGES && route_generates(r));
+    CHECK(route_find("GET", "/health", &r, &allow) == ROUTE_OK && route_is_public(r));
+    CHECK(route_find("GET", "/metrics", &r, &allow) == ROUTE_OK && !route_is_public(r));
+    CHECK(route_find("GET", "/v1/models/", &r, &allow) == ROUTE_NOT_FOUND);
+    CHECK(route_find("GET", "/v1/models%00", &r, &allow) == ROUTE_NOT_FOUND);
+    CHECK(route_find("GET", "/V1/models", &r, &allow) == ROUTE_NOT_FOUND);
+}
+
+static ApiError parse_anthropic(const char *body, ApiRequest *r) {
+    ApiError e;
+    memset(&e, 0, sizeof e);
+    if (anthropic_request_parse(body, strlen(body), r, &e)) memset(r, 0, sizeof *r);
+    return e;
+}
+
+/* Messages become the OpenAI-shaped chat the renderer takes: system first, tool results as
+ * tool messages, tool_use as tool_calls with JSON arguments, thinking as reasoning_content. */
+static void anthropic_requests_translate_to_chat(void) {
+    const char *body =
+        "{\"model\":\"deltafin-kimi-k3\",\"max_tokens\":50,\"system\":[{\"type\":\"text\",\"text\":\"S\","
+        "\"cache_control\":{\"type\":\"ephemeral\"}}],\"messages\":["
+        "{\"role\":\"user\",\"content\":\"weather?\"},"
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"T\",\"signature\":\"\"},"
+        "{\"type\":\"tool_use\",\"id\":\"tu1\",\"name\":\"get\",\"input\":{\"city\":\"Paris\"}}]},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"tu1\",\"content\":\"21C\"},"
+        "{\"type\":\"text\",\"text\":\"thanks\"}]}],"
+        "\"tools\":[{\"name\":\"get\",\"description\":\"d\",\"input_schema\":{\"type\":\"object\"}}],"
+        "\"tool_choice\":{\"type\":\"auto\"},\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":5000},"
+        "\"stop_sequences\":[\"END\"],\"temperature\":0.5,\"metadata\":{\"user_id\":\"u\"}}";
+    ApiRequest r;
+    ApiError e = parse_anthropic(body, &r);
+    CHECK_MSG(e.status == 0, "%s", e.message);
+    if (e.status) return;
+    CHECK(r.anthropic && r.kind == API_CHAT && r.max_tokens == 50 && r.n_stop == 1 && r.sample.temperature == 0.5);
+    CHECK(!strcmp(r.effort, "high"));
+    CHECK(json_array_size(r.messages) == 5);
+    json_t *m0 = json_array_get(r.messages, 0), *m2 = json_array_get(r.messages, 2), *m3 = json_array_get(r.messages, 3);
+    CHECK(!strcmp(json_string_value(json_object_get(m0, "role")), "system") &&
+          !strcmp(json_string_value(json_object_get(m0, "content")), "S"));
+    CHECK(!strcmp(json_string_value(json_object_get(m2, "reasoning_content")), "T"));
+    json_t *fn = json_object_get(json_array_get(json_object_get(m2, "tool_calls"), 0), "function");
+    CHECK(!strcmp(json_string_value(json_object_get(fn, "arguments")), "{\"city\":\"Paris\"}"));
+    CHECK(!strcmp(json_string_value(json_object_get(m3, "role")), "tool") &&
+          !strcmp(json_string_value(json_object_get(m3, "tool_call_id")), "tu1"));
+    CHECK(json_array_size(r.tools) == 1 &&
+          json_is_object(json_object_get(json_object_get(json_array_get(r.tools, 0), "function"), "parameters")));
+    api_request_free(&r);
+    static const struct {
+        const char *body, *says;
+        int status;
+    } bad[] = {
+        {"{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "max_tokens", 400},
+        {"{\"model\":\"claude-x\",\"max_tokens\":5,\"messages\":[]}", "claude-x", 404},
+        {"{\"model\":\"deltafin-kimi-k3\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}",
+         "messages[0].content[0]", 400},
+        {"{\"model\":\"deltafin-kimi-k3\",\"max_tokens\":5,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}",
+         "messages[0].role", 400},
+        {"{\"model\":\"deltafin-kimi-k3\",\"max_tokens\":5,\"temperature\":1.5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+         "temperature", 400},
+        {"{\"model\":\"deltafin-kimi-k3\",\"max_tokens\":5,\"tool_choice\":{\"type\":\"any\"},\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+         "tool_choice", 400},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e = parse_anthropic(bad[i].body, &r);
+        CHECK_MSG(e.status == bad[i].status && strstr(e.message, bad[i].says), "case %zu: %d %s", i, e.status, e.message);
+        char *s = anthropic_error(&e);
+        json_t *j = json_loads(s, 0, NULL);
+        CHECK(!strcmp(json_string_value(json_object_get(j, "type")), "error"));
+        const char *type = json_string_value(json_object_get(json_object_get(j, "error"), "type"));
+        CHECK(type && !strcmp(type, bad[i].status == 404 ? "not_found_error" : "invalid_request_error"));
+        json_decref(j);
+        free(s);
+    }
+}
+
+/* The event names of a stream, in order, and the parsed data of the one at index `at`. */
+static int event_names(const char *sse, char names[][32], int max) {
+    int n = 0;
+    for (const char *p = strstr(sse, "event: "); p && n < max; p = strstr(p + 1, "event: ")) {
+        sscanf(p + 7, "%31[a-z_]", names[n]);
+        n++;
+    }
+    return n;
+}
+
+static void anthropic_streams_open_and_close_blocks(void) {
+    StrBuf out = {0};
+    AnthropicStream st;
+    WireHead h = {API_CHAT, "chatcmpl-ab12", 1};
+    WireUsage u = {30, 0, 10};
+    anthropic_stream_start(&st, &out, &h, &u);
+    anthropic_stream_text(&st, &out, "hmm", 3, NULL, 0);
+    anthropic_stream_text(&st, &out, " ok", 3, "Hi", 2);
+    anthropic_stream_text(&st, &out, NULL, 0, "!", 1);
+    json_t *calls = json_pack("[{s:s, s:{s:s, s:s}}]", "type", "function", "function", "name", "get", "arguments", "{\"a\": 1}");
+    AnthropicEnd end = {"tool_calls", NULL, 0};
+    u.completion = 7;
+    anthropic_stream_end(&st, &out, &h, calls, &end, &u);
+    char names[32][32];
+    int n = event_names(out.p, names, 32);
+    const char *want[] = {"message_start", "content_block_start", "content_block_delta", "content_block_delta",
+                          "content_block_delta", "content_block_stop", "content_block_start", "content_block_delta",
+                          "content_block_delta", "content_block_stop", "content_block_start", "content_block_delta",
+                          "content_block_stop", "message_delta", "message_stop"};
+    CHECK_MSG(n == 15, "%d events", n);
+    for (int i = 0; i < n && i < 15; i++) CHECK_MSG(!strcmp(names[i], want[i]), "event %d: %s", i, names[i]);
+    CHECK(strstr(out.p, "\"input_tokens\":20") && strstr(out.p, "\"cache_read_input_tokens\":10"));
+    CHECK(strstr(out.p, "\"stop_reason\":\"tool_use\"") && strstr(out.p, "\"output_tokens\":7"));
+    CHECK(strstr(out.p, "\"partial_json\":\"{\\\"a\\\":1}\""));
+    CHECK(strstr(out.p, "\"id\":\"msg_ab12\""));
+    sb_free(&out);
+    AnthropicEnd stop = {"stop", "END", 3};
+    char *msg = anthropic_message(&h, "", 0, "x", 1, NULL, &stop, &u);
+    json_t *j = json_loads(msg, 0, NULL);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "stop_reason")), "stop_sequence"));
+    CHECK(!strcmp(json_string_value(json_object_get(j, "stop_sequence")), "END"));
+    CHECK(json_array_size(json_object_get(j, "content")) == 1); /* no empty thinking block */
+    json_decref(j);
+    free(msg);
+    json_decref(calls);
 }
 
 /* Feeds pieces through a StopSeq and returns everything it released. */
@@ -249,7 +431,8 @@ static void tool_calls_get_ids_and_null_content(void) {
                               "{\"city\": \"Paris\"}");
     WireHead h = {API_CHAT, "chatcmpl-x1", 1};
     WireUsage u = {10, 5, 0};
-    char *s = wire_response(&h, "why", 3, "", 0, "tool_calls", calls, &u);
+    WirePart part = {"why", "", 3, 0, "tool_calls", calls, NULL, NULL, 0};
+    char *s = wire_response(&h, &part, &u);
     json_t *j = json_loads(s, 0, NULL);
     json_t *msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
     json_t *call = json_array_get(json_object_get(msg, "tool_calls"), 0);
@@ -276,6 +459,11 @@ int main(void) {
     RUN(gate_without_queue_refuses_and_waiters_can_leave);
     RUN(gate_estimates_when_it_will_be_free);
     RUN(validation_names_the_field);
+    RUN(requests_carry_sampling_and_client_fields);
+    RUN(json_nul_is_refused_plainly);
+    RUN(routes_are_exact);
+    RUN(anthropic_requests_translate_to_chat);
+    RUN(anthropic_streams_open_and_close_blocks);
     RUN(stop_sequences_cut_across_pieces);
     RUN(errors_have_openai_shape);
     RUN(tool_calls_get_ids_and_null_content);

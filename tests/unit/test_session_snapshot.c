@@ -39,7 +39,7 @@ static size_t answer(Session *s, const int32_t *prompt, size_t n_prompt, int n, 
     CHECK(session_prefill(s, prompt, n_prompt, NULL, NULL, &reused) == 0);
     for (int i = 0; i < n; i++) {
         int tok = -1;
-        CHECK(session_next(s, &tok, -1, NULL, NULL) == 0);
+        CHECK(session_next(s, NULL, 0, &tok, NULL, -1, NULL, NULL) == 0);
         out[i] = tok;
     }
     return reused;
@@ -61,7 +61,7 @@ static void test_resent_history_continues_from_the_snapshot(void) {
     CHECK(state_equal(snap.snap, fed.st));
     for (int i = 0; i < N_REPLY; i++) {
         int tok = -1;
-        CHECK(session_next(&fed, &tok, -1, NULL, NULL) == 0);
+        CHECK(session_next(&fed, NULL, 0, &tok, NULL, -1, NULL, NULL) == 0);
         want[i] = tok;
     }
     CHECK(memcmp(got, want, sizeof got) == 0);

@@ -42,15 +42,17 @@ static int states_equal(const State *a, const State *b) { return state_equal(a, 
  * `cycle` is set, so every cut point 0..8 is exercised. */
 typedef struct {
     int good, cycle, calls;
+    const int *truth; /* the continuation to draft from; NULL: the greedy one (ref) */
 } Oracle;
 
 static int oracle_draft(void *ctx, const int *hist, int n, int limit, int *out) {
     Oracle *o = ctx;
     int at = n - n_prompt, good = o->cycle ? o->calls % (SPEC_MAX_DRAFT + 1) : o->good;
+    const int *cont = o->truth ? o->truth : ref;
     o->calls++;
     (void)hist;
     for (int i = 0; i < limit; i++) {
-        int truth = at + i < n_ref ? ref[at + i] : 0;
+        int truth = at + i < n_ref ? cont[at + i] : 0;
         out[i] = (good < 0 || i < good) ? truth : (truth + 1 + i) % eng.cat.cfg.vocab;
     }
     return limit;
@@ -58,17 +60,22 @@ static int oracle_draft(void *ctx, const int *hist, int n, int limit, int *out) 
 
 static int speculate = 1; /* K3_SPEC of the sessions run_with makes */
 
-/* Generates through a fresh Session and copies the State it leaves behind into st. */
-static int run_with(Oracle *o, int stop_token, int max_new, Collected *got, GenResult *res, State *st) {
+/* Generates through a fresh Session (sampled with sm, greedy when NULL) and copies the State it
+ * leaves behind into st. */
+static int run_sampled(Oracle *o, int stop_token, int max_new, Collected *got, GenResult *res, State *st, Sampler *sm) {
     Session s;
     session_init(&s, &eng);
     s.spec.on = speculate;
     if (o) s.spec.source = oracle_draft, s.spec.source_ctx = o;
-    GenOptions opt = {max_new, stop_token, NULL, NULL};
+    GenOptions opt = {max_new, stop_token, NULL, NULL, sm};
     int rc = generate(&s, prompt, (size_t)n_prompt, &opt, collect, got, res);
     if (!rc) rc = state_copy(st, s.st);
     session_free(&s);
     return rc;
+}
+
+static int run_with(Oracle *o, int stop_token, int max_new, Collected *got, GenResult *res, State *st) {
+    return run_sampled(o, stop_token, max_new, got, res, st, NULL);
 }
 
 static void test_reference(void) {
@@ -98,12 +105,12 @@ static void check_case(Oracle o, int expect) {
     state_destroy(st);
 }
 
-static void test_all_accepted(void) { check_case((Oracle){-1, 0, 0}, 1); }
-static void test_all_rejected(void) { check_case((Oracle){0, 0, 0}, 0); }
+static void test_all_accepted(void) { check_case((Oracle){-1, 0, 0, NULL}, 1); }
+static void test_all_rejected(void) { check_case((Oracle){0, 0, 0, NULL}, 0); }
 
 static void test_every_cut_point(void) {
-    check_case((Oracle){0, 1, 0}, -1);
-    for (int good = 1; good < SPEC_MAX_DRAFT; good += 3) check_case((Oracle){good, 0, 0}, -1);
+    check_case((Oracle){0, 1, 0, NULL}, -1);
+    for (int good = 1; good < SPEC_MAX_DRAFT; good += 3) check_case((Oracle){good, 0, 0, NULL}, -1);
 }
 
 /* The n-gram drafter on the real text, with repetitive and ordinary prompts. */
@@ -126,12 +133,12 @@ static void test_stops_inside_a_pass(void) {
         State *sa = state_create(eng.model), *sb = state_create(eng.model);
         CHECK(run_with(NULL, ref[cut], N_NEW, &a, &ra, sa) == 0);
         speculate = 1;
-        Oracle o = {-1, 0, 0};
+        Oracle o = {-1, 0, 0, NULL};
         CHECK(run_with(&o, ref[cut], N_NEW, &b, &rb, sb) == 0);
         CHECK(a.n == b.n && memcmp(a.tok, b.tok, sizeof(int) * (size_t)a.n) == 0 && ra.hit_stop == rb.hit_stop);
         CHECK(states_equal(sa, sb));
         state_reset(sa), state_reset(sb);
-        Oracle o2 = {-1, 0, 0};
+        Oracle o2 = {-1, 0, 0, NULL};
         CHECK(run_with(&o2, -1, cut, &b, &rb, sb) == 0);
         speculate = 0;
         CHECK(run_with(NULL, -1, cut, &a, &ra, sa) == 0);
@@ -139,6 +146,35 @@ static void test_stops_inside_a_pass(void) {
         CHECK(rb.generated == cut && states_equal(sa, sb));
         state_destroy(sa), state_destroy(sb);
     }
+}
+
+/* Sampled decoding: drafts are checked with the sampler's own choice at each row's position,
+ * so drafts cut anywhere give exactly the sampled tokens (and State) of plain decoding. */
+static void test_sampled_with_drafts(void) {
+    const SampleParams params = {0.9, 0.95, 0, 0, 0, 0, 1234, 0, 0, NULL, 0};
+    Sampler sm;
+    Collected want = {{0}, 0};
+    GenResult res;
+    State *plain = state_create(eng.model);
+    speculate = 0;
+    CHECK(sampler_init(&sm, &params, eng.cat.cfg.vocab) == 0);
+    CHECK(run_sampled(NULL, -1, N_NEW, &want, &res, plain, &sm) == 0);
+    sampler_free(&sm);
+    speculate = 1;
+    CHECK(want.n == N_NEW && memcmp(want.tok, ref, sizeof ref) != 0); /* sampling changed the text */
+    for (int good = -1; good < SPEC_MAX_DRAFT; good += 2) {
+        Oracle o = {good < 0 ? 0 : good, good < 0, 0, want.tok};
+        Collected got = {{0}, 0};
+        State *st = state_create(eng.model);
+        CHECK(sampler_init(&sm, &params, eng.cat.cfg.vocab) == 0);
+        CHECK(run_sampled(&o, -1, N_NEW, &got, &res, st, &sm) == 0);
+        CHECK_MSG(got.n == N_NEW && memcmp(got.tok, want.tok, sizeof want.tok[0] * N_NEW) == 0, "cut %d", good);
+        CHECK(states_equal(st, plain));
+        CHECK(res.spec.accepted > 0 || good == 0);
+        sampler_free(&sm);
+        state_destroy(st);
+    }
+    state_destroy(plain);
 }
 
 /* A forced rejection, directly: verify [t, wrong...], keep one row; the state and the next
@@ -187,7 +223,7 @@ static int two_turns(Session *s, int32_t *picks) {
     int n = 0, tok;
     CHECK(session_prefill(s, prompt, (size_t)n_prompt, NULL, NULL, NULL) == 0);
     for (int i = 0; i < 13; i++) {
-        CHECK(session_next(s, &tok, -1, NULL, NULL) == 0);
+        CHECK(session_next(s, NULL, 0, &tok, NULL, -1, NULL, NULL) == 0);
         picks[n++] = tok;
     }
     int32_t turn2[64];
@@ -199,7 +235,7 @@ static int two_turns(Session *s, int32_t *picks) {
     CHECK(session_prefill(s, turn2, m, NULL, NULL, &reused) == 0);
     CHECK(reused == m - 4);
     for (int i = 0; i < 11; i++) {
-        CHECK(session_next(s, &tok, -1, NULL, NULL) == 0);
+        CHECK(session_next(s, NULL, 0, &tok, NULL, -1, NULL, NULL) == 0);
         picks[n++] = tok;
     }
     return n;
@@ -232,7 +268,42 @@ static void test_session(void) {
         CHECK(session_prefill(&spec, turn3, m, NULL, NULL, NULL) == 0 && session_prefill(&plain, turn3, m, NULL, NULL, NULL) == 0);
         CHECK(states_equal(spec.st, plain.st));
         int t1 = -1, t2 = -2;
-        CHECK(session_next(&spec, &t1, -1, NULL, NULL) == 0 && session_next(&plain, &t2, -1, NULL, NULL) == 0 && t1 == t2);
+        CHECK(session_next(&spec, NULL, 0, &t1, NULL, -1, NULL, NULL) == 0 && session_next(&plain, NULL, 0, &t2, NULL, -1, NULL, NULL) == 0 && t1 == t2);
+        session_free(&spec), session_free(&plain);
+    }
+}
+
+/* The Session with a sampler: drafts verified at each row's completion position give the
+ * sampled picks of plain decoding, whatever the drafts. */
+static void sampled_picks(Session *s, int n, int32_t *picks) {
+    const SampleParams params = {1.0, 0.9, 0, 0, 0, 0, 77, 0, 0, NULL, 0};
+    Sampler sm;
+    CHECK(sampler_init(&sm, &params, eng.cat.cfg.vocab) == 0);
+    CHECK(session_prefill(s, prompt, (size_t)n_prompt, NULL, NULL, NULL) == 0);
+    for (int i = 0; i < n; i++) {
+        int tok;
+        CHECK(session_next(s, &sm, (uint64_t)i, &tok, NULL, -1, NULL, NULL) == 0);
+        picks[i] = tok;
+    }
+    CHECK(session_commit(s) == 0);
+    sampler_free(&sm);
+}
+
+static void test_session_sampled(void) {
+    for (int good = 1; good <= SPEC_MAX_DRAFT; good += 3) {
+        Session plain, spec;
+        int32_t want[24], got[24], text[64];
+        session_init(&plain, &eng);
+        session_init(&spec, &eng);
+        plain.spec.on = 0;
+        sampled_picks(&plain, 24, want);
+        memcpy(text, plain.held.v, sizeof(int32_t) * plain.held.n);
+        TextOracle o = {text, plain.held.n, good};
+        spec.spec.source = text_draft, spec.spec.source_ctx = &o;
+        sampled_picks(&spec, 24, got);
+        CHECK_MSG(memcmp(got, want, sizeof want) == 0, "good %d", good);
+        CHECK(spec.spec.accepted > 0);
+        CHECK(states_equal(spec.st, plain.st));
         session_free(&spec), session_free(&plain);
     }
 }
@@ -245,8 +316,10 @@ int main(void) {
     RUN(test_every_cut_point);
     RUN(test_ngram_drafts);
     RUN(test_stops_inside_a_pass);
+    RUN(test_sampled_with_drafts);
     RUN(test_forced_rejection);
     RUN(test_session);
+    RUN(test_session_sampled);
     state_destroy(ref_state);
     fixture_close(&eng, dir);
     return check_summary();

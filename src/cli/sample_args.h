@@ -1,0 +1,29 @@
+/* sample_args.h - the sampling options `run` and `chat` share, mapped 1:1 onto the server's
+ * request fields: --temperature, --top-p, --top-k, --min-p, --seed, --presence-penalty,
+ * --frequency-penalty. Without them decoding is greedy and exact; with --top-p/--top-k/--min-p
+ * alone the temperature is 1 (as in the API). A sampled run without --seed draws a random seed
+ * and prints it, so that the text can be reproduced. */
+#ifndef DF_SAMPLE_ARGS_H
+#define DF_SAMPLE_ARGS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cli/args.h"
+#include "engine/sampler.h"
+
+#define SAMPLE_ARG_SPECS 7
+
+typedef struct {
+    double temperature, top_p, min_p, presence, frequency;
+    int64_t top_k, seed;  /* seed INT64_MIN: not given */
+} SampleArgs;
+
+/* Sets the defaults and writes the SAMPLE_ARG_SPECS option specs into specs. */
+void sample_args_specs(SampleArgs *a, ArgSpec *specs);
+/* Checks the values (exits with a message naming the option on a bad one) and fills *p. Prints
+ * "sampling: ..." (with the seed) to log unless decoding is plain greedy. Returns 1 when a
+ * Sampler is needed (sampling, or penalties), 0 for plain greedy. */
+int sample_args_finish(SampleArgs *a, SampleParams *p, FILE *log);
+
+#endif

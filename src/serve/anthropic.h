@@ -1,0 +1,67 @@
+/* anthropic.h - the Anthropic Messages API (POST /v1/messages) on top of the same generation as
+ * the OpenAI endpoints.
+ *
+ * Requests: model, max_tokens (required), messages (user / assistant; content a string or text,
+ * tool_use, tool_result and thinking blocks; cache_control hints accepted: the server reuses
+ * prompt prefixes by itself), system (a string or text blocks), stop_sequences (up to 4),
+ * stream, temperature (0..1), top_p, top_k, tools (custom tools with an input_schema),
+ * tool_choice auto, thinking (K3 always thinks: disabled is K3's low effort, an enabled
+ * budget_tokens picks low below 4096, high below 16384, else max; output_config.effort low /
+ * medium / high map as OpenAI's reasoning_effort), metadata.user_id. They are
+ * translated into the OpenAI-shaped chat request (request.h) the renderer takes; the parts it
+ * cannot honour (images, documents, server tools, forcing a tool, a prefilled assistant reply as
+ * the last message) are refused naming the field.
+ * Without a temperature decoding is greedy, exact.
+ *
+ * Answers: a message with thinking, text and tool_use content blocks, stop_reason end_turn /
+ * max_tokens / stop_sequence / tool_use, usage with cache_read_input_tokens; streamed as
+ * message_start, content_block_start / _delta / _stop per block, message_delta, message_stop.
+ * Errors: {"type": "error", "error": {"type", "message"}} with Anthropic's type per status.
+ * Every function that returns a string returns a new one the caller frees. */
+#ifndef DF_ANTHROPIC_H
+#define DF_ANTHROPIC_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "serve/request.h"
+#include "serve/wire.h"
+#include "text/strbuf.h"
+
+/* Parses and validates a /v1/messages body into r (r->anthropic set). Returns 0, or -1 with
+ * *err filled. */
+int anthropic_request_parse(const char *body, size_t len, ApiRequest *r, ApiError *err);
+
+char *anthropic_error(const ApiError *e);
+
+/* How an answer ended, in Anthropic's words. */
+typedef struct {
+    const char *finish;        /* the exchange's: "stop" | "length" | "tool_calls" */
+    const char *stop_sequence; /* the sequence that stopped it (stop_len bytes), or NULL */
+    size_t stop_len;
+} AnthropicEnd;
+
+/* The whole message. tool_calls: OpenAI-style calls (borrowed) or NULL. */
+char *anthropic_message(const WireHead *h, const char *reasoning, size_t reasoning_len, const char *content,
+                        size_t content_len, const json_t *tool_calls, const AnthropicEnd *end, const WireUsage *u);
+
+/* A streamed message: which content block is open. */
+typedef struct {
+    int index;   /* of the next block */
+    int open;    /* 0: none, 1: thinking, 2: text */
+} AnthropicStream;
+
+/* message_start (usage so far: the prompt). */
+void anthropic_stream_start(AnthropicStream *st, StrBuf *out, const WireHead *h, const WireUsage *u);
+/* Reasoning goes to a thinking block, content to a text block; a block opens at its first text
+ * and closes when the other kind starts. */
+void anthropic_stream_text(AnthropicStream *st, StrBuf *out, const char *reasoning, size_t reasoning_len,
+                           const char *content, size_t content_len);
+/* Closes the open block, sends each tool call as a tool_use block, then message_delta (stop
+ * reason, output tokens) and message_stop. */
+void anthropic_stream_end(AnthropicStream *st, StrBuf *out, const WireHead *h, const json_t *tool_calls,
+                          const AnthropicEnd *end, const WireUsage *u);
+/* An error after the stream began. */
+void anthropic_stream_error(StrBuf *out, const ApiError *e);
+
+#endif

@@ -1,0 +1,38 @@
+/* route.c - the server's route table (see route.h). */
+#include "serve/route.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "serve/request.h"
+
+static const struct {
+    const char *path;
+    int post;     /* 1: POST; 0: GET (and HEAD) */
+    Route route;
+} routes[] = {
+    {"/v1/models", 0, ROUTE_MODELS},
+    {"/v1/models/" SERVE_MODEL_ID, 0, ROUTE_MODEL},
+    {"/v1/chat/completions", 1, ROUTE_CHAT},
+    {"/v1/completions", 1, ROUTE_COMPLETIONS},
+    {"/v1/messages", 1, ROUTE_MESSAGES},
+    {"/health", 0, ROUTE_HEALTH},
+    {"/metrics", 0, ROUTE_METRICS},
+};
+
+RouteResult route_find(const char *method, const char *path, Route *route, const char **allow) {
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        if (strcmp(path, routes[i].path) != 0) continue;
+        const char *methods = routes[i].post ? "POST" : "GET, HEAD";
+        if (allow) *allow = methods;
+        *route = routes[i].route;
+        if (!strcmp(method, "OPTIONS")) return ROUTE_PREFLIGHT;
+        int ok = routes[i].post ? !strcmp(method, "POST") : !strcmp(method, "GET") || !strcmp(method, "HEAD");
+        return ok ? ROUTE_OK : ROUTE_BAD_METHOD;
+    }
+    return ROUTE_NOT_FOUND;
+}
+
+int route_is_public(Route r) { return r == ROUTE_HEALTH; }
+
+int route_generates(Route r) { return r == ROUTE_CHAT || r == ROUTE_COMPLETIONS || r == ROUTE_MESSAGES; }
