@@ -282,27 +282,10 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
     return NULL;
 }
 
-static int hex_digit(char ch) {
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    ch = (char)(ch | 0x20);
-    return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-}
-
-/* Percent-decoding of the path and query, except that %00 stays as it is: a NUL would end the
- * path early ("/v1/models%00x" must not be "/v1/models"). Malformed escapes stay as they are. */
+/* MHD's unescape callback: route_unescape (see route.h). */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
     (void)cls, (void)c;
-    char *w = s;
-    for (const char *r = s; *r;) {
-        int hi = r[0] == '%' ? hex_digit(r[1]) : -1, lo = hi >= 0 ? hex_digit(r[2]) : -1;
-        if (lo >= 0 && (hi | lo)) {
-            *w++ = (char)(hi * 16 + lo);
-            r += 3;
-        } else
-            *w++ = *r++;
-    }
-    *w = 0;
-    return (size_t)(w - s);
+    return route_unescape(s);
 }
 
 static void log_request(Req *q, enum MHD_RequestTerminationCode toe) {

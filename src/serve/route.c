@@ -36,3 +36,23 @@ RouteResult route_find(const char *method, const char *path, Route *route, const
 int route_is_public(Route r) { return r == ROUTE_HEALTH; }
 
 int route_generates(Route r) { return r == ROUTE_CHAT || r == ROUTE_COMPLETIONS || r == ROUTE_MESSAGES; }
+
+static int hex_digit(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    ch = (char)(ch | 0x20);
+    return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+size_t route_unescape(char *s) {
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi = r[0] == '%' ? hex_digit(r[1]) : -1, lo = hi >= 0 ? hex_digit(r[2]) : -1;
+        if (lo >= 0 && (hi | lo)) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 3;
+        } else
+            *w++ = *r++;
+    }
+    *w = 0;
+    return (size_t)(w - s);
+}

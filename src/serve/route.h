@@ -6,6 +6,8 @@
 #ifndef DF_ROUTE_H
 #define DF_ROUTE_H
 
+#include <stddef.h>
+
 typedef enum {
     ROUTE_MODELS,
     ROUTE_MODEL,
@@ -30,5 +32,10 @@ RouteResult route_find(const char *method, const char *path, Route *route, const
 int route_is_public(Route r);
 /* 1 for the routes that generate (they take a JSON body). */
 int route_generates(Route r);
+
+/* Percent-decodes s in place (a path or query) and returns its new length, except that %00
+ * stays as it is: a NUL would end the path early ("/v1/models%00x" must not be "/v1/models").
+ * Malformed escapes stay as they are. */
+size_t route_unescape(char *s);
 
 #endif

@@ -245,6 +245,11 @@ static void routes_are_exact(void) {
     CHECK(route_find("GET", "/v1/models/", &r, &allow) == ROUTE_NOT_FOUND);
     CHECK(route_find("GET", "/v1/models%00", &r, &allow) == ROUTE_NOT_FOUND);
     CHECK(route_find("GET", "/V1/models", &r, &allow) == ROUTE_NOT_FOUND);
+    char p1[] = "/v1/mo%64els", p2[] = "/v1/models%00.json", p3[] = "/a%2", p4[] = "%zz%4A%4a";
+    CHECK(route_unescape(p1) == 10 && !strcmp(p1, "/v1/models"));
+    CHECK(route_unescape(p2) == 18 && !strcmp(p2, "/v1/models%00.json")); /* %00 stays: no early end */
+    CHECK(route_unescape(p3) == 4 && !strcmp(p3, "/a%2"));
+    CHECK(route_unescape(p4) == 5 && !strcmp(p4, "%zzJJ"));
 }
 
 static ApiError parse_anthropic(const char *body, ApiRequest *r) {
