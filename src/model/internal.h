@@ -65,8 +65,18 @@ uint64_t scratch_bytes(const K3Config *c, int max_context);
 uint64_t state_bytes(const K3Config *c, MlaCacheMode mla, int positions);
 uint64_t state_verify_bytes(const K3Config *c);
 
-void kda_forward(Model *m, const LayerWeights *L, LayerState *st, const float *xn, int T, float *out);
-void mla_forward(Model *m, const LayerWeights *L, LayerState *st, int base, const float *xn, int T, float *out);
+/* One sequence's rows in a forward pass: rows [row0, row0 + rows) of the chunk belong to st,
+ * after its st->len positions. A pass over several sequences runs every weight product once
+ * over all rows; only attention's per-sequence part (KDA conv windows and recurrence, the MLA
+ * cache) runs sequence by sequence on its own rows. */
+typedef struct {
+    State *st;
+    int row0, rows;
+} Seq;
+
+/* Attention of layer l for the chunk's T rows (xn, out: [T][hidden]), split into seqs[0..n). */
+void kda_forward(Model *m, const LayerWeights *L, int l, const Seq *seqs, int n, const float *xn, int T, float *out);
+void mla_forward(Model *m, const LayerWeights *L, int l, const Seq *seqs, int n, const float *xn, int T, float *out);
 void mlp_forward(Model *m, const MlpWeights *w, int width, const float *u, int T, float *out);
 int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int T, float *out);
 /* Router lookahead, called once layer's selections (s->sel) are known: scores the guess made

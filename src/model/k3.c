@@ -98,7 +98,7 @@ static void add_rows(float *dst, const float *src, size_t n) {
 }
 
 /* Attention half of layer l; returns the anchor count after it. */
-static int attention_block(Model *m, State *st, int l, int n_anchors, int T) {
+static int attention_block(Model *m, const Seq *seqs, int n_seqs, int l, int n_anchors, int T) {
     const LayerWeights *L = &m->w.layers[l];
     Scratch *s = &m->s;
     const size_t HT = (size_t)m->cfg.hidden * T;
@@ -112,8 +112,8 @@ static int attention_block(Model *m, State *st, int l, int n_anchors, int T) {
         n_anchors++;
     }
     rmsnorm_rows(m, s->xn, L->attn_norm, T);
-    if (L->kind == LAYER_MLA) mla_forward(m, L, &st->layers[l], st->len, s->xn, T, s->attn_out);
-    else kda_forward(m, L, &st->layers[l], s->xn, T, s->attn_out);
+    if (L->kind == LAYER_MLA) mla_forward(m, L, l, seqs, n_seqs, s->xn, T, s->attn_out);
+    else kda_forward(m, L, l, seqs, n_seqs, s->xn, T, s->attn_out);
     if (boundary) memcpy(s->P, s->attn_out, sizeof(float) * HT);
     else add_rows(s->P, s->attn_out, HT);
     m->stats.attention_s += model_now() - t0;
@@ -135,28 +135,36 @@ static int ffn_block(Model *m, int l, int n_anchors, int T) {
     return 0;
 }
 
-/* Logits for rows [first, T): final AttnRes, norm, lm_head. */
-static int tail(Model *m, int n_anchors, int T, int first, float *logits) {
+/* Final AttnRes and norm of every row, then lm_head for the n rows listed in out_rows (one
+ * product over the gathered rows); logits: [n][vocab]. */
+static int tail(Model *m, int n_anchors, int T, const int *out_rows, int n, float *logits) {
     Scratch *s = &m->s;
     const int H = m->cfg.hidden, V = m->cfg.vocab;
     double t0 = model_now();
     attn_res(m, n_anchors, m->w.out_res_q, T, s->x);
     rmsnorm_rows(m, s->x, m->w.final_norm, T);
-    mat_mul(m->pool, logits, &m->w.lm_head, s->x + (size_t)first * H, T - first);
+    const float *rows = s->x;
+    int gather = 0;
+    for (int i = 0; i < n; i++) gather |= out_rows[i] != i;
+    if (gather) { /* xn is free at the tail */
+        for (int i = 0; i < n; i++) memcpy(s->xn + (size_t)i * H, s->x + (size_t)out_rows[i] * H, sizeof(float) * (size_t)H);
+        rows = s->xn;
+    }
+    mat_mul(m->pool, logits, &m->w.lm_head, rows, n);
     m->stats.head_s += model_now() - t0;
-    for (size_t i = 0; i < (size_t)(T - first) * V; i++)
+    for (size_t i = 0; i < (size_t)n * V; i++)
         if (!isfinite(logits[i]))
             return df_fail("non-finite logit at position %d, token %zu: the weights hold NaN/Inf values",
-                           first + (int)(i / V), i % V);
+                           out_rows[i / V], i % V);
     return 0;
 }
 
-static int check_tokens(const Model *m, const State *st, const int *tokens, int T) {
+static int check_tokens(const Model *m, const int *tokens, int T) {
     if (T < 1 || T > MODEL_MAX_CHUNK) return df_fail("forward: chunk of %d positions (1..%d allowed)", T, MODEL_MAX_CHUNK);
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= m->cfg.vocab)
             return df_fail("token id %d is outside the vocabulary (0..%d)", tokens[t], m->cfg.vocab - 1);
-    return state_reserve((State *)st, st->len + T);
+    return 0;
 }
 
 /* With a streamed spine, layer l's bytes may sit in a different buffer on every pass. */
@@ -173,25 +181,57 @@ static int acquire_spine_layer(Model *m, int l) {
     return 0;
 }
 
-int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, int all_rows) {
-    if (check_tokens(m, st, tokens, T)) return -1;
-    st->verify_rows = 0;
+/* The pass itself: tokens[0..T) split into seqs, every layer, the states advanced. The caller
+ * checked the arguments and reserved the states' room. */
+static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens, int T, const int *out_rows, int n_out,
+                        float *logits) {
     embed(m, tokens, T);
     m->look_layer = -1;
     int n_anchors = 0;
     for (int l = 0; l < m->cfg.n_layers; l++) {
         if (acquire_spine_layer(m, l)) return -1;
-        n_anchors = attention_block(m, st, l, n_anchors, T);
+        n_anchors = attention_block(m, seqs, n_seqs, l, n_anchors, T);
         int rc = ffn_block(m, l, n_anchors, T);
         if (m->spine) m->spine->release_layer(m->spine, l);
         if (rc) return -1;
     }
-    st->len += T;
+    for (int q = 0; q < n_seqs; q++) seqs[q].st->len += seqs[q].rows;
     m->stats.positions += (uint64_t)T;
     m->stats.forwards++;
-    int rc = logits ? tail(m, n_anchors, T, all_rows ? 0 : T - 1, logits) : 0;
+    int rc = logits ? tail(m, n_anchors, T, out_rows, n_out, logits) : 0;
     const char *fault = device_fault(); /* a device that failed computed zeros: the forward fails */
     return fault ? df_fail("%s", fault) : rc;
+}
+
+int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, int all_rows) {
+    if (check_tokens(m, tokens, T) || state_reserve(st, st->len + T)) return -1;
+    st->verify_rows = 0;
+    Seq seq = {st, 0, T};
+    int rows[MODEL_MAX_CHUNK];
+    for (int t = 0; t < T; t++) rows[t] = all_rows ? t : T - 1;
+    return forward_rows(m, &seq, 1, tokens, T, rows, all_rows ? T : 1, logits);
+}
+
+int model_forward_batch(Model *m, State *const *states, const int *tokens, const int *rows_per_state, int n,
+                        float *logits, int all_rows) {
+    Seq seqs[MODEL_MAX_CHUNK];
+    int out[MODEL_MAX_CHUNK], T = 0, n_out = 0;
+    if (n < 1 || n > MODEL_MAX_CHUNK) return df_fail("forward: %d sequences in one pass (1..%d allowed)", n, MODEL_MAX_CHUNK);
+    for (int q = 0; q < n; q++) {
+        int r = rows_per_state[q];
+        if (r < 1 || T + r > MODEL_MAX_CHUNK)
+            return df_fail("forward: %d rows for sequence %d (1 or more, %d in all at most)", r, q, MODEL_MAX_CHUNK);
+        for (int p = 0; p < q; p++)
+            if (states[p] == states[q]) return df_fail("forward: sequence %d is given twice in one pass", q);
+        seqs[q] = (Seq){states[q], T, r};
+        T += r;
+        for (int t = all_rows ? seqs[q].row0 : T - 1; t < T; t++) out[n_out++] = t;
+    }
+    if (check_tokens(m, tokens, T)) return -1;
+    for (int q = 0; q < n; q++)
+        if (state_reserve(states[q], states[q]->len + seqs[q].rows)) return -1;
+    for (int q = 0; q < n; q++) states[q]->verify_rows = 0;
+    return forward_rows(m, seqs, n, tokens, T, out, n_out, logits);
 }
 
 int model_forward_verify(Model *m, State *st, const int *tokens, int T, float *logits) {

@@ -36,8 +36,8 @@ static void short_conv(const float *w, float *hist, const float *x, float *y, in
 typedef struct {
     Model *m;
     const KdaWeights *w;
-    LayerState *st;
-    int T;
+    int l;
+    const Seq *seqs;
 } KdaTask;
 
 /* One delta-rule step for one head: decay S along the key axis, correct it toward v, read with q. */
@@ -67,14 +67,18 @@ static void record_step(float *rec, int W, int h, int D, const float *k, const f
     rec[3 * (size_t)W + h] = beta;
 }
 
-static void kda_head(void *ctx, int h) {
+/* Task i: head i % heads of sequence i / heads, over that sequence's rows in order. */
+static void kda_head(void *ctx, int i) {
     KdaTask *a = ctx;
     const K3Config *c = &a->m->cfg;
     Scratch *s = &a->m->s;
-    const int D = c->kda_head_dim, W = config_kda_width(c);
-    float *S = a->st->S + (size_t)h * D * D, decay[K3_MAX_KDA_HEAD_DIM];
-    if (a->m->verifying) memcpy(a->st->v_S + (size_t)h * D * D, S, sizeof *S * (size_t)D * D);
-    for (int t = 0; t < a->T; t++) {
+    const int D = c->kda_head_dim, W = config_kda_width(c), h = i % c->kda_heads;
+    const Seq *q_seq = &a->seqs[i / c->kda_heads];
+    LayerState *st = &q_seq->st->layers[a->l];
+    float *S = st->S + (size_t)h * D * D, decay[K3_MAX_KDA_HEAD_DIM];
+    if (a->m->verifying) memcpy(st->v_S + (size_t)h * D * D, S, sizeof *S * (size_t)D * D);
+    for (int r = 0; r < q_seq->rows; r++) {
+        int t = q_seq->row0 + r;
         size_t row = (size_t)t * W + (size_t)h * D;
         float *q = s->q + row, *k = s->k + row, *v = s->v + row, *f = s->f + row, *o = s->o + row;
         op_l2norm_scaled(q, D, 1.0f / sqrtf((float)D));
@@ -85,14 +89,14 @@ static void kda_head(void *ctx, int h) {
             decay[d] = expf(g);
         }
         float beta = op_sigmoid(s->beta_raw[(size_t)t * c->kda_heads + h]);
-        if (a->m->verifying) record_step(a->st->v_step + (size_t)t * (3 * W + c->kda_heads), W, h, D, k, v, decay, beta);
+        if (a->m->verifying) record_step(st->v_step + (size_t)r * (3 * W + c->kda_heads), W, h, D, k, v, decay, beta);
         delta_step(S, q, k, v, decay, beta, o, D);
         op_rmsnorm(o, o, a->w->o_norm, D, c->rms_eps);
         for (int j = 0; j < D; j++) o[j] *= op_sigmoid(s->g[row + j]);
     }
 }
 
-void kda_forward(Model *m, const LayerWeights *L, LayerState *st, const float *xn, int T, float *out) {
+void kda_forward(Model *m, const LayerWeights *L, int l, const Seq *seqs, int n, const float *xn, int T, float *out) {
     const K3Config *c = &m->cfg;
     const KdaWeights *w = &L->kda;
     Scratch *s = &m->s;
@@ -100,18 +104,25 @@ void kda_forward(Model *m, const LayerWeights *L, LayerState *st, const float *x
     const Mat *proj[3] = {&w->q, &w->k, &w->v};
     const float *conv_w[3] = {w->conv_q, w->conv_k, w->conv_v};
     float *conv_out[3] = {s->q, s->k, s->v};
-    if (m->verifying) memcpy(st->v_conv, st->conv, sizeof(float) * 3 * (size_t)W * (K - 1));
+    if (m->verifying) { /* (a verify pass is one sequence) */
+        LayerState *st = &seqs[0].st->layers[l];
+        memcpy(st->v_conv, st->conv, sizeof(float) * 3 * (size_t)W * (K - 1));
+    }
     for (int i = 0; i < 3; i++) { /* raw projections land in o scratch, the conv writes q/k/v */
         mat_mul(m->pool, s->o, proj[i], xn, T);
-        if (m->verifying) memcpy(st->v_raw + (size_t)i * MODEL_MAX_VERIFY * W, s->o, sizeof(float) * (size_t)T * W);
-        short_conv(conv_w[i], st->conv + (size_t)i * W * (K - 1), s->o, conv_out[i], T, W, K);
+        for (int q = 0; q < n; q++) {
+            LayerState *st = &seqs[q].st->layers[l];
+            const size_t at = (size_t)seqs[q].row0 * W;
+            if (m->verifying) memcpy(st->v_raw + (size_t)i * MODEL_MAX_VERIFY * W, s->o + at, sizeof(float) * (size_t)seqs[q].rows * W);
+            short_conv(conv_w[i], st->conv + (size_t)i * W * (K - 1), s->o + at, conv_out[i] + at, seqs[q].rows, W, K);
+        }
     }
     mat_mul(m->pool, s->g, &w->g, xn, T);
     mat_mul(m->pool, s->fa, &w->f_a, xn, T);
     mat_mul(m->pool, s->f, &w->f_b, s->fa, T);
     mat_mul(m->pool, s->beta_raw, &w->b, xn, T);
-    KdaTask task = {m, w, st, T};
-    pool_run(m->pool, c->kda_heads, kda_head, &task);
+    KdaTask task = {m, w, l, seqs};
+    pool_run(m->pool, n * c->kda_heads, kda_head, &task);
     mat_mul(m->pool, out, &w->o, s->o, T);
 }
 

@@ -6,7 +6,11 @@
  * k_pe per position, and each head works in latent space: its query is absorbed into kv_b's key
  * rows, q_lat = W_uk[h]^T q_nope, so score_u = q_lat . c_u + q_pe . kpe_u, and its output is
  * W_uv[h] (sum_u p_u c_u). Same weights, 53x less cache to hold and read per position on K3, and
- * no kv_b product for the new positions. */
+ * no kv_b product for the new positions.
+ *
+ * A chunk may hold several sequences' rows (Seq): the projections run once over all rows; each
+ * sequence appends its rows to its own cache and attends over it, so a row's result is the one
+ * its sequence alone would get. */
 #include <math.h>
 #include <string.h>
 
@@ -15,19 +19,20 @@
 #include "model/internal.h"
 #include "model/ops.h"
 
+/* The heads of one sequence: its rows [row0, row0 + T) of the chunk, after base cached positions. */
 typedef struct {
     Model *m;
     const MlaWeights *w;
     LayerState *st;
-    int base, T;
+    int base, row0, T;
 } MlaTask;
 
-/* Splits the projections of T new positions into cached keys and values. */
-static void append_kv(const K3Config *c, LayerState *st, const Scratch *s, int base, int T) {
+/* Splits the projections of chunk rows [row0, row0 + T) into cached keys and values. */
+static void append_kv(const K3Config *c, LayerState *st, const Scratch *s, int base, int row0, int T) {
     const int NH = c->mla_heads, QK = config_mla_qk_dim(c), KVW = c->kv_lora + c->qk_rope;
     for (int t = 0; t < T; t++) {
-        const float *kvf = s->kvf + (size_t)t * NH * (c->qk_nope + c->v_head);
-        const float *kpe = s->ckv + (size_t)t * KVW + c->kv_lora;
+        const float *kvf = s->kvf + (size_t)(row0 + t) * NH * (c->qk_nope + c->v_head);
+        const float *kpe = s->ckv + (size_t)(row0 + t) * KVW + c->kv_lora;
         for (int h = 0; h < NH; h++) {
             float *key = st->keys + ((size_t)(base + t) * NH + h) * QK;
             float *val = st->values + ((size_t)(base + t) * NH + h) * c->v_head;
@@ -47,7 +52,8 @@ static void mla_head(void *ctx, int h) {
     const float scale = 1.0f / sqrtf((float)QK);
     float *score = s->scores + (size_t)h * a->m->max_context;
     for (int t = 0; t < a->T; t++) {
-        const float *q = s->qf + ((size_t)t * NH + h) * QK;
+        const size_t row = (size_t)(a->row0 + t);
+        const float *q = s->qf + (row * NH + h) * QK;
         int n = a->base + t + 1; /* causal: cached positions and new ones up to t */
         for (int u = 0; u < n; u++) {
             const float *key = a->st->keys + ((size_t)u * NH + h) * QK;
@@ -56,24 +62,24 @@ static void mla_head(void *ctx, int h) {
             score[u] = dot * scale;
         }
         op_softmax(score, n);
-        float *att = s->att + ((size_t)t * NH + h) * V;
+        float *att = s->att + (row * NH + h) * V;
         for (int j = 0; j < V; j++) att[j] = 0;
         for (int u = 0; u < n; u++) {
             const float *val = a->st->values + ((size_t)u * NH + h) * V;
             for (int j = 0; j < V; j++) att[j] += score[u] * val[j];
         }
-        const float *gate = s->g + ((size_t)t * NH + h) * V;
+        const float *gate = s->g + (row * NH + h) * V;
         for (int j = 0; j < V; j++) att[j] *= op_sigmoid(gate[j]);
     }
 }
 
-/* Appends the new positions' normalised latent (in s->cq) and raw k_pe to the latent cache. */
-static void append_latent(const K3Config *c, LayerState *st, const Scratch *s, int base, int T) {
+/* Appends chunk rows [row0, row0 + T)'s normalised latent (in s->cq) and raw k_pe to the latent cache. */
+static void append_latent(const K3Config *c, LayerState *st, const Scratch *s, int base, int row0, int T) {
     const int KVW = c->kv_lora + c->qk_rope;
     for (int t = 0; t < T; t++) {
         float *dst = st->latent + (size_t)(base + t) * KVW;
-        memcpy(dst, s->cq + (size_t)t * c->kv_lora, sizeof *dst * (size_t)c->kv_lora);
-        memcpy(dst + c->kv_lora, s->ckv + (size_t)t * KVW + c->kv_lora, sizeof *dst * (size_t)c->qk_rope);
+        memcpy(dst, s->cq + (size_t)(row0 + t) * c->kv_lora, sizeof *dst * (size_t)c->kv_lora);
+        memcpy(dst + c->kv_lora, s->ckv + (size_t)(row0 + t) * KVW + c->kv_lora, sizeof *dst * (size_t)c->qk_rope);
     }
 }
 
@@ -83,12 +89,13 @@ static void mla_head_latent(void *ctx, int h) {
     Scratch *s = &a->m->s;
     const Mat *kv_b = &a->w->kv_b;
     const int NH = c->mla_heads, QK = config_mla_qk_dim(c), V = c->v_head, R = c->kv_lora, KVW = R + c->qk_rope;
-    const int row0 = h * (c->qk_nope + V); /* this head's key rows, then its value rows */
+    const int kv_row0 = h * (c->qk_nope + V); /* this head's key rows in kv_b, then its value rows */
     const float scale = 1.0f / sqrtf((float)QK);
     float *score = s->scores + (size_t)h * a->m->max_context, *qlat = s->qlat + (size_t)h * R, *lctx = s->lctx + (size_t)h * R;
     for (int t = 0; t < a->T; t++) {
-        const float *q = s->qf + ((size_t)t * NH + h) * QK;
-        mat_rows_tmul(kv_b, row0, c->qk_nope, q, qlat);
+        const size_t row = (size_t)(a->row0 + t);
+        const float *q = s->qf + (row * NH + h) * QK;
+        mat_rows_tmul(kv_b, kv_row0, c->qk_nope, q, qlat);
         int n = a->base + t + 1;
         for (int u = 0; u < n; u++) {
             const float *lat = a->st->latent + (size_t)u * KVW;
@@ -97,15 +104,15 @@ static void mla_head_latent(void *ctx, int h) {
         op_softmax(score, n);
         for (int i = 0; i < R; i++) lctx[i] = 0;
         for (int u = 0; u < n; u++) kern_axpy(lctx, score[u], a->st->latent + (size_t)u * KVW, R);
-        float *att = s->att + ((size_t)t * NH + h) * V;
-        Mat w_uv = mat_rows(kv_b, row0 + c->qk_nope, V);
+        float *att = s->att + (row * NH + h) * V;
+        Mat w_uv = mat_rows(kv_b, kv_row0 + c->qk_nope, V);
         mat_mul_cpu(NULL, att, &w_uv, lctx, 1); /* inside a pool task, and small */
-        const float *gate = s->g + ((size_t)t * NH + h) * V;
+        const float *gate = s->g + (row * NH + h) * V;
         for (int j = 0; j < V; j++) att[j] *= op_sigmoid(gate[j]);
     }
 }
 
-void mla_forward(Model *m, const LayerWeights *L, LayerState *st, int base, const float *xn, int T, float *out) {
+void mla_forward(Model *m, const LayerWeights *L, int l, const Seq *seqs, int n, const float *xn, int T, float *out) {
     const K3Config *c = &m->cfg;
     const MlaWeights *w = &L->mla;
     Scratch *s = &m->s;
@@ -116,14 +123,16 @@ void mla_forward(Model *m, const LayerWeights *L, LayerState *st, int base, cons
     mat_mul(m->pool, s->ckv, &w->kv_a, xn, T);
     for (int t = 0; t < T; t++) /* normalised latent; the trailing k_pe part stays raw */
         op_rmsnorm(s->cq + (size_t)t * c->kv_lora, s->ckv + (size_t)t * KVW, w->kv_a_norm, c->kv_lora, c->rms_eps);
-    if (m->mla_cache == MLA_CACHE_LATENT) {
-        append_latent(c, st, s, base, T);
-    } else {
-        mat_mul(m->pool, s->kvf, &w->kv_b, s->cq, T);
-        append_kv(c, st, s, base, T);
+    if (m->mla_cache == MLA_CACHE_EXPANDED) mat_mul(m->pool, s->kvf, &w->kv_b, s->cq, T);
+    for (int q = 0; q < n; q++) {
+        LayerState *st = &seqs[q].st->layers[l];
+        if (m->mla_cache == MLA_CACHE_LATENT) append_latent(c, st, s, seqs[q].st->len, seqs[q].row0, seqs[q].rows);
+        else append_kv(c, st, s, seqs[q].st->len, seqs[q].row0, seqs[q].rows);
     }
     mat_mul(m->pool, s->g, &w->g, xn, T);
-    MlaTask task = {m, w, st, base, T};
-    pool_run(m->pool, c->mla_heads, m->mla_cache == MLA_CACHE_LATENT ? mla_head_latent : mla_head, &task);
+    for (int q = 0; q < n; q++) { /* the score scratch is per head: one sequence at a time */
+        MlaTask task = {m, w, &seqs[q].st->layers[l], seqs[q].st->len, seqs[q].row0, seqs[q].rows};
+        pool_run(m->pool, c->mla_heads, m->mla_cache == MLA_CACHE_LATENT ? mla_head_latent : mla_head, &task);
+    }
     mat_mul(m->pool, out, &w->o, s->att, T);
 }

@@ -99,6 +99,17 @@ int state_equal(const State *a, const State *b);
  * that cannot be read, a device fault (device.h), or non-finite logits. */
 int model_forward(Model *m, State *s, const int *tokens, int T, float *logits, int all_rows);
 
+/* Several sequences in one pass: states[q] is fed its rows_per_state[q] tokens, taken in order
+ * from tokens (sequence 0's first), sum of rows 1..MODEL_MAX_CHUNK, each state at most once.
+ * Every weight product runs once over all the rows, each routed expert is acquired once for all
+ * the rows that chose it; attention (KDA recurrence, MLA cache) runs per sequence on its own
+ * rows. A row's logits are bit-identical to those a model_forward of its sequence alone gives
+ * (the kernels compute every row independently). logits: NULL, or [all rows][vocab] when
+ * all_rows, else [n][vocab], each sequence's last row. Fails like model_forward (states
+ * unchanged on argument errors). */
+int model_forward_batch(Model *m, State *const *states, const int *tokens, const int *rows_per_state, int n,
+                        float *logits, int all_rows);
+
 /* Speculative verification: like model_forward with every row's logits ([T][vocab]), T <=
  * MODEL_MAX_VERIFY, but the state also keeps what state_commit needs to keep only a prefix of
  * the rows. Any later forward (or state_commit) ends the verification. */
