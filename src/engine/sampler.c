@@ -65,13 +65,13 @@ void sampler_accept(Sampler *s, int token) {
     if (s->counts && token >= 0 && token < s->vocab && s->counts[token] < UINT32_MAX) s->counts[token]++;
 }
 
-static int permitted(const uint32_t *allow, int t) { return !allow || (allow[t >> 5] >> (t & 31)) & 1u; }
+static int permitted(const uint64_t *allow, int t) { return !allow || (allow[t >> 6] >> (t & 63)) & 1u; }
 
 /* a comes before b: larger z, then lower id. */
 static int before(const float *z, int a, int b) { return z[a] > z[b] || (z[a] == z[b] && a < b); }
 
 /* Step 1 into s->z; returns the best token (-1: none permitted). */
-static int process(Sampler *s, const float *logits, const uint32_t *allow) {
+static int process(Sampler *s, const float *logits, const uint64_t *allow) {
     const SampleParams *p = &s->p;
     float *z = s->z;
     memcpy(z, logits, sizeof *z * (size_t)s->vocab);
@@ -186,7 +186,7 @@ static int draw(Sampler *s, int best, uint64_t position) {
     return last; /* rounding left target at the very end */
 }
 
-int sampler_pick(Sampler *s, const float *logits, const uint32_t *allow, uint64_t position, SampleInfo *info) {
+int sampler_pick(Sampler *s, const float *logits, const uint64_t *allow, uint64_t position, SampleInfo *info) {
     if (s->plain && !allow) {
         int best = 0;
         for (int t = 1; t < s->vocab; t++)

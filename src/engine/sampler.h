@@ -79,10 +79,11 @@ void sampler_free(Sampler *s);
 void sampler_restart(Sampler *s);
 
 /* The token for completion position `position` (0 for the first generated token). allow: NULL,
- * or a bitset of vocab bits (bit t of allow[t / 32]) of the tokens permitted there. info may
+ * or a bitset of vocab bits (bit t of allow[t / 64], the layout of the output constraints'
+ * masks) of the tokens permitted there. info may
  * be NULL. Returns the token, or -1 with a message when nothing is permitted or the logits are
  * not finite. Does not count the token: call sampler_accept with the token actually emitted. */
-int sampler_pick(Sampler *s, const float *logits, const uint32_t *allow, uint64_t position, SampleInfo *info);
+int sampler_pick(Sampler *s, const float *logits, const uint64_t *allow, uint64_t position, SampleInfo *info);
 /* Counts an emitted token for the penalties. */
 void sampler_accept(Sampler *s, int token);
 

@@ -68,9 +68,9 @@ static void greedy_is_the_argmax_lowest_id_on_ties(void) {
     random_logits(&r, z, V, 5);
     z[17] = 9, z[203] = 9;
     CHECK(sampler_pick(&s, z, NULL, 0, NULL) == 17);
-    uint32_t allow[(V + 31) / 32] = {0};
-    allow[203 / 32] |= 1u << (203 % 32);
-    allow[5 / 32] |= 1u << 5;
+    uint64_t allow[(V + 63) / 64] = {0};
+    allow[203 / 64] |= 1ull << (203 % 64);
+    allow[5 / 64] |= 1ull << 5;
     CHECK(sampler_pick(&s, z, allow, 0, NULL) == 203); /* the mask removes 17 */
     memset(allow, 0, sizeof allow);
     CHECK(sampler_pick(&s, z, allow, 0, NULL) == -1);  /* nothing permitted is an error */
