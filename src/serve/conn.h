@@ -62,7 +62,7 @@ typedef struct {
     StrBuf body;
     int too_large, responded, status;
     int gone;          /* the client hung up */
-    int holds_gate;
+    int holds_gate, seat; /* a seat at the model (gate.h) */
     uint64_t seq;      /* this request's turn at the model (1-based), 0 if none */
     double wait_s;     /* time spent waiting for the model */
     int have_x, stream, include_usage;

@@ -40,7 +40,7 @@ enum MHD_Result endpoint_metrics(Req *q) {
 void endpoint_release(Req *q) {
     if (!q->holds_gate) return;
     q->holds_gate = 0;
-    gate_release(&q->srv->gate);
+    gate_release(&q->srv->gate, q->seat);
 }
 
 static void count_finish(Req *q) {
@@ -75,7 +75,7 @@ static void report_progress(Req *q) {
     if (!q->holds_gate) return; /* a replay from the memo */
     double decode, prefill;
     exchange_pace(&q->x, &decode, &prefill);
-    gate_progress(&q->srv->gate, exchange_tokens_left(&q->x, &q->srv->env), decode, prefill);
+    gate_progress(&q->srv->gate, q->seat, exchange_tokens_left(&q->x, &q->srv->env), decode, prefill);
 }
 
 static void internal_error(ApiError *err, const char *what) {
@@ -266,7 +266,7 @@ enum MHD_Result endpoint_generate(Req *q) {
     if (rc) return conn_respond_error(q, &err);
     if (!q->x.from_memo) {
         double t0 = now_s();
-        int g = gate_acquire(&srv->gate, exchange_tokens_left(&q->x, &srv->env), conn_cancelled, q);
+        int g = gate_acquire(&srv->gate, exchange_tokens_left(&q->x, &srv->env), conn_cancelled, q, &q->seat);
         q->wait_s = now_s() - t0;
         if (g == GATE_CANCELLED) return MHD_NO;
         if (g == GATE_FULL) return busy(q);

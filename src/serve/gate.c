@@ -6,16 +6,17 @@
 struct GateWaiter {
     GateWaiter *next;
     int64_t budget;
-    int granted;
+    int seat;      /* -1 until granted */
 };
 
-void gate_init(Gate *g, int queue_max) {
+void gate_init(Gate *g, int seats, int queue_max) {
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
+    g->seats = seats < 1 ? 1 : seats > GATE_MAX_SEATS ? GATE_MAX_SEATS : seats;
     g->busy = g->waiting = 0;
     g->queue_max = queue_max;
     g->head = g->tail = NULL;
-    g->left = 0;
+    for (int i = 0; i < GATE_MAX_SEATS; i++) g->left[i] = -1;
     g->decode_pace = g->prefill_pace = 0;
 }
 
@@ -33,11 +34,19 @@ static void unlink_waiter(Gate *g, GateWaiter *w) {
     g->waiting--;
 }
 
-int gate_acquire(Gate *g, int64_t budget, int (*cancel)(void *ctx), void *ctx) {
+static int free_seat(const Gate *g) {
+    for (int i = 0; i < g->seats; i++)
+        if (g->left[i] < 0) return i;
+    return -1;
+}
+
+int gate_acquire(Gate *g, int64_t budget, int (*cancel)(void *ctx), void *ctx, int *seat) {
     pthread_mutex_lock(&g->mu);
-    if (!g->busy) {
-        g->busy = 1;
-        g->left = budget;
+    int s = g->waiting ? -1 : free_seat(g); /* first come, first served: no overtaking the queue */
+    if (s >= 0) {
+        g->left[s] = budget > 0 ? budget : 0;
+        g->busy++;
+        *seat = s;
         pthread_mutex_unlock(&g->mu);
         return GATE_OK;
     }
@@ -45,46 +54,49 @@ int gate_acquire(Gate *g, int64_t budget, int (*cancel)(void *ctx), void *ctx) {
         pthread_mutex_unlock(&g->mu);
         return GATE_FULL;
     }
-    GateWaiter me = {NULL, budget, 0};
+    GateWaiter me = {NULL, budget, -1};
     if (g->tail) g->tail->next = &me;
     else g->head = &me;
     g->tail = &me;
     g->waiting++;
     int rc = GATE_OK;
-    while (!me.granted) {
+    while (me.seat < 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 200 * 1000000L;
         if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-        if (!me.granted && cancel && cancel(ctx)) {
+        if (me.seat < 0 && cancel && cancel(ctx)) {
             unlink_waiter(g, &me);
             rc = GATE_CANCELLED;
             break;
         }
     }
+    if (rc == GATE_OK) *seat = me.seat;
     pthread_mutex_unlock(&g->mu);
     return rc;
 }
 
-void gate_release(Gate *g) {
+void gate_release(Gate *g, int seat) {
+    if (seat < 0 || seat >= GATE_MAX_SEATS) return;
     pthread_mutex_lock(&g->mu);
     GateWaiter *w = g->head;
-    if (w) { /* hand over: the gate stays busy */
+    if (w) { /* hand over: the seat stays taken */
         unlink_waiter(g, w);
-        w->granted = 1;
-        g->left = w->budget;
+        w->seat = seat;
+        g->left[seat] = w->budget > 0 ? w->budget : 0;
         pthread_cond_broadcast(&g->cv);
     } else {
-        g->busy = 0;
-        g->left = 0;
+        g->left[seat] = -1;
+        g->busy--;
     }
     pthread_mutex_unlock(&g->mu);
 }
 
-void gate_progress(Gate *g, int64_t left, double decode_pace, double prefill_pace) {
+void gate_progress(Gate *g, int seat, int64_t left, double decode_pace, double prefill_pace) {
+    if (seat < 0 || seat >= GATE_MAX_SEATS) return;
     pthread_mutex_lock(&g->mu);
-    g->left = left > 0 ? left : 0;
+    g->left[seat] = left > 0 ? left : 0;
     if (decode_pace > 0) g->decode_pace = decode_pace;
     if (prefill_pace > 0) g->prefill_pace = prefill_pace;
     pthread_mutex_unlock(&g->mu);
@@ -98,8 +110,11 @@ void gate_state(Gate *g, int *busy, int *waiting, double *decode_pace) {
 
 int gate_retry_after(Gate *g) {
     pthread_mutex_lock(&g->mu);
-    double tokens = g->busy ? (double)g->left : 0;
-    for (const GateWaiter *w = g->head; w; w = w->next) tokens += (double)w->budget;
+    double first = -1, queued = 0; /* the holder closest to done; the waiters' budgets */
+    for (int i = 0; i < g->seats; i++)
+        if (g->left[i] >= 0 && (first < 0 || g->left[i] < first)) first = (double)g->left[i];
+    for (const GateWaiter *w = g->head; w; w = w->next) queued += (double)w->budget;
+    double tokens = free_seat(g) >= 0 ? 0 : first + queued / g->seats;
     double pace = g->decode_pace > 0 ? g->decode_pace : g->prefill_pace > 0 ? g->prefill_pace : 1.0;
     pthread_mutex_unlock(&g->mu);
     double s = ceil(tokens * pace);

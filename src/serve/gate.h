@@ -1,27 +1,30 @@
-/* gate.h - one generation at a time. A request either takes the gate at once, waits in a
- * bounded first-come-first-served queue, or is turned away (the server answers 429). A waiter
- * polls a cancel function (its client may hang up) and leaves the queue when it fires.
+/* gate.h - admission to the model's seats: up to `seats` generations run at once (the batch's
+ * slots); a request either takes a free seat at once, waits in a bounded first-come-first-
+ * served queue, or is turned away (the server answers 429). A waiter polls a cancel function
+ * (its client may hang up) and leaves the queue when it fires.
  *
- * The gate also knows when it will probably be free, for the 429's Retry-After: each request
- * brings the most tokens it may generate (its budget), the holder reports how many it may still
- * generate and its pace as it goes, and the estimate is (what the holder may still generate +
- * every waiter's budget) x seconds per token. The pace is the holder's decode pace, else the
- * last one measured (an earlier generation's), else the prefill pace per prompt token, else
- * 1 s. Thread-safe; the gate owns nothing but its lock. */
+ * The gate also knows when a seat will probably be free, for the 429's Retry-After: each request
+ * brings the most tokens it may generate (its budget), each holder reports how many it may still
+ * generate and its pace as it goes, and the estimate is (the fewest tokens any holder may still
+ * generate + the waiters' budgets shared among the seats) x seconds per token. The pace is the
+ * latest decode pace reported, else the prefill pace per prompt token, else 1 s. Thread-safe; the
+ * gate owns nothing but its lock. */
 #ifndef DF_GATE_H
 #define DF_GATE_H
 
 #include <pthread.h>
 #include <stdint.h>
 
+#define GATE_MAX_SEATS 64
+
 typedef struct GateWaiter GateWaiter;
 
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int busy, queue_max, waiting;
+    int seats, busy, queue_max, waiting;
     GateWaiter *head, *tail;
-    int64_t left;                     /* tokens the holder may still generate */
+    int64_t left[GATE_MAX_SEATS];     /* tokens each holder may still generate; -1: seat free */
     double decode_pace, prefill_pace; /* seconds per token, latest measured; 0: none yet */
 } Gate;
 
@@ -29,20 +32,21 @@ enum { GATE_OK = 0, GATE_FULL = 1, GATE_CANCELLED = 2 };
 
 #define GATE_RETRY_MAX_S 3600
 
-void gate_init(Gate *g, int queue_max);
+/* seats: 1..GATE_MAX_SEATS. */
+void gate_init(Gate *g, int seats, int queue_max);
 void gate_destroy(Gate *g);
-/* GATE_OK (the caller holds the gate), GATE_FULL, or GATE_CANCELLED. budget: the most tokens the
- * caller may generate once it holds the gate. */
-int gate_acquire(Gate *g, int64_t budget, int (*cancel)(void *ctx), void *ctx);
-/* Hands the gate to the first waiter, or frees it. */
-void gate_release(Gate *g);
-/* The holder's progress: tokens it may still generate, its decode seconds per token and its
+/* GATE_OK (the caller holds seat *seat), GATE_FULL, or GATE_CANCELLED. budget: the most tokens
+ * the caller may generate once seated. */
+int gate_acquire(Gate *g, int64_t budget, int (*cancel)(void *ctx), void *ctx, int *seat);
+/* Hands the seat to the first waiter, or frees it. */
+void gate_release(Gate *g, int seat);
+/* A holder's progress: tokens it may still generate, its decode seconds per token and its
  * prefill seconds per prompt token so far (each 0 when not measured yet; the last measured
  * value is kept). Cheap: one lock. */
-void gate_progress(Gate *g, int64_t left, double decode_pace, double prefill_pace);
-/* Whether a request holds the gate, how many wait, and the latest decode pace (s/token, 0: none). */
+void gate_progress(Gate *g, int seat, int64_t left, double decode_pace, double prefill_pace);
+/* Holders now, waiters now, and the latest decode pace (s/token, 0: none). */
 void gate_state(Gate *g, int *busy, int *waiting, double *decode_pace);
-/* Seconds until the gate is probably free for a newcomer (see above), rounded up, in
+/* Seconds until a seat is probably free for a newcomer (see above), rounded up, in
  * 1..GATE_RETRY_MAX_S. */
 int gate_retry_after(Gate *g);
 

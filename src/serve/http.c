@@ -406,7 +406,7 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
     }
     session_init(&srv->session, e);
     if (cfg->prompt_snapshot) session_keep_snapshots(&srv->session);
-    gate_init(&srv->gate, cfg->queue);
+    gate_init(&srv->gate, 1, cfg->queue);
     srv->memo = memo_new(cfg->memo_entries);
     srv->env = (ExchangeEnv){tok, srv->memo, cfg->max_tokens, e->max_context, cfg->effort};
     pthread_mutex_init(&srv->stats_mu, NULL);

@@ -51,12 +51,13 @@ typedef struct {
 
 static void *wait_turn(void *arg) {
     Waiter *w = arg;
-    w->rc = gate_acquire(w->g, w->budget, NULL, NULL);
+    int seat;
+    w->rc = gate_acquire(w->g, w->budget, NULL, NULL, &seat);
     if (w->rc == GATE_OK) {
         pthread_mutex_lock(w->mu);
         w->order[(*w->n_order)++] = w->id;
         pthread_mutex_unlock(w->mu);
-        gate_release(w->g);
+        gate_release(w->g, seat);
     }
     return NULL;
 }
@@ -65,8 +66,9 @@ static int cancel_now(void *ctx) { return *(int *)ctx; }
 
 static void gate_serves_its_queue_in_arrival_order(void) {
     Gate g;
-    gate_init(&g, 3);
-    CHECK(gate_acquire(&g, 0, NULL, NULL) == GATE_OK);
+    int seat;
+    gate_init(&g, 1, 3);
+    CHECK(gate_acquire(&g, 0, NULL, NULL, &seat) == GATE_OK);
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     int order[3], n = 0;
     Waiter w[3];
@@ -78,8 +80,8 @@ static void gate_serves_its_queue_in_arrival_order(void) {
     }
     CHECK(g.waiting == 3);
     int yes = 1;
-    CHECK(gate_acquire(&g, 0, cancel_now, &yes) == GATE_FULL); /* the queue is full */
-    gate_release(&g);
+    CHECK(gate_acquire(&g, 0, cancel_now, &yes, &seat) == GATE_FULL); /* the queue is full */
+    gate_release(&g, seat);
     for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
     CHECK(n == 3 && order[0] == 0 && order[1] == 1 && order[2] == 2);
     CHECK(!g.busy && g.waiting == 0);
@@ -88,34 +90,36 @@ static void gate_serves_its_queue_in_arrival_order(void) {
 
 static void gate_without_queue_refuses_and_waiters_can_leave(void) {
     Gate g;
-    gate_init(&g, 0);
-    CHECK(gate_acquire(&g, 0, NULL, NULL) == GATE_OK);
-    CHECK(gate_acquire(&g, 0, NULL, NULL) == GATE_FULL);
-    gate_release(&g);
-    CHECK(gate_acquire(&g, 0, NULL, NULL) == GATE_OK);
+    int seat;
+    gate_init(&g, 1, 0);
+    CHECK(gate_acquire(&g, 0, NULL, NULL, &seat) == GATE_OK);
+    CHECK(gate_acquire(&g, 0, NULL, NULL, &seat) == GATE_FULL);
+    gate_release(&g, seat);
+    CHECK(gate_acquire(&g, 0, NULL, NULL, &seat) == GATE_OK);
     gate_destroy(&g);
-    gate_init(&g, 1);
-    CHECK(gate_acquire(&g, 0, NULL, NULL) == GATE_OK);
+    gate_init(&g, 1, 1);
+    CHECK(gate_acquire(&g, 0, NULL, NULL, &seat) == GATE_OK);
     int yes = 1;
-    CHECK(gate_acquire(&g, 0, cancel_now, &yes) == GATE_CANCELLED); /* its client left while it waited */
+    CHECK(gate_acquire(&g, 0, cancel_now, &yes, &seat) == GATE_CANCELLED); /* its client left while it waited */
     CHECK(g.waiting == 0);
-    gate_release(&g);
+    gate_release(&g, seat);
     CHECK(!g.busy);
     gate_destroy(&g);
 }
 
-/* Retry-After: what the holder may still generate plus every waiter's budget, at the holder's
- * decode pace, else the last one measured, else the prefill pace, else 1 s a token; rounded up
- * into 1..3600. */
+/* Retry-After with one seat: what the holder may still generate plus every waiter's budget, at
+ * the holder's decode pace, else the last one measured, else the prefill pace, else 1 s a token;
+ * rounded up into 1..3600. */
 static void gate_estimates_when_it_will_be_free(void) {
     Gate g;
-    gate_init(&g, 2);
+    int seat;
+    gate_init(&g, 1, 2);
     CHECK(gate_retry_after(&g) == 1); /* free */
-    CHECK(gate_acquire(&g, 500, NULL, NULL) == GATE_OK);
+    CHECK(gate_acquire(&g, 500, NULL, NULL, &seat) == GATE_OK);
     CHECK(gate_retry_after(&g) == 500); /* nothing measured yet */
-    gate_progress(&g, 500, 0, 0.01);
+    gate_progress(&g, seat, 500, 0, 0.01);
     CHECK(gate_retry_after(&g) == 5); /* the prefill pace */
-    gate_progress(&g, 299, 0.25, 0);
+    gate_progress(&g, seat, 299, 0.25, 0);
     CHECK(gate_retry_after(&g) == 75); /* 74.75 rounded up */
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     int order[2], n = 0;
@@ -128,14 +132,44 @@ static void gate_estimates_when_it_will_be_free(void) {
     }
     CHECK(g.waiting == 2);
     CHECK(gate_retry_after(&g) == 105); /* (299 + 101 + 20) x 0.25 */
-    gate_progress(&g, 1000000, 0, 0);   /* the pace measured is kept */
+    gate_progress(&g, seat, 1000000, 0, 0);   /* the pace measured is kept */
     CHECK(gate_retry_after(&g) == GATE_RETRY_MAX_S);
-    gate_release(&g);
+    gate_release(&g, seat);
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
     CHECK(n == 2 && !g.busy && gate_retry_after(&g) == 1);
-    CHECK(gate_acquire(&g, 10, NULL, NULL) == GATE_OK);
+    CHECK(gate_acquire(&g, 10, NULL, NULL, &seat) == GATE_OK);
     CHECK(gate_retry_after(&g) == 3); /* a new generation starts at the last pace: 10 x 0.25 */
-    gate_release(&g);
+    gate_release(&g, seat);
+    gate_destroy(&g);
+}
+
+/* Several seats: as many holders at once, the next in line gets the first seat freed, and
+ * Retry-After counts the holder closest to done plus the waiters shared among the seats. */
+static void gate_seats_several_holders(void) {
+    Gate g;
+    int a, b, c;
+    gate_init(&g, 2, 1);
+    CHECK(gate_acquire(&g, 100, NULL, NULL, &a) == GATE_OK);
+    CHECK(gate_retry_after(&g) == 1); /* a seat is still free */
+    CHECK(gate_acquire(&g, 40, NULL, NULL, &b) == GATE_OK && a != b && g.busy == 2);
+    gate_progress(&g, a, 60, 0.5, 0);
+    gate_progress(&g, b, 10, 0.5, 0);
+    CHECK(gate_retry_after(&g) == 5); /* 10 x 0.5 */
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    int order[1], n = 0;
+    Waiter w = {&g, 7, -1, order, &n, &mu, 30};
+    pthread_t th;
+    pthread_create(&th, NULL, wait_turn, &w);
+    for (int spin = 0; spin < 200 && g.waiting < 1; spin++) usleep(1000);
+    CHECK(gate_retry_after(&g) == 13); /* (10 + 30 / 2) x 0.5 = 12.5 */
+    int yes = 1;
+    CHECK(gate_acquire(&g, 5, cancel_now, &yes, &c) == GATE_FULL);
+    gate_release(&g, b); /* the waiter takes b's seat, runs and leaves */
+    pthread_join(th, NULL);
+    CHECK(n == 1 && w.rc == GATE_OK && g.busy == 1);
+    CHECK(gate_acquire(&g, 5, NULL, NULL, &c) == GATE_OK && c == b);
+    gate_release(&g, a), gate_release(&g, c);
+    CHECK(g.busy == 0);
     gate_destroy(&g);
 }
 
@@ -463,6 +497,7 @@ int main(void) {
     RUN(gate_serves_its_queue_in_arrival_order);
     RUN(gate_without_queue_refuses_and_waiters_can_leave);
     RUN(gate_estimates_when_it_will_be_free);
+    RUN(gate_seats_several_holders);
     RUN(validation_names_the_field);
     RUN(requests_carry_sampling_and_client_fields);
     RUN(json_nul_is_refused_plainly);
