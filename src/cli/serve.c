@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/die.h"
 #include "engine/engine.h"
+#include "serve/gate.h"
 #include "serve/server.h"
 #include "text/tokenizer.h"
 #include "util/err.h"
@@ -32,13 +33,14 @@ static void check_cors_origin(const char *o) {
 int cmd_serve(const Settings *set, int argc, char **argv) {
     const char *model = NULL, *host = "127.0.0.1", *key = NULL, *cors = NULL;
     int64_t port = 8000, queue = 16, timeout = 30, header_timeout = 10, body_timeout = 60, max_body = 8 << 20;
-    int64_t max_conn = 64, per_client = -1;
+    int64_t max_conn = 64, per_client = -1, parallel = 4;
     ArgSpec specs[] = {
         {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
         {"host", ARG_STR, &host, "address to listen on (default 127.0.0.1: this machine only)"},
         {"port", ARG_INT, &port, "port (default 8000; 0 picks a free one)"},
         {"api-key", ARG_STR, &key, "require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (default $DELTAFIN_API_KEY)"},
-        {"queue", ARG_INT, &queue, "requests that may wait while one generates (default 16; more get 429)"},
+        {"parallel", ARG_INT, &parallel, "generations decoded together, each in its own slot (default 4)"},
+        {"queue", ARG_INT, &queue, "requests that may wait for a slot (default 16; more get 429)"},
         {"timeout", ARG_INT, &timeout, "seconds a kept-alive connection may wait for its next request (default 30)"},
         {"header-timeout", ARG_INT, &header_timeout, "seconds a request's line and headers may take to arrive (default 10)"},
         {"body-timeout", ARG_INT, &body_timeout, "seconds a request's body may take after its headers (default 60)"},
@@ -57,6 +59,7 @@ int cmd_serve(const Settings *set, int argc, char **argv) {
     const char *api_key = flag_key(&s, key);
     check_cors_origin(cors);
     if (port < 0 || port > 65535) df_die("serve: --port must be 0..65535");
+    if (parallel < 1 || parallel > GATE_MAX_SEATS) df_die("serve: --parallel must be 1..%d", GATE_MAX_SEATS);
     if (queue < 0 || queue > 1024) df_die("serve: --queue must be 0..1024");
     if (timeout < 1 || timeout > 86400) df_die("serve: --timeout must be 1..86400 seconds");
     if (header_timeout < 1 || header_timeout > 3600) df_die("serve: --header-timeout must be 1..3600 seconds");
@@ -68,6 +71,7 @@ int cmd_serve(const Settings *set, int argc, char **argv) {
     ServeConfig cfg = {.host = host,
                        .port = (int)port,
                        .api_key = api_key,
+                       .parallel = (int)parallel,
                        .queue = (int)queue,
                        .max_tokens = set->server_max_tokens,
                        .memo_entries = set->memo_entries,
@@ -82,7 +86,7 @@ int cmd_serve(const Settings *set, int argc, char **argv) {
                        .effort = set->effort};
     if (serve_check(&cfg)) df_die("%s", df_errmsg());
     EngineOptions eo = set->engine;
-    eo.extra_states = cfg.prompt_snapshot; /* the snapshot is a second State */
+    eo.extra_states = cfg.parallel * (1 + cfg.prompt_snapshot) - 1; /* each slot a State, plus its snapshot */
     Engine e;
     if (engine_open(&e, settings_dir(set, model), &eo)) df_die("%s", df_errmsg());
     engine_print_settings(&e, stderr);

@@ -7,13 +7,13 @@
 #include <microhttpd.h>
 #include <pthread.h>
 
-#include "engine/session.h"
 #include "serve/anthropic.h"
 #include "serve/exchange.h"
 #include "serve/gate.h"
 #include "serve/memo.h"
 #include "serve/route.h"
 #include "serve/server.h"
+#include "engine/scheduler.h"
 #include "serve/watchdog.h"
 #include "text/strbuf.h"
 
@@ -35,8 +35,8 @@ typedef struct {
 typedef struct {
     ServeConfig cfg;
     Engine *e;
-    Session session;   /* guarded by gate */
-    Gate gate;
+    Scheduler *sched;  /* runs the generations, `parallel` at a time */
+    Gate gate;         /* a seat per slot, and the bounded queue */
     Memo *memo;
     ExchangeEnv env;
     Watchdog dog;      /* connection phase deadlines, room for new clients */
@@ -44,7 +44,7 @@ typedef struct {
     volatile int stopping;
     pthread_mutex_t stats_mu;
     ServerStats stats;  /* under stats_mu */
-    uint64_t admitted;  /* generations given the model so far (guarded by gate) */
+    uint64_t admitted;  /* generations given the model so far (atomic) */
 } Server;
 
 
@@ -64,7 +64,7 @@ typedef struct {
     int gone;          /* the client hung up */
     int holds_gate, seat; /* a seat at the model (gate.h) */
     uint64_t seq;      /* this request's turn at the model (1-based), 0 if none */
-    double wait_s;     /* time spent waiting for the model */
+    double wait_s;     /* time spent waiting for a seat */
     int have_x, stream, include_usage;
     int anthropic;     /* /v1/messages: Anthropic's shapes */
     AnthropicStream ast;

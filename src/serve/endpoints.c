@@ -100,7 +100,7 @@ static enum MHD_Result answer_whole(Req *q) {
     Server *srv = q->srv;
     ReplyDelta d;
     int rc;
-    while ((rc = exchange_step(&q->x, &srv->env, &srv->session, conn_cancelled, q, &d)) == 0) report_progress(q);
+    while ((rc = exchange_step(&q->x, &srv->env, conn_cancelled, q, &d)) == 0) report_progress(q);
     endpoint_release(q);
     conn_reset_timeout(q);
     if (rc == 2) return MHD_NO; /* gone: close without an answer */
@@ -165,7 +165,7 @@ static int stream_more(Req *q) {
         }
     }
     ReplyDelta d;
-    int rc = exchange_step(&q->x, &srv->env, &srv->session, conn_cancelled, q, &d);
+    int rc = exchange_step(&q->x, &srv->env, conn_cancelled, q, &d);
     if (rc == 2) return -1;
     WireUsage u = usage_of(&q->x);
     if (q->anthropic && q->sse_state == 1) {
@@ -238,7 +238,7 @@ static enum MHD_Result busy(Req *q) {
     int wait = gate_retry_after(&srv->gate);
     ApiError err;
     api_error(&err, 429, "rate_limit_error", "server_busy", NULL,
-              "The model is busy with another request (one generation at a time%s); retry in about %d s.",
+              "The model is busy (%d generations at a time%s); retry in about %d s.", srv->cfg.parallel,
               srv->cfg.queue ? " and the queue is full" : "", wait);
     char retry[16];
     snprintf(retry, sizeof retry, "%d", wait);
@@ -264,14 +264,19 @@ enum MHD_Result endpoint_generate(Req *q) {
     q->anthropic = r.anthropic;
     api_request_free(&r);
     if (rc) return conn_respond_error(q, &err);
-    if (!q->x.from_memo) {
+    if (exchange_needs_model(&q->x)) {
         double t0 = now_s();
         int g = gate_acquire(&srv->gate, exchange_tokens_left(&q->x, &srv->env), conn_cancelled, q, &q->seat);
         q->wait_s = now_s() - t0;
         if (g == GATE_CANCELLED) return MHD_NO;
         if (g == GATE_FULL) return busy(q);
         q->holds_gate = 1;
-        q->seq = ++srv->admitted;
+        q->seq = __atomic_add_fetch(&srv->admitted, 1, __ATOMIC_RELAXED);
+        if (exchange_start(&q->x, &srv->env, srv->sched)) {
+            endpoint_release(q);
+            internal_error(&err, "cannot start the generation");
+            return conn_respond_error(q, &err);
+        }
     }
     /* generation may take longer than the idle timeout: suspend it until the answer is done */
     MHD_set_connection_option(q->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);

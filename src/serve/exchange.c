@@ -51,18 +51,22 @@ static int render(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiE
 
 /* The request's sampling, with a random seed when it gave none (logged, so that a sampled
  * answer can be reproduced). */
-static int make_sampler(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err) {
+static int take_sampling(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err) {
     SampleParams p = r->sample;
     memcpy(x->bias, r->bias, sizeof x->bias[0] * (size_t)p.n_bias);
     p.bias = x->bias;
+    for (int i = 0; i < p.n_bias; i++)
+        if (p.bias[i].token >= tok_vocab_size(env->tok))
+            return api_invalid(err, "invalid_value", "logit_bias", "Invalid 'logit_bias': token id %d is outside 0..%d.",
+                               p.bias[i].token, tok_vocab_size(env->tok) - 1);
     if (!r->seeded && p.temperature > 0) {
         uint64_t seed;
         if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)x;
         p.seed = seed;
     }
     x->seed = p.seed;
-    if (sampler_init(&x->sampler, &p, tok_vocab_size(env->tok)))
-        return api_invalid(err, "invalid_value", "logit_bias", "Invalid request: %s.", df_errmsg());
+    x->sample = p;
+    x->plain = p.temperature == 0 && p.presence_penalty == 0 && p.frequency_penalty == 0 && !p.n_bias && !p.logprobs;
     if (p.logprobs) {
         x->lp_content = json_array();
         x->lp_reasoning = json_array();
@@ -74,6 +78,7 @@ int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiE
     memset(x, 0, sizeof *x);
     x->kind = r->kind;
     x->stop_index = -1;
+    x->slot = -1;
     make_id(x);
     if (render(x, env, r, err)) return -1;
     if (x->prompt.n == 0) return api_invalid(err, "invalid_value", "prompt", "Invalid 'prompt': it encodes to no tokens.");
@@ -83,7 +88,7 @@ int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiE
     int64_t max = r->max_tokens >= 0 ? r->max_tokens : r->kind == API_COMPLETION ? COMPLETION_DEFAULT_MAX : -1;
     if (env->max_tokens_cap >= 0 && (max < 0 || max > env->max_tokens_cap)) max = env->max_tokens_cap;
     x->max_new = (int)max;
-    if (make_sampler(x, env, r, err)) return -1;
+    if (take_sampling(x, env, r, err)) return -1;
     if (reply_init(&x->reply, env->tok, r->kind == API_CHAT)) return api_error(err, 500, "server_error", NULL, NULL, "%s", df_errmsg());
     /* memo key: endpoint, budget, stop sequences (bytes, each closed by -1), prompt ids */
     tokids_push(&x->key, (int32_t)r->kind);
@@ -100,7 +105,7 @@ int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiE
     memcpy(x->key.v + x->key.n, x->prompt.v, x->prompt.n * sizeof *x->prompt.v);
     x->key.n += x->prompt.n;
     /* only greedy answers without log-probabilities are a function of the key alone */
-    if (x->sampler.plain) x->from_memo = memo_get(env->memo, x->key.v, x->key.n, &x->replay, &x->replay_stop);
+    if (x->plain) x->from_memo = memo_get(env->memo, x->key.v, x->key.n, &x->replay, &x->replay_stop);
     return 0;
 }
 
@@ -113,7 +118,7 @@ void exchange_free(Exchange *x) {
     stopseq_free(&x->stop);
     sb_free(&x->reasoning);
     sb_free(&x->content);
-    sampler_free(&x->sampler);
+    if (x->job) job_done(x->job);
     json_decref(x->lp_content);
     json_decref(x->lp_reasoning);
 }
@@ -137,25 +142,39 @@ static int finish(Exchange *x, const ExchangeEnv *env, const char *why, ReplyDel
     }
     x->finished = 1;
     x->finish = why;
-    if (!x->from_memo && x->sampler.plain)
+    if (x->job) { /* done with the model: its slot is free for the next request at once */
+        job_done(x->job);
+        x->job = NULL;
+    }
+    if (!x->from_memo && x->plain)
         memo_put(env->memo, x->key.v, x->key.n, x->out.v, x->out.n, strcmp(why, "length") != 0);
     return 1;
 }
 
-/* The next token: replayed, or generated. 0, 1 (context full / replay over), 2, -1. */
-static int next_token(Exchange *x, Session *s, CancelFn cancel, void *ctx, int *tok, SampleInfo *info) {
+int exchange_needs_model(const Exchange *x) { return !x->from_memo && x->max_new != 0; }
+
+int exchange_start(Exchange *x, const ExchangeEnv *env, Scheduler *s) {
+    int stop = x->kind == API_CHAT ? env->eos : -1;
+    JobSpec spec = {x->prompt.v, x->prompt.n, x->sample, x->max_new, stop};
+    x->job = sched_submit(s, &spec);
+    return x->job ? 0 : -1;
+}
+
+/* The next token: replayed, or generated. 0, 1 (context full / budget / replay over), 2, -1. */
+static int next_token(Exchange *x, CancelFn cancel, void *ctx, int *tok, SampleInfo *info) {
     if (x->from_memo) {
         if (x->replay_at == x->replay.n) return 1;
         *tok = x->replay.v[x->replay_at++];
         return 0;
     }
-    double p0 = s->prefill_s, d0 = s->decode_s;
-    int rc = 0;
-    if (!x->started) rc = session_prefill(s, x->prompt.v, x->prompt.n, cancel, ctx, &x->reused);
-    if (!rc) rc = session_next(s, &x->sampler, x->out.n, tok, info, x->max_new < 0 ? -1 : x->max_new - x->completion - 1, cancel, ctx);
-    else rc = rc > 0 ? 2 : -1;
-    x->prefill_s += s->prefill_s - p0;
-    x->model_s += s->prefill_s - p0 + s->decode_s - d0;
+    if (!x->job) return 1; /* nothing to generate (a budget of 0) */
+    int rc = job_next(x->job, tok, info, cancel, ctx);
+    JobStats st = job_stats(x->job);
+    x->slot = st.slot;
+    x->reused = st.reused;
+    x->wait_s = st.wait_s;
+    x->prefill_s = st.prefill_s;
+    x->model_s = st.prefill_s + st.decode_s;
     return rc;
 }
 
@@ -200,13 +219,13 @@ const json_t *exchange_tool_calls(const Exchange *x) {
     return json_array_size(calls) ? calls : NULL;
 }
 
-int exchange_step(Exchange *x, const ExchangeEnv *env, Session *s, CancelFn cancel, void *ctx, ReplyDelta *d) {
+int exchange_step(Exchange *x, const ExchangeEnv *env, CancelFn cancel, void *ctx, ReplyDelta *d) {
     memset(d, 0, sizeof *d);
     x->lp_step = NULL;
     if (x->finished) return 1;
     if (x->max_new >= 0 && x->completion >= x->max_new) return finish(x, env, "length", d);
     SampleInfo info;
-    int tok, rc = next_token(x, s, cancel, ctx, &tok, &info);
+    int tok, rc = next_token(x, cancel, ctx, &tok, &info);
     x->started = 1;
     if (rc == 1) return finish(x, env, x->from_memo && x->replay_stop ? "stop" : "length", d);
     if (rc) return rc;
@@ -218,7 +237,6 @@ int exchange_step(Exchange *x, const ExchangeEnv *env, Session *s, CancelFn canc
         return finish(x, env, exchange_tool_calls(x) ? "tool_calls" : "stop", NULL);
     }
     x->completion++;
-    sampler_accept(&x->sampler, tok);
     if (x->lp_content) record_logprobs(x, env, tok, &info, thinking);
     deliver(x, d, 0);
     if (x->stop.hit) {

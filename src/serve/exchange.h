@@ -1,9 +1,8 @@
 /* exchange.h - one generation request from prompt to finish, independent of HTTP: renders the
- * prompt, then yields the reply one token at a time (from the model through the shared
- * Session, or replayed from the memo), and records the result in the memo when it completes.
- * Streamed and whole responses are both built from exchange_step. The Exchange owns its token
- * lists and reply parser; it borrows the Session (only while the caller holds the gate), the
- * tokenizer and the memo. */
+ * prompt, then yields the reply one token at a time (from the model through a scheduler Job, or
+ * replayed from the memo), and records the result in the memo when it completes. Streamed and
+ * whole responses are both built from exchange_step. The Exchange owns its token lists, reply
+ * parser and Job; it borrows the tokenizer, the memo and the scheduler. */
 #ifndef DF_EXCHANGE_H
 #define DF_EXCHANGE_H
 
@@ -11,6 +10,7 @@
 
 #include "engine/session.h"
 #include "engine/sampler.h"
+#include "engine/scheduler.h"
 #include "serve/memo.h"
 #include "serve/reply.h"
 #include "serve/request.h"
@@ -29,13 +29,17 @@ typedef struct {
     Reply reply;
     StopSeq stop;            /* cuts the answer at a stop sequence */
     StrBuf reasoning, content; /* what the client got so far (after the stop filter) */
-    size_t reused;           /* prompt tokens not fed again (held by the Session or its snapshot) */
+    size_t reused;           /* prompt tokens not fed again (held by the slot or its snapshot) */
     int started, finished, completion;
     const char *finish;      /* "stop" | "length" | "tool_calls" once finished */
     int stop_index;          /* finish "stop" by a stop sequence: which one (-1: none) */
-    double prefill_s, model_s; /* prefill; all time in the model (prefill and decode steps) */
-    Sampler sampler;         /* chooses each token (greedy unless the request samples) */
+    double prefill_s, model_s; /* from a slot to the first token; and to the last one */
+    double wait_s;           /* waiting for a slot */
+    int slot;                /* the scheduler's slot that ran it (-1: none) */
+    SampleParams sample;     /* how each token is chosen (greedy unless the request samples) */
     LogitBias bias[SAMPLE_MAX_BIAS];
+    int plain;               /* greedy with nothing else: the answer is a function of the memo key */
+    Job *job;                /* the generation in the scheduler, once started */
     uint64_t seed;           /* the request's, or a random one when it gave none */
     /* with logprobs: OpenAI token entries {token, logprob, bytes, top_logprobs}; a chat's
      * tokens are split by channel (thinking, then the rest), a completion's all go to content */
@@ -47,21 +51,29 @@ typedef struct {
 typedef struct {
     const Tokenizer *tok;
     Memo *memo;
+    int eos;                 /* <|end_of_msg|>: a chat reply ends there */
     int64_t max_tokens_cap;  /* K3_SERVER_MAX_TOKENS, -1 for none */
     int context;             /* positions */
     const char *effort;      /* K3_REASONING_EFFORT: thinking effort when the request names none; NULL: max */
 } ExchangeEnv;
 
-/* Renders the request's prompt, makes its sampler and looks it up in the memo (greedy requests
- * without log-probabilities only). Returns 0, or -1 with *err filled (a 400 for a prompt that
- * does not render or does not fit the context, or a logit_bias id outside the vocabulary). */
+/* Renders the request's prompt, checks its sampling against the vocabulary and looks it up in
+ * the memo (greedy requests without log-probabilities only). Returns 0, or -1 with *err filled
+ * (a 400 for a prompt that does not render or does not fit the context, or a logit_bias id
+ * outside the vocabulary). */
 int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err);
 void exchange_free(Exchange *x);
 
+/* 1 when the reply needs the model (not a memo replay, and a budget above 0). */
+int exchange_needs_model(const Exchange *x);
+/* Submits the generation to the scheduler (the caller holds one of its seats). Returns 0, or -1
+ * with a message. */
+int exchange_start(Exchange *x, const ExchangeEnv *env, Scheduler *s);
+
 /* Produces the next piece of the reply. Returns 0 with *d set (possibly empty text), 1 when
  * finished (x->finish set; *d holds any released tail text), 2 when cancelled, or -1 with a
- * message. s is used unless the reply comes from the memo (it may then be NULL). */
-int exchange_step(Exchange *x, const ExchangeEnv *env, Session *s, CancelFn cancel, void *ctx, ReplyDelta *d);
+ * message. */
+int exchange_step(Exchange *x, const ExchangeEnv *env, CancelFn cancel, void *ctx, ReplyDelta *d);
 
 /* The most tokens the exchange may still generate: what is left of its max_tokens budget
  * (max_tokens, K3_SERVER_MAX_TOKENS) or of the context, whichever is smaller. A chat without a

@@ -295,10 +295,10 @@ static void log_request(Req *q, enum MHD_RequestTerminationCode toe) {
     if (aborted && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) q->gone = 1;
     char gen[256] = "";
     if (q->have_x && (q->x.started || q->status == 200))
-        snprintf(gen, sizeof gen, " id=%s prompt=%zu cached=%zu completion=%d finish=%s seq=%llu wait=%.3fs model=%.3fs",
+        snprintf(gen, sizeof gen, " id=%s prompt=%zu cached=%zu completion=%d finish=%s seq=%llu slot=%d wait=%.3fs model=%.3fs",
                  q->x.id, q->x.prompt.n, q->x.reused, q->x.completion,
-                 q->x.finished ? q->x.finish : q->gone ? "aborted" : "none", (unsigned long long)q->seq, q->wait_s,
-                 q->x.model_s);
+                 q->x.finished ? q->x.finish : q->gone ? "aborted" : "none", (unsigned long long)q->seq, q->x.slot,
+                 q->wait_s + q->x.wait_s, q->x.model_s);
     fprintf(srv->log, "serve: %s %s %d%s time=%.3fs%s%s%s\n", q->method, q->path, q->gone && !q->status ? 499 : q->status,
             gen, dt, q->stream ? " stream" : "", q->have_x && q->x.from_memo ? " memo" : "",
             q->gone ? " client-disconnected" : "");
@@ -404,11 +404,16 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
         free(srv);
         return -1;
     }
-    session_init(&srv->session, e);
-    if (cfg->prompt_snapshot) session_keep_snapshots(&srv->session);
-    gate_init(&srv->gate, 1, cfg->queue);
+    SchedOptions so = {cfg->parallel, cfg->prompt_snapshot, SERVE_PREFILL_ROWS};
+    if (!(srv->sched = sched_start(e, &so))) {
+        watchdog_stop(&srv->dog);
+        close(stop_pipe[0]), close(stop_pipe[1]);
+        free(srv);
+        return -1;
+    }
+    gate_init(&srv->gate, cfg->parallel, cfg->queue);
     srv->memo = memo_new(cfg->memo_entries);
-    srv->env = (ExchangeEnv){tok, srv->memo, cfg->max_tokens, e->max_context, cfg->effort};
+    srv->env = (ExchangeEnv){tok, srv->memo, e->cat.cfg.eos_id, cfg->max_tokens, e->max_context, cfg->effort};
     pthread_mutex_init(&srv->stats_mu, NULL);
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
@@ -433,9 +438,9 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
         char cap[32] = "unlimited";
         if (cfg->max_tokens >= 0) snprintf(cap, sizeof cap, "%lld", (long long)cfg->max_tokens);
         int v6 = strchr(cfg->host, ':') != NULL;
-        fprintf(log, "serve: listening on http://%s%s%s:%u (model %s; one generation at a time, queue %d; memo %d entries; "
+        fprintf(log, "serve: listening on http://%s%s%s:%u (model %s; %d generations at a time, queue %d; memo %d entries; "
                      "prompt snapshot %s; max tokens %s; API key %s; CORS %s; connections %d, %d per client)\n",
-                v6 ? "[" : "", cfg->host, v6 ? "]" : "", di ? di->port : (unsigned)cfg->port, SERVE_MODEL_ID, cfg->queue,
+                v6 ? "[" : "", cfg->host, v6 ? "]" : "", di ? di->port : (unsigned)cfg->port, SERVE_MODEL_ID, cfg->parallel, cfg->queue,
                 cfg->memo_entries, cfg->prompt_snapshot ? "on" : "off", cap, cfg->api_key ? "required" : "not required",
                 cfg->cors_origin ? cfg->cors_origin : "off", cfg->max_connections, cfg->max_per_client);
         fflush(log);
@@ -451,7 +456,7 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
     close(stop_pipe[1]);
     memo_free(srv->memo);
     gate_destroy(&srv->gate);
-    session_free(&srv->session);
+    sched_stop(srv->sched);
     pthread_mutex_destroy(&srv->stats_mu);
     free(srv);
     return rc;

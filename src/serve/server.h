@@ -2,9 +2,9 @@
  *
  * GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions (OpenAI),
  * POST /v1/messages (Anthropic), whole or streamed as server-sent events; GET /health and
- * /metrics (Prometheus text) for operators. One generation runs at a time on the one model;
- * other requests wait in a bounded queue or get 429. Each connection has its own thread, so a
- * slow client delays nobody but itself; deadlines per phase of a connection and room kept for
+ * /metrics (Prometheus text) for operators. Up to `parallel` generations are decoded together
+ * (engine/scheduler.h); other requests wait in a bounded queue or get 429. Each connection has
+ * its own thread, so a slow client delays nobody but itself; deadlines per phase of a connection and room kept for
  * new clients (watchdog.h) stop slow clients from holding connections. HTTP/1.1 keep-alive;
  * CORS when asked for. One log line per request goes to the log stream. */
 #ifndef DF_SERVER_H
@@ -17,11 +17,15 @@
 #include "engine/engine.h"
 #include "text/tokenizer.h"
 
+/* Rows of a prompt read per pass while other generations decode (scheduler.h). */
+#define SERVE_PREFILL_ROWS 16
+
 typedef struct {
     const char *host;     /* an IP address; "localhost" means 127.0.0.1 */
     int port;             /* 0: any free port (printed at start) */
     const char *api_key;  /* NULL: no authentication */
-    int queue;            /* requests that may wait for the model; 0: answer 429 at once */
+    int parallel;         /* generations decoded together (the scheduler's slots) */
+    int queue;            /* requests that may wait for a slot; 0: answer 429 at once */
     int64_t max_tokens;   /* K3_SERVER_MAX_TOKENS, -1 for none */
     int memo_entries;     /* K3_RESPONSE_MEMO_ENTRIES */
     int timeout_s;        /* seconds a kept-alive connection may wait for its next request */

@@ -469,7 +469,7 @@ def check_busy_and_disconnect(srv):
 
 
 def check_queue():
-    srv = Server("--queue", "2")
+    srv = Server("--parallel", "1", "--queue", "2")
     try:
         results = {}
 
@@ -650,7 +650,7 @@ def soak(srv, n):
 
 
 if GROUP == "http":
-    srv = Server("--max-body", "1000000", "--queue", "0")
+    srv = Server("--max-body", "1000000", "--parallel", "1", "--queue", "0")
     try:
         check_validation(srv)
         check_body_limit(srv)

@@ -52,7 +52,7 @@ static void check_error(const ApiError *err, int anthropic) {
 
 /* A valid request all the way to its prompt tokens and sampler. */
 static void render(const ApiRequest *r) {
-    ExchangeEnv env = {tok, memo, -1, 4096};
+    ExchangeEnv env = {tok, memo, -1, -1, 4096};
     Exchange x;
     ApiError err;
     if (exchange_init(&x, &env, r, &err)) check_error(&err, r->anthropic);

@@ -17,8 +17,8 @@ before(async () => {
   model = synth(dir);
   eom = Number(execFileSync(DF, ["tokenize", "--model", model, "--special"], { input: "<|end_of_msg|>", encoding: "utf8" }).trim());
   // no memo: every answer here is generated, so streamed and whole answers are compared for real;
-  // no queue: the 429 below is checked
-  server = await startServer(model, ["--queue", "0"], { K3_RESPONSE_MEMO_ENTRIES: "0" });
+  // one slot and no queue: the 429 below is checked
+  server = await startServer(model, ["--parallel", "1", "--queue", "0"], { K3_RESPONSE_MEMO_ENTRIES: "0" });
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "none", maxRetries: 0, timeout: 60_000 });
 });
 

@@ -84,6 +84,8 @@ test("the start-up line names the setting; a bad value is refused", async () => 
   await assert.rejects(startServer(model, [], { K3_PROMPT_SNAPSHOT: "yes" }), /K3_PROMPT_SNAPSHOT: 'yes'/);
 });
 
+let lastPrompt = 0; // prompt tokens of the last turn asked
+
 test("each resent turn reuses the whole previous prompt; replies equal a full prefill", async () => {
   let prev = 0;
   for (let turn = 1; turn <= 3; turn++) {
@@ -95,16 +97,30 @@ test("each resent turn reuses the whole previous prompt; replies equal a full pr
     prev = r.a.usage.prompt_tokens;
     history.push(sentBack(r.a), { role: "user", content: questions[turn] });
   }
+  lastPrompt = prev;
 });
 
-test("a conversation that diverges earlier is fed again, then snapshots anew", async () => {
+test("another conversation takes another slot: the first one's slot and snapshot stay in place", async () => {
   const other = [{ role: "system", content: "You are verbose." }, ...history.slice(1)];
   const d = await both(other);
   assert.equal(d.cached, 0);
-  // back to the first conversation: neither the held tokens nor the snapshot are its prefix
+  // back to the first conversation: its slot still holds its last prompt
   const back = await both(history);
-  assert.equal(back.cached, 0);
+  assert.equal(back.cached, lastPrompt);
   history.push(sentBack(back.a), { role: "user", content: "Bye." });
   const next = await both(history);
   assert.equal(next.cached, back.a.usage.prompt_tokens);
+});
+
+test("with one slot, a conversation that diverges earlier is fed again, then snapshots anew", async () => {
+  const one = connect(await startServer(model, ["--parallel", "1"], { K3_RESPONSE_MEMO_ENTRIES: "0" }));
+  try {
+    const cached = async (messages) => (await ask(one, messages)).usage.prompt_tokens_details.cached_tokens;
+    const other = [{ role: "system", content: "You are verbose." }, ...history.slice(1)];
+    assert.equal(await cached(history), 0);
+    assert.equal(await cached(other), 0);
+    assert.equal(await cached(history), 0); // the one slot now holds the other conversation
+  } finally {
+    assert.equal(await stopServer(one.server), 0);
+  }
 });

@@ -143,9 +143,10 @@ int main(void) {
     RUN(all_rows_are_each_sequences_own);
     engine_close(&eng);
     /* the expanded MLA cache and one thread take other paths through the kernels and attention */
-    setenv("K3_MLA_CACHE", "expanded", 1);
-    setenv("K3_THREADS", "1", 1);
-    if (engine_open(&eng, dir)) return fprintf(stderr, "%s\n", df_errmsg()), 1;
+    EngineOptions o = fixture_options();
+    o.mla_cache = MLA_CACHE_EXPANDED;
+    o.threads = 1;
+    if (engine_open(&eng, dir, &o)) return fprintf(stderr, "%s\n", df_errmsg()), 1;
     RUN(batched_matches_alone);
     RUN(all_rows_are_each_sequences_own);
     fixture_close(&eng, dir);

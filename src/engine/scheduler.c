@@ -1,0 +1,469 @@
+/* scheduler.c - the model thread: slots, admission between passes, batched passes, picks handed
+ * to jobs (see scheduler.h). */
+#include "engine/scheduler.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/err.h"
+
+struct Job {
+    Scheduler *s;
+    Job *next;              /* waiting list (s->mu) */
+    /* set at submit, then the model thread's */
+    TokIds prompt;
+    Sampler sampler;
+    LogitBias bias[SAMPLE_MAX_BIAS];
+    int max_new, stop_token, want_info;
+    int slot;               /* -1 while waiting */
+    size_t fed;             /* prompt tokens the slot holds */
+    int picks;              /* tokens handed over */
+    double t_submit, t_admit, t_first, t_last;
+    /* under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int32_t *toks;
+    SampleInfo *infos;      /* with logprobs: one per token */
+    size_t n, cap, taken;
+    int ended;              /* 1: no more tokens; -1: failed (err) */
+    char err[256];
+    int cancelled, consumer_done, sched_done;
+    JobStats stats;
+};
+
+typedef struct {
+    Session sess;
+    Job *job;               /* NULL: free (changed by the model thread only, under s->mu) */
+    double last_used;
+} Slot;
+
+struct Scheduler {
+    Engine *e;
+    SchedOptions o;
+    Slot *slots;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work;
+    Job *wait_head, *wait_tail;
+    int waiting, running, stop, thread_started;
+    double pass_s;          /* seconds of the latest decode pass */
+    float *logits;          /* [MODEL_MAX_CHUNK][vocab] */
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* --- the job's side (any thread) --- */
+
+static void job_free(Job *j) {
+    tokids_free(&j->prompt);
+    sampler_free(&j->sampler);
+    free(j->toks);
+    free(j->infos);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+Job *sched_submit(Scheduler *s, const JobSpec *spec) {
+    Job *j = df_calloc(1, sizeof *j);
+    SampleParams p = spec->sample;
+    if (p.n_bias > 0) memcpy(j->bias, p.bias, sizeof j->bias[0] * (size_t)p.n_bias);
+    p.bias = j->bias;
+    if (sampler_init(&j->sampler, &p, s->e->cat.cfg.vocab)) {
+        free(j);
+        return NULL;
+    }
+    j->s = s;
+    tokids_reserve(&j->prompt, spec->n);
+    memcpy(j->prompt.v, spec->prompt, sizeof *spec->prompt * spec->n);
+    j->prompt.n = spec->n;
+    j->max_new = spec->max_new;
+    j->stop_token = spec->stop_token;
+    j->want_info = p.logprobs;
+    j->slot = -1;
+    j->stats.slot = -1;
+    j->t_submit = now_s();
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    pthread_mutex_lock(&s->mu);
+    if (s->wait_tail) s->wait_tail->next = j;
+    else s->wait_head = j;
+    s->wait_tail = j;
+    s->waiting++;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    return j;
+}
+
+int job_next(Job *j, int *tok, SampleInfo *info, int (*cancel)(void *ctx), void *ctx) {
+    if (cancel && cancel(ctx)) { /* between tokens too, not only while waiting for one */
+        pthread_mutex_lock(&j->mu);
+        j->cancelled = 1;
+        pthread_mutex_unlock(&j->mu);
+        return 2;
+    }
+    pthread_mutex_lock(&j->mu);
+    while (j->taken == j->n && !j->ended) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        if (j->taken == j->n && !j->ended && cancel && cancel(ctx)) {
+            j->cancelled = 1;
+            pthread_mutex_unlock(&j->mu);
+            return 2;
+        }
+    }
+    int rc = 1;
+    if (j->taken < j->n) {
+        *tok = j->toks[j->taken];
+        if (info) {
+            if (j->infos) *info = j->infos[j->taken];
+            else info->logprob = 0, info->n_top = 0;
+        }
+        j->taken++;
+        rc = 0;
+    } else if (j->ended < 0)
+        rc = df_fail("%s", j->err);
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
+JobStats job_stats(Job *j) {
+    pthread_mutex_lock(&j->mu);
+    JobStats st = j->stats;
+    pthread_mutex_unlock(&j->mu);
+    return st;
+}
+
+void job_done(Job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->consumer_done = j->cancelled = 1;
+    int last = j->sched_done;
+    pthread_mutex_unlock(&j->mu);
+    if (last) job_free(j);
+}
+
+/* --- the model thread's side --- */
+
+/* The scheduler lets go of a job; it is freed when its consumer is done too. */
+static void release(Job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->sched_done = 1;
+    int last = j->consumer_done;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    if (last) job_free(j);
+}
+
+static void end_job(Job *j, int how, const char *msg) {
+    pthread_mutex_lock(&j->mu);
+    if (!j->ended) {
+        j->ended = how;
+        if (msg) snprintf(j->err, sizeof j->err, "%s", msg);
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Hands a pick over to the job's consumer. */
+static void hand_over(Job *j, int tok, const SampleInfo *info) {
+    double now = now_s();
+    pthread_mutex_lock(&j->mu);
+    if (j->n == j->cap) {
+        j->cap = j->cap ? 2 * j->cap : 64;
+        j->toks = df_realloc(j->toks, sizeof *j->toks * j->cap);
+        if (j->want_info) j->infos = df_realloc(j->infos, sizeof *j->infos * j->cap);
+    }
+    j->toks[j->n] = tok;
+    if (j->want_info) j->infos[j->n] = *info;
+    j->n++;
+    if (!j->picks) j->t_first = now, j->stats.prefill_s = now - j->t_admit;
+    j->t_last = now;
+    j->stats.decode_s = now - j->t_first;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    j->picks++;
+}
+
+/* After a pick: the job ends on its stop token, its budget, or a full context. */
+static void after_pick(Scheduler *s, Job *j, int tok) {
+    const Session *sess = &s->slots[j->slot].sess;
+    if (tok == j->stop_token || (j->max_new >= 0 && j->picks >= j->max_new) || (int)sess->held.n >= s->e->max_context)
+        end_job(j, 1, NULL);
+}
+
+/* The slot's next pick (from logits already computed) for its job. */
+static void pick(Scheduler *s, Job *j) {
+    Session *sess = &s->slots[j->slot].sess;
+    int tok;
+    SampleInfo info;
+    if (session_pick(sess, &j->sampler, NULL, (uint64_t)j->picks, &tok, &info)) {
+        end_job(j, -1, df_errmsg());
+        return;
+    }
+    sampler_accept(&j->sampler, tok);
+    hand_over(j, tok, &info);
+    after_pick(s, j, tok);
+}
+
+/* Session's own step (a speculative one, or one whose pick a verify pass already computed). */
+static void step_alone(Scheduler *s, Job *j) {
+    Session *sess = &s->slots[j->slot].sess;
+    int tok;
+    SampleInfo info;
+    int more = j->max_new < 0 ? -1 : j->max_new - j->picks - 1; /* drafts past the budget would be verified for nothing */
+    int rc = session_next(sess, &j->sampler, (uint64_t)j->picks, &tok, &info, more, NULL, NULL);
+    if (rc == 1) end_job(j, 1, NULL);
+    else if (rc < 0) end_job(j, -1, df_errmsg());
+    else {
+        sampler_accept(&j->sampler, tok);
+        hand_over(j, tok, &info);
+        after_pick(s, j, tok);
+    }
+}
+
+static int live(Job *j) {
+    pthread_mutex_lock(&j->mu);
+    int on = !j->ended && !j->cancelled;
+    pthread_mutex_unlock(&j->mu);
+    return on;
+}
+
+static void note_pass(Scheduler *s, double seconds) {
+    pthread_mutex_lock(&s->mu);
+    s->pass_s = seconds;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The rows of one pass. */
+typedef struct {
+    State *states[MODEL_MAX_CHUNK];
+    int rows[MODEL_MAX_CHUNK];
+    Job *jobs[MODEL_MAX_CHUNK];
+    int32_t tokens[MODEL_MAX_CHUNK];
+    int n, T;
+} Pass;
+
+static void add_rows(Pass *p, Job *j, State *st, const int32_t *toks, int rows) {
+    p->states[p->n] = st;
+    p->rows[p->n] = rows;
+    p->jobs[p->n++] = j;
+    memcpy(p->tokens + p->T, toks, sizeof *toks * (size_t)rows);
+    p->T += rows;
+}
+
+/* Decoding jobs: a row each (or no forward at all when their pick is already computed). */
+static void decode_rows(Scheduler *s, Pass *p) {
+    for (int i = 0; i < s->o.parallel; i++) {
+        Job *j = s->slots[i].job;
+        if (!j || !live(j) || j->fed < j->prompt.n) continue;
+        Session *sess = &s->slots[i].sess;
+        int32_t tok = session_batch_token(sess);
+        if (tok < 0) step_alone(s, j);
+        else add_rows(p, j, sess->st, &tok, 1);
+    }
+}
+
+/* Jobs reading their prompt, oldest first, share what rows are left. */
+static void prefill_rows(Scheduler *s, Pass *p) {
+    int budget = MODEL_MAX_CHUNK - p->T;
+    if (p->T && budget > s->o.prefill_rows) budget = s->o.prefill_rows;
+    for (;;) {
+        Job *first = NULL;
+        for (int i = 0; i < s->o.parallel; i++) {
+            Job *j = s->slots[i].job;
+            int in_pass = 0;
+            for (int k = 0; k < p->n && j; k++) in_pass |= p->jobs[k] == j;
+            if (j && !in_pass && live(j) && j->fed < j->prompt.n && (!first || j->t_admit < first->t_admit)) first = j;
+        }
+        if (!first || budget <= 0) return;
+        size_t left = first->prompt.n - first->fed;
+        int rows = left < (size_t)budget ? (int)left : budget;
+        add_rows(p, first, s->slots[first->slot].sess.st, first->prompt.v + first->fed, rows);
+        budget -= rows;
+    }
+}
+
+/* One pass over every running job. */
+static void run_pass(Scheduler *s) {
+    const int V = s->e->cat.cfg.vocab;
+    Pass p = {.n = 0, .T = 0};
+    int running = 0;
+    Job *only = NULL;
+    for (int i = 0; i < s->o.parallel; i++)
+        if (s->slots[i].job && live(s->slots[i].job)) running++, only = s->slots[i].job;
+    if (running == 1 && only->fed == only->prompt.n) { /* alone: Session's speculative step */
+        double t0 = now_s();
+        step_alone(s, only);
+        note_pass(s, now_s() - t0);
+        return;
+    }
+    decode_rows(s, &p);
+    int decoding = p.n;
+    prefill_rows(s, &p);
+    if (!p.n) return;
+    double t0 = now_s();
+    if (model_forward_batch(s->e->model, p.states, p.tokens, p.rows, p.n, s->logits, 0)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", df_errmsg());
+        for (int k = 0; k < p.n; k++) {
+            session_reset(&s->slots[p.jobs[k]->slot].sess);
+            end_job(p.jobs[k], -1, msg);
+        }
+        return;
+    }
+    if (decoding) note_pass(s, now_s() - t0);
+    for (int k = 0, at = 0; k < p.n; at += p.rows[k], k++) {
+        Job *j = p.jobs[k];
+        Session *sess = &s->slots[j->slot].sess;
+        session_batch_fed(sess, p.tokens + at, p.rows[k], s->logits + (size_t)k * V);
+        if (j->fed < j->prompt.n) {
+            j->fed += (size_t)p.rows[k];
+            if (j->fed < j->prompt.n) continue;
+            session_end_prompt(sess);
+        }
+        pick(s, j);
+    }
+}
+
+/* The free slot for a job: the one holding most of its prompt, else the least recently used. */
+static int choose_slot(Scheduler *s, const Job *j) {
+    int best = -1;
+    size_t best_cover = 0;
+    for (int i = 0; i < s->o.parallel; i++) {
+        if (s->slots[i].job) continue;
+        size_t cover = session_reusable(&s->slots[i].sess, j->prompt.v, j->prompt.n);
+        if (best < 0 || cover > best_cover || (cover == best_cover && s->slots[i].last_used < s->slots[best].last_used))
+            best = i, best_cover = cover;
+    }
+    return best;
+}
+
+/* Between passes (under s->mu): jobs that ended leave their slots, waiting ones take free slots. */
+static void reap_and_admit(Scheduler *s) {
+    for (int i = 0; i < s->o.parallel; i++) {
+        Job *j = s->slots[i].job;
+        if (!j || live(j)) continue;
+        s->slots[i].job = NULL;
+        s->slots[i].last_used = now_s();
+        s->running--;
+        end_job(j, 1, NULL);
+        release(j);
+    }
+    for (Job **pp = &s->wait_head; *pp;) { /* cancelled while waiting */
+        Job *j = *pp;
+        if (live(j)) {
+            pp = &j->next;
+            continue;
+        }
+        *pp = j->next;
+        s->waiting--;
+        end_job(j, 1, NULL);
+        release(j);
+    }
+    s->wait_tail = NULL;
+    for (Job *j = s->wait_head; j; j = j->next) s->wait_tail = j;
+    while (s->wait_head) {
+        Job *j = s->wait_head;
+        int slot = choose_slot(s, j);
+        if (slot < 0) return;
+        s->wait_head = j->next;
+        if (!s->wait_head) s->wait_tail = NULL;
+        s->waiting--;
+        size_t reused = 0;
+        if (session_begin_prompt(&s->slots[slot].sess, j->prompt.v, j->prompt.n, &reused)) {
+            end_job(j, -1, df_errmsg());
+            release(j);
+            continue;
+        }
+        j->slot = slot;
+        j->fed = reused;
+        j->t_admit = now_s();
+        pthread_mutex_lock(&j->mu);
+        j->stats.reused = reused;
+        j->stats.wait_s = j->t_admit - j->t_submit;
+        j->stats.slot = slot;
+        pthread_mutex_unlock(&j->mu);
+        s->slots[slot].job = j;
+        s->running++;
+    }
+}
+
+static void *model_loop(void *arg) {
+    Scheduler *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        reap_and_admit(s);
+        if (!s->running) {
+            pthread_cond_wait(&s->work, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        run_pass(s); /* slot assignments change only on this thread: read without the lock */
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+Scheduler *sched_start(Engine *e, const SchedOptions *o) {
+    if (o->parallel < 1 || o->parallel > MODEL_MAX_CHUNK) return df_fail("--parallel %d is outside 1..%d", o->parallel, MODEL_MAX_CHUNK), NULL;
+    if (o->prefill_rows < 1 || o->prefill_rows > MODEL_MAX_CHUNK)
+        return df_fail("prefill rows per pass %d is outside 1..%d", o->prefill_rows, MODEL_MAX_CHUNK), NULL;
+    Scheduler *s = df_calloc(1, sizeof *s);
+    s->e = e;
+    s->o = *o;
+    s->slots = df_calloc((size_t)o->parallel, sizeof *s->slots);
+    for (int i = 0; i < o->parallel; i++) {
+        session_init(&s->slots[i].sess, e);
+        if (o->snapshots) session_keep_snapshots(&s->slots[i].sess);
+    }
+    s->logits = df_malloc(sizeof *s->logits * (size_t)e->cat.cfg.vocab * MODEL_MAX_CHUNK);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work, NULL);
+    if (pthread_create(&s->thread, NULL, model_loop, s)) {
+        df_fail("scheduler: cannot start the model thread");
+        sched_stop(s);
+        return NULL;
+    }
+    s->thread_started = 1;
+    return s;
+}
+
+void sched_stop(Scheduler *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    if (s->thread_started) pthread_join(s->thread, NULL);
+    for (int i = 0; i < s->o.parallel; i++)
+        if (s->slots[i].job) end_job(s->slots[i].job, -1, "the server is stopping"), release(s->slots[i].job);
+    while (s->wait_head) {
+        Job *j = s->wait_head;
+        s->wait_head = j->next;
+        end_job(j, -1, "the server is stopping");
+        release(j);
+    }
+    for (int i = 0; i < s->o.parallel; i++) session_free(&s->slots[i].sess);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->mu);
+    free(s->slots);
+    free(s->logits);
+    free(s);
+}
+
+void sched_load(Scheduler *s, int *running, int *waiting, double *pass_s) {
+    pthread_mutex_lock(&s->mu);
+    *running = s->running, *waiting = s->waiting, *pass_s = s->pass_s;
+    pthread_mutex_unlock(&s->mu);
+}

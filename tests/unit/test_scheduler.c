@@ -1,0 +1,165 @@
+/* The scheduler: jobs decoded together (joining and leaving between passes, prompts read in
+ * chunks beside running decodes, more jobs than slots) each get exactly the tokens they get
+ * alone, greedy or sampled; max_new and the stop token end a job; a consumer that leaves frees
+ * its slot for the next; a job that extends an earlier one's text reuses the slot that holds it. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "engine/scheduler.h"
+#include "model_fixture.h"
+
+#define MAX_PICKS 24
+
+static char dir[] = "/tmp/df-sched-XXXXXX";
+static Engine eng;
+
+typedef struct {
+    int32_t prompt[80];
+    size_t n;
+    SampleParams sp;
+    int max_new, stop;
+    int want[MAX_PICKS + 1], n_want;  /* alone */
+    int got[MAX_PICKS + 1], n_got;    /* through the scheduler */
+    int rc;
+    Scheduler *s;
+    JobStats stats;
+} Case;
+
+/* The tokens a job gets alone: a Session without speculation, picks until max_new or stop. */
+static void alone(Case *c) {
+    Session s;
+    session_init(&s, &eng);
+    s.spec.on = 0;
+    Sampler sm;
+    CHECK(sampler_init(&sm, &c->sp, eng.cat.cfg.vocab) == 0);
+    CHECK(session_prefill(&s, c->prompt, c->n, NULL, NULL, NULL) == 0);
+    c->n_want = 0;
+    while (c->n_want < c->max_new) {
+        int tok;
+        CHECK(session_next(&s, &sm, (uint64_t)c->n_want, &tok, NULL, -1, NULL, NULL) == 0);
+        sampler_accept(&sm, tok);
+        c->want[c->n_want++] = tok;
+        if (tok == c->stop) break;
+    }
+    sampler_free(&sm);
+    session_free(&s);
+}
+
+static void *consume(void *arg) {
+    Case *c = arg;
+    JobSpec spec = {c->prompt, c->n, c->sp, c->max_new, c->stop};
+    Job *j = sched_submit(c->s, &spec);
+    c->n_got = 0;
+    int tok;
+    while ((c->rc = job_next(j, &tok, NULL, NULL, NULL)) == 0 && c->n_got <= MAX_PICKS) c->got[c->n_got++] = tok;
+    c->stats = job_stats(j);
+    job_done(j);
+    return NULL;
+}
+
+static void make_case(Case *c, int seed, size_t n, int max_new, int sampled) {
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < n; i++) c->prompt[i] = (int32_t)((seed * 131 + (int)i * 17) % 500 + 3);
+    c->n = n;
+    c->max_new = max_new;
+    c->stop = -1;
+    c->sp = (SampleParams)SAMPLE_PARAMS_GREEDY;
+    if (sampled) c->sp.temperature = 0.9, c->sp.top_p = 0.9, c->sp.seed = (uint64_t)seed;
+}
+
+static void run_cases(int parallel, Case *cases, int n) {
+    SchedOptions o = {parallel, 1, 8};
+    Scheduler *s = sched_start(&eng, &o);
+    CHECK(s != NULL);
+    pthread_t th[16];
+    for (int i = 0; i < n; i++) {
+        cases[i].s = s;
+        pthread_create(&th[i], NULL, consume, &cases[i]);
+    }
+    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+    sched_stop(s);
+}
+
+static void jobs_together_equal_jobs_alone(void) {
+    Case cases[7];
+    const size_t lens[7] = {5, 70, 12, 1, 33, 9, 64};
+    for (int i = 0; i < 7; i++) {
+        make_case(&cases[i], i + 1, lens[i], 6 + 3 * i, i % 2);
+        alone(&cases[i]);
+    }
+    run_cases(3, cases, 7); /* more jobs than slots: some wait, and join as others leave */
+    for (int i = 0; i < 7; i++) {
+        CHECK_MSG(cases[i].rc == 1 && cases[i].n_got == cases[i].n_want, "case %d: rc %d, %d of %d", i, cases[i].rc,
+                  cases[i].n_got, cases[i].n_want);
+        CHECK_MSG(!memcmp(cases[i].got, cases[i].want, sizeof(int) * (size_t)cases[i].n_want), "case %d: other tokens", i);
+    }
+    run_cases(1, cases, 3); /* one slot: one job at a time, with speculation */
+    for (int i = 0; i < 3; i++) CHECK(cases[i].n_got == cases[i].n_want && !memcmp(cases[i].got, cases[i].want, sizeof(int) * (size_t)cases[i].n_want));
+}
+
+static void stop_token_ends_a_job(void) {
+    Case c;
+    make_case(&c, 9, 10, 20, 0);
+    alone(&c);
+    c.stop = c.want[4]; /* the fifth pick ends it, handed over */
+    alone(&c);
+    CHECK(c.n_want <= 5 && c.want[c.n_want - 1] == c.stop);
+    run_cases(2, &c, 1);
+    CHECK(c.rc == 1 && c.n_got == c.n_want && !memcmp(c.got, c.want, sizeof(int) * (size_t)c.n_want));
+}
+
+static int cancel_after(void *ctx) { return --*(int *)ctx < 0; }
+
+/* A consumer that stops reading frees its slot: with one slot, the next job still runs. */
+static void a_leaving_consumer_frees_its_slot(void) {
+    SchedOptions o = {1, 0, 8};
+    Scheduler *s = sched_start(&eng, &o);
+    Case a, b;
+    make_case(&a, 3, 20, 100000, 0);
+    make_case(&b, 4, 8, 5, 0);
+    alone(&b);
+    JobSpec spec = {a.prompt, a.n, a.sp, -1, -1};
+    Job *j = sched_submit(s, &spec);
+    int tok, budget = 0;
+    CHECK(job_next(j, &tok, NULL, NULL, NULL) == 0);
+    int rc = job_next(j, &tok, NULL, cancel_after, &budget); /* the next pick, if ready; else cancelled */
+    CHECK(rc == 0 || rc == 2);
+    job_done(j);
+    b.s = s;
+    consume(&b);
+    CHECK(b.rc == 1 && b.n_got == 5 && !memcmp(b.got, b.want, sizeof b.want[0] * 5));
+    sched_stop(s);
+}
+
+/* A job that extends an earlier job's prompt and answer lands on the slot that holds them. */
+static void a_continuation_reuses_its_slot(void) {
+    SchedOptions o = {3, 1, 8};
+    Scheduler *s = sched_start(&eng, &o);
+    Case first, second;
+    make_case(&first, 5, 30, 6, 0);
+    first.s = s;
+    consume(&first);
+    make_case(&second, 6, 0, 4, 0);
+    memcpy(second.prompt, first.prompt, sizeof(int32_t) * first.n);
+    second.n = first.n;
+    for (int i = 0; i < 5; i++) second.prompt[second.n++] = first.got[i]; /* the last pick was never fed */
+    second.prompt[second.n++] = 42;
+    alone(&second);
+    second.s = s;
+    consume(&second);
+    CHECK(second.stats.reused == first.n + 5 && second.stats.slot == first.stats.slot);
+    CHECK(second.n_got == second.n_want && !memcmp(second.got, second.want, sizeof(int) * (size_t)second.n_want));
+    sched_stop(s);
+}
+
+int main(void) {
+    if (fixture_open(&eng, dir, 13)) return 1;
+    RUN(jobs_together_equal_jobs_alone);
+    RUN(stop_token_ends_a_job);
+    RUN(a_leaving_consumer_frees_its_slot);
+    RUN(a_continuation_reuses_its_slot);
+    fixture_close(&eng, dir);
+    return check_summary();
+}
