@@ -430,20 +430,21 @@ void anthropic_stream_text(AnthropicStream *st, StrBuf *out, const char *reasoni
     block_text(st, out, 2, content, content_len);
 }
 
-void anthropic_stream_end(AnthropicStream *st, StrBuf *out, const WireHead *h, const json_t *tool_calls,
-                          const AnthropicEnd *end, const WireUsage *u) {
+void anthropic_stream_tool(AnthropicStream *st, StrBuf *out, const WireHead *h, size_t index, const json_t *call) {
     close_block(st, out);
-    for (size_t i = 0; i < json_array_size(tool_calls); i++) {
-        json_t *block = tool_use_block(h, json_array_get(tool_calls, i), i, 1), *full = tool_use_block(h, json_array_get(tool_calls, i), i, 0);
-        char *input = json_dumps(json_object_get(full, "input"), JSON_COMPACT);
-        json_decref(full);
-        event(out, "content_block_start",
-              json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index", st->index, "content_block", block));
-        event(out, "content_block_delta", json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_delta", "index", st->index,
-                                                    "delta", "type", "input_json_delta", "partial_json", input ? input : "{}"));
-        free(input);
-        event(out, "content_block_stop", json_pack("{s:s, s:i}", "type", "content_block_stop", "index", st->index++));
-    }
+    json_t *block = tool_use_block(h, call, index, 1), *full = tool_use_block(h, call, index, 0);
+    char *input = json_dumps(json_object_get(full, "input"), JSON_COMPACT);
+    json_decref(full);
+    event(out, "content_block_start", json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index", st->index,
+                                                "content_block", block));
+    event(out, "content_block_delta", json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_delta", "index", st->index,
+                                                "delta", "type", "input_json_delta", "partial_json", input ? input : "{}"));
+    free(input);
+    event(out, "content_block_stop", json_pack("{s:s, s:i}", "type", "content_block_stop", "index", st->index++));
+}
+
+void anthropic_stream_end(AnthropicStream *st, StrBuf *out, const AnthropicEnd *end, const WireUsage *u) {
+    close_block(st, out);
     event(out, "message_delta",
           json_pack("{s:s, s:{s:s, s:o}, s:{s:i}}", "type", "message_delta", "delta", "stop_reason", stop_reason(end),
                     "stop_sequence", stop_sequence(end), "usage", "output_tokens", u->completion));

@@ -57,10 +57,11 @@ void anthropic_stream_start(AnthropicStream *st, StrBuf *out, const WireHead *h,
  * and closes when the other kind starts. */
 void anthropic_stream_text(AnthropicStream *st, StrBuf *out, const char *reasoning, size_t reasoning_len,
                            const char *content, size_t content_len);
-/* Closes the open block, sends each tool call as a tool_use block, then message_delta (stop
- * reason, output tokens) and message_stop. */
-void anthropic_stream_end(AnthropicStream *st, StrBuf *out, const WireHead *h, const json_t *tool_calls,
-                          const AnthropicEnd *end, const WireUsage *u);
+/* A tool call just completed (the index-th of the reply): closes the open block and sends the
+ * call as a tool_use block (start, its input as one input_json_delta, stop). */
+void anthropic_stream_tool(AnthropicStream *st, StrBuf *out, const WireHead *h, size_t index, const json_t *call);
+/* Closes the open block, then message_delta (stop reason, output tokens) and message_stop. */
+void anthropic_stream_end(AnthropicStream *st, StrBuf *out, const AnthropicEnd *end, const WireUsage *u);
 /* An error after the stream began. */
 void anthropic_stream_error(StrBuf *out, const ApiError *e);
 

@@ -69,6 +69,7 @@ typedef struct {
     int anthropic;     /* /v1/messages: Anthropic's shapes */
     AnthropicStream ast;
     int lp_offset;     /* streamed completion with logprobs: text offset of the next token */
+    size_t calls_sent; /* streamed tool calls sent so far */
     Exchange x;
     StrBuf sse;        /* stream bytes not yet handed to MHD */
     size_t sse_at;

@@ -137,10 +137,18 @@ static void openai_step(Req *q, const ReplyDelta *d) {
     json_decref(lp), json_decref(none);
 }
 
+/* Tool calls completed since the last step, each sent as soon as it is complete. */
+static void stream_tool_calls(Req *q) {
+    const json_t *calls = exchange_tool_calls(&q->x);
+    for (; q->calls_sent < json_array_size(calls); q->calls_sent++) {
+        const json_t *call = json_array_get(calls, q->calls_sent);
+        if (q->anthropic) anthropic_stream_tool(&q->ast, &q->sse, &q->x.head, q->calls_sent, call);
+        else sse_add(q, wire_tool_chunks(&q->x.head, q->calls_sent, call, q->include_usage));
+    }
+}
+
 static void openai_end(Req *q) {
     const Exchange *x = &q->x;
-    const json_t *calls = exchange_tool_calls(x);
-    if (calls) sse_add(q, wire_tool_chunk(&x->head, calls, q->include_usage));
     WirePart p = {NULL, NULL, 0, 0, x->finish, NULL, NULL, NULL, 0};
     sse_add(q, wire_chunk(&x->head, 0, &p, q->include_usage));
     if (q->include_usage) {
@@ -174,6 +182,7 @@ static int stream_more(Req *q) {
     }
     if (q->anthropic) anthropic_stream_text(&q->ast, &q->sse, d.reasoning, d.reasoning_len, d.content, d.content_len);
     else openai_step(q, &d);
+    stream_tool_calls(q);
     if (rc == 0) {
         report_progress(q);
         return 0;
@@ -189,7 +198,7 @@ static int stream_more(Req *q) {
     } else {
         count_finish(q);
         AnthropicEnd end = end_of(&q->x);
-        if (q->anthropic) anthropic_stream_end(&q->ast, &q->sse, h, exchange_tool_calls(&q->x), &end, &u);
+        if (q->anthropic) anthropic_stream_end(&q->ast, &q->sse, &end, &u);
         else openai_end(q);
     }
     q->sse_state = 2;

@@ -139,13 +139,31 @@ char *wire_chunk(const WireHead *h, int role, const WirePart *p, int with_usage)
     return event(o);
 }
 
-char *wire_tool_chunk(const WireHead *h, const json_t *tool_calls, int with_usage) {
+static char *tool_event(const WireHead *h, json_t *delta_call, int with_usage) {
     json_t *o = head_object(h, 1);
-    json_t *choice = json_pack("{s:i, s:{s:o}, s:n, s:n}", "index", 0, "delta", "tool_calls", calls_with_ids(h, tool_calls, 1),
-                               "logprobs", "finish_reason");
+    json_t *choice = json_pack("{s:i, s:{s:[o]}, s:n, s:n}", "index", 0, "delta", "tool_calls", delta_call, "logprobs",
+                               "finish_reason");
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     if (with_usage) json_object_set_new(o, "usage", json_null());
     return event(o);
+}
+
+char *wire_tool_chunks(const WireHead *h, size_t index, const json_t *call, int with_usage) {
+    const json_t *fn = json_object_get(call, "function");
+    const char *name = json_string_value(json_object_get(fn, "name"));
+    const char *args = json_string_value(json_object_get(fn, "arguments"));
+    char id[96];
+    snprintf(id, sizeof id, "call_%s_%zu", h->id, index);
+    char *head = tool_event(h, json_pack("{s:I, s:s, s:s, s:{s:s, s:s}}", "index", (json_int_t)index, "id", id, "type",
+                                         "function", "function", "name", name ? name : "", "arguments", ""), with_usage);
+    char *body = tool_event(h, json_pack("{s:I, s:{s:s}}", "index", (json_int_t)index, "function", "arguments",
+                                         args ? args : "{}"), with_usage);
+    size_t a = strlen(head), b = strlen(body);
+    char *both = df_malloc(a + b + 1);
+    memcpy(both, head, a);
+    memcpy(both + a, body, b + 1);
+    free(head), free(body);
+    return both;
 }
 
 char *wire_usage_chunk(const WireHead *h, const WireUsage *u) {

@@ -42,8 +42,9 @@ char *wire_response(const WireHead *h, const WirePart *p, const WireUsage *u);
 /* One "data: {...}\n\n" event. role: first chat chunk; with_usage: include "usage": null
  * (include_usage streams carry it on every chunk). */
 char *wire_chunk(const WireHead *h, int role, const WirePart *p, int with_usage);
-/* The event carrying a reply's tool calls (sent whole, once they are complete). */
-char *wire_tool_chunk(const WireHead *h, const json_t *tool_calls, int with_usage);
+/* The two events of one tool call as OpenAI streams them: the call's index, id, type and name
+ * with empty arguments, then its arguments. call: {"type", "function": {"name", "arguments"}}. */
+char *wire_tool_chunks(const WireHead *h, size_t index, const json_t *call, int with_usage);
 /* The include_usage event: empty choices and the usage. */
 char *wire_usage_chunk(const WireHead *h, const WireUsage *u);
 /* An error inside a stream (after the 200 was sent). */

@@ -375,7 +375,8 @@ static void anthropic_streams_open_and_close_blocks(void) {
     json_t *calls = json_pack("[{s:s, s:{s:s, s:s}}]", "type", "function", "function", "name", "get", "arguments", "{\"a\": 1}");
     AnthropicEnd end = {"tool_calls", NULL, 0};
     u.completion = 7;
-    anthropic_stream_end(&st, &out, &h, calls, &end, &u);
+    anthropic_stream_tool(&st, &out, &h, 0, json_array_get(calls, 0));
+    anthropic_stream_end(&st, &out, &end, &u);
     char names[32][32];
     int n = event_names(out.p, names, 32);
     const char *want[] = {"message_start", "content_block_start", "content_block_delta", "content_block_delta",
@@ -482,12 +483,22 @@ static void tool_calls_get_ids_and_null_content(void) {
     CHECK(!json_object_get(call, "index"));
     json_decref(j);
     free(s);
-    s = wire_tool_chunk(&h, calls, 0);
-    CHECK(!strncmp(s, "data: {", 7) && strstr(s, "\n\n") == s + strlen(s) - 2);
-    j = json_loads(s + 6, 0, NULL);
-    call = json_array_get(json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta"), "tool_calls"), 0);
-    CHECK(json_integer_value(json_object_get(call, "index")) == 0 && json_object_get(call, "id"));
-    json_decref(j);
+    /* streamed as OpenAI does: index, id, type and name with empty arguments, then the arguments */
+    s = wire_tool_chunks(&h, 1, json_array_get(calls, 0), 0);
+    char *second = strstr(s, "\n\ndata: {");
+    CHECK(!strncmp(s, "data: {", 7) && second && strstr(second + 2, "\n\n") == s + strlen(s) - 2);
+    for (int e = 0; e < 2 && second; e++) {
+        j = json_loadb(e ? second + 8 : s + 6, e ? strlen(second + 8) - 2 : (size_t)(second - s - 6), 0, NULL);
+        call = json_array_get(json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta"), "tool_calls"), 0);
+        json_t *fn = json_object_get(call, "function");
+        CHECK(json_integer_value(json_object_get(call, "index")) == 1);
+        if (!e) CHECK(!strcmp(json_string_value(json_object_get(call, "id")), "call_chatcmpl-x1_1") &&
+                      !strcmp(json_string_value(json_object_get(fn, "name")), "get_weather") &&
+                      !strcmp(json_string_value(json_object_get(fn, "arguments")), ""));
+        else CHECK(!json_object_get(call, "id") && !json_object_get(fn, "name") &&
+                   !strcmp(json_string_value(json_object_get(fn, "arguments")), "{\"city\": \"Paris\"}"));
+        json_decref(j);
+    }
     free(s);
     json_decref(calls);
 }
