@@ -59,12 +59,16 @@ static void requests(StrBuf *out, Server *srv) {
 }
 
 static void model_side(StrBuf *out, Server *srv) {
-    int busy, waiting;
-    double pace;
-    gate_state(&srv->gate, &busy, &waiting, &pace);
-    gauge(out, "deltafin_generating", "Generations running now.", busy);
-    gauge(out, "deltafin_queue_depth", "Requests waiting for the model.", waiting);
-    gauge(out, "deltafin_seconds_per_token", "Decode seconds per token of the latest generation (0: none yet).", pace);
+    int seated, queued, running, waiting;
+    double pace, pass_s;
+    gate_state(&srv->gate, &seated, &queued, &pace);
+    sched_load(srv->sched, &running, &waiting, &pass_s);
+    gauge(out, "deltafin_slots", "Generations the server decodes together (--parallel).", srv->cfg.parallel);
+    gauge(out, "deltafin_generating", "Generations in a slot now.", running);
+    gauge(out, "deltafin_queue_depth", "Requests waiting for a slot.", queued + waiting);
+    gauge(out, "deltafin_seconds_per_token", "Decode seconds per token of the latest generation, as its client saw it (0: none yet).",
+          pace);
+    gauge(out, "deltafin_seconds_per_pass", "Seconds of the latest decode pass (one token for every generation in it).", pass_s);
     StreamCounters c = {0};
     if (srv->e->streaming) c = stream_counters(&srv->e->stream);
     metric(out, "deltafin_read_bytes_total", "counter", "Bytes read from the checkpoint by the streaming store.");

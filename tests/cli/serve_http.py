@@ -227,7 +227,8 @@ def check_http_details(srv):
     values = dict(re.findall(r"^(deltafin_[a-z_]+(?:\{[^}]*\})?) ([0-9.e+-]+)$", text, re.M))
     for name in ("deltafin_generations_total", "deltafin_prompt_tokens_total", "deltafin_completion_tokens_total",
                  "deltafin_queue_depth", "deltafin_prompt_tokens_cached_total", 'deltafin_read_bytes_total{part="experts"}',
-                 "deltafin_seconds_per_token", 'deltafin_requests_total{code="200"}', "deltafin_expert_cache_hits_total"):
+                 "deltafin_seconds_per_token", 'deltafin_requests_total{code="200"}', "deltafin_expert_cache_hits_total",
+                 "deltafin_slots", "deltafin_seconds_per_pass", "deltafin_generating"):
         assert name in values, (name, text[:2000])
     assert float(values["deltafin_generations_total"]) >= 1 and float(values["deltafin_completion_tokens_total"]) >= 2
     assert float(values['deltafin_requests_total{code="404"}']) >= 1
