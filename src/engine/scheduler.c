@@ -50,6 +50,8 @@ struct Scheduler {
     Job *wait_head, *wait_tail;
     int waiting, running, stop, thread_started;
     double pass_s;          /* seconds of the latest decode pass */
+    Spec spec;              /* speculation's policy for lone steps, shared by the slots: whether
+                             * drafts pay is a property of the model and the machine, not of a slot */
     float *logits;          /* [MODEL_MAX_CHUNK][vocab] */
 };
 
@@ -215,13 +217,16 @@ static void pick(Scheduler *s, Job *j) {
     after_pick(s, j, tok);
 }
 
-/* Session's own step (a speculative one, or one whose pick a verify pass already computed). */
+/* Session's own step (a speculative one, or one whose pick a verify pass already computed),
+ * under the scheduler's speculation policy. */
 static void step_alone(Scheduler *s, Job *j) {
     Session *sess = &s->slots[j->slot].sess;
     int tok;
     SampleInfo info;
     int more = j->max_new < 0 ? -1 : j->max_new - j->picks - 1; /* drafts past the budget would be verified for nothing */
+    sess->spec = s->spec;
     int rc = session_next(sess, &j->sampler, (uint64_t)j->picks, &tok, &info, more, NULL, NULL);
+    s->spec = sess->spec;
     if (rc == 1) end_job(j, 1, NULL);
     else if (rc < 0) end_job(j, -1, df_errmsg());
     else {
@@ -427,6 +432,7 @@ Scheduler *sched_start(Engine *e, const SchedOptions *o) {
         session_init(&s->slots[i].sess, e);
         if (o->snapshots) session_keep_snapshots(&s->slots[i].sess);
     }
+    s->spec = s->slots[0].sess.spec;
     s->logits = df_malloc(sizeof *s->logits * (size_t)e->cat.cfg.vocab * MODEL_MAX_CHUNK);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);

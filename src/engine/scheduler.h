@@ -14,7 +14,9 @@
  * delays the running decodes by a small chunk per pass, not by its whole prefill. After the
  * pass each job whose prompt is complete, or that was decoding, picks its next token (its own
  * Sampler and position: the same choice as alone) and hands it over. A lone decoding job (nothing
- * else running) takes Session's speculative step instead (n-gram drafts verified in one pass);
+ * else running) takes Session's speculative step instead (n-gram drafts verified in one pass,
+ * under one speculation policy for all slots, so what one job learned about drafting carries
+ * over to the next);
  * in a batch the rows are plain (a verify pass per sequence would multiply the rows of a pass,
  * and with them the experts read). Rows are computed independently, so every job gets exactly the
  * tokens it would get alone (bit for bit for greedy decoding).
