@@ -5,9 +5,12 @@
  * into the error body its API sends. Whatever the input, nothing may crash, leak or read out of
  * bounds, and every refusal names a status the server sends.
  *
- * Input: "METHOD PATH\n" then the body. Built with clang's -fsanitize=fuzzer,address,undefined
- * against the library sources (everything under src/ but main.c) and run on the corpus in
- * tests/fuzz/corpus/serve/. */
+ * Input: "METHOD PATH\n" then the body.
+ *
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Isrc \
+ *     tests/fuzz/fuzz_serve.c $(find src -name "*.c" ! -name main.c) \
+ *     -ljansson -lpcre2-8 -lcurl -lmicrohttpd -lm -lpthread -o build/fuzz_serve
+ *   build/fuzz_serve -max_total_time=300 tests/fuzz/corpus/serve */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
