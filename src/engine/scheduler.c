@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/model.h"
 #include "util/err.h"
 
 struct Job {
@@ -18,6 +19,9 @@ struct Job {
     Sampler sampler;
     LogitBias bias[SAMPLE_MAX_BIAS];
     int max_new, stop_token, want_info;
+    Matcher *matcher;       /* the output constraint, or NULL */
+    int unbudgeted;         /* its masks promise nothing about completing within the budget */
+    uint64_t *mask;         /* its allowed tokens at the current step */
     int slot;               /* -1 while waiting */
     size_t fed;             /* prompt tokens the slot holds */
     int picks;              /* tokens handed over */
@@ -64,6 +68,8 @@ static double now_s(void) {
 /* --- the job's side (any thread) --- */
 
 static void job_free(Job *j) {
+    matcher_free(j->matcher);
+    free(j->mask);
     tokids_free(&j->prompt);
     sampler_free(&j->sampler);
     free(j->toks);
@@ -88,6 +94,8 @@ Job *sched_submit(Scheduler *s, const JobSpec *spec) {
     j->prompt.n = spec->n;
     j->max_new = spec->max_new;
     j->stop_token = spec->stop_token;
+    if ((j->matcher = spec->matcher)) j->mask = df_malloc(sizeof *j->mask * matcher_mask_words(j->matcher));
+    j->unbudgeted = spec->unbudgeted;
     j->want_info = p.logprobs;
     j->slot = -1;
     j->stats.slot = -1;
@@ -203,12 +211,39 @@ static void after_pick(Scheduler *s, Job *j, int tok) {
         end_job(j, 1, NULL);
 }
 
+/* Tokens the job may still generate, this one included: its budget and the context left. */
+static int64_t budget_left(const Scheduler *s, const Job *j) {
+    int64_t room = (int64_t)s->e->max_context - (int64_t)s->slots[j->slot].sess.held.n;
+    if (j->max_new >= 0 && j->max_new - j->picks < room) room = j->max_new - j->picks;
+    return room;
+}
+
+/* The permitted tokens of a constrained job's next pick (NULL: unconstrained, or the model's own
+ * greedy choice is permitted anyway). Returns 0, or -1 with a message. */
+static int constraint_mask(Scheduler *s, Job *j, const uint64_t **mask) {
+    *mask = NULL;
+    if (!j->matcher) return 0;
+    Session *sess = &s->slots[j->slot].sess;
+    int64_t budget = j->unbudgeted ? -1 : budget_left(s, j);
+    if (j->sampler.plain) { /* greedy: one cheap check of the argmax before a whole mask */
+        int best = model_argmax(s->e->model, sess->rows + (size_t)sess->at * s->e->cat.cfg.vocab);
+        if (matcher_allows(j->matcher, best, budget)) return 0;
+    }
+    int n = matcher_mask(j->matcher, budget, j->mask);
+    if (n < 0) return -1;
+    if (n == 0) return df_fail("the output constraint allows no token here (budget %lld)", (long long)budget);
+    *mask = j->mask;
+    return 0;
+}
+
 /* The slot's next pick (from logits already computed) for its job. */
 static void pick(Scheduler *s, Job *j) {
     Session *sess = &s->slots[j->slot].sess;
     int tok;
     SampleInfo info;
-    if (session_pick(sess, &j->sampler, NULL, (uint64_t)j->picks, &tok, &info)) {
+    const uint64_t *mask;
+    if (constraint_mask(s, j, &mask) || session_pick(sess, &j->sampler, mask, (uint64_t)j->picks, &tok, &info) ||
+        (j->matcher && matcher_accept(j->matcher, tok))) {
         end_job(j, -1, df_errmsg());
         return;
     }
@@ -306,7 +341,7 @@ static void run_pass(Scheduler *s) {
     Job *only = NULL;
     for (int i = 0; i < s->o.parallel; i++)
         if (s->slots[i].job && live(s->slots[i].job)) running++, only = s->slots[i].job;
-    if (running == 1 && only->fed == only->prompt.n) { /* alone: Session's speculative step */
+    if (running == 1 && only->fed == only->prompt.n && !only->matcher) { /* alone: Session's speculative step */
         double t0 = now_s();
         step_alone(s, only);
         note_pass(s, now_s() - t0);

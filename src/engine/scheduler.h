@@ -21,6 +21,9 @@
  * and with them the experts read). Rows are computed independently, so every job gets exactly the
  * tokens it would get alone (bit for bit for greedy decoding).
  *
+ * A constrained job (JobSpec.matcher) picks among the tokens its matcher allows, with the budget
+ * left (max_new and the context), so its reply always completes within it; it never speculates.
+ *
  * A job ends when its stop token is picked (handed over, never fed), after max_new tokens, when
  * the context is full, when the forward fails (every job of that pass fails and its slot is
  * reset), or when its consumer calls job_done (noticed at the next pass; the slot keeps what was
@@ -37,6 +40,7 @@
 
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "text/matcher.h"
 
 typedef struct Scheduler Scheduler;
 typedef struct Job Job;
@@ -53,6 +57,8 @@ typedef struct {
     SampleParams sample;    /* bias copied */
     int max_new;            /* tokens to hand over at most; -1: until the context is full */
     int stop_token;         /* ends the job when picked (handed over, not fed); -1: none */
+    Matcher *matcher;       /* the output constraint (taken over and freed with the job), or NULL */
+    int unbudgeted;         /* the matcher gets no budget (no promise to complete within max_new) */
 } JobSpec;
 
 /* What a job's consumer reads about it (under the job's lock: a snapshot). */
@@ -70,8 +76,9 @@ Scheduler *sched_start(Engine *e, const SchedOptions *o);
 /* Ends every job (their consumers get -1 "the server is stopping"), joins the thread, frees. */
 void sched_stop(Scheduler *s);
 
-/* A new job, waiting for a slot (the caller bounds how many may wait: the server's gate).
- * Returns NULL with a message when its sampling parameters do not fit the vocabulary. */
+/* A new job, waiting for a slot (the caller bounds how many may wait: the server's gate). It takes
+ * over spec->matcher. Returns NULL with a message when its sampling parameters do not fit the
+ * vocabulary (the matcher is then the caller's still). */
 Job *sched_submit(Scheduler *s, const JobSpec *spec);
 /* The next token handed over, waiting for it (polling cancel first and every 100 ms while
  * waiting; a fired cancel ends the job). Returns 0 with *tok (and *info when not NULL), 1 when the job ended without

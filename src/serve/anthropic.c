@@ -179,6 +179,29 @@ static int translate_system(Translation *t) {
     return 0;
 }
 
+/* tool_choice: auto (the model decides), any (at least one call), tool (calls of that one), none;
+ * disable_parallel_tool_use: at most one call. In OpenAI's terms for the reply grammar. */
+static int translate_tool_choice(Translation *t, const json_t *choice) {
+    const char *type = json_string_value(json_object_get(choice, "type"));
+    if (!json_is_object(choice) || !type) return api_wrong_type(t->err, "tool_choice", "an object with a 'type'", choice);
+    const json_t *serial = json_object_get(choice, "disable_parallel_tool_use");
+    if (serial && !json_is_boolean(serial)) return api_wrong_type(t->err, "tool_choice.disable_parallel_tool_use", "a boolean", serial);
+    t->r->parallel_tool_calls = !json_is_true(serial);
+    json_t *openai;
+    if (!strcmp(type, "auto")) openai = json_string("auto");
+    else if (!strcmp(type, "any")) openai = json_string("required");
+    else if (!strcmp(type, "none")) openai = json_string("none");
+    else if (!strcmp(type, "tool")) {
+        const char *name = json_string_value(json_object_get(choice, "name"));
+        if (!name) return bad(t, "tool_choice", "Invalid '%s': a tool choice of type tool needs a string 'name'%s.", "");
+        openai = json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", name);
+    } else
+        return bad(t, "tool_choice", "Invalid '%s': the type must be auto, any, tool or none%s.", "");
+    json_object_set_new(t->r->owned, "tool_choice", openai);
+    t->r->tool_choice = openai;
+    return 0;
+}
+
 static int translate_tools(Translation *t) {
     const json_t *tools = api_field(t->r->root, "tools"), *choice = api_field(t->r->root, "tool_choice");
     if (tools && !json_is_array(tools)) return api_wrong_type(t->err, "tools", "an array", tools);
@@ -196,25 +219,28 @@ static int translate_tools(Translation *t) {
         if (desc) json_object_set(fn, "description", (json_t *)desc);
         json_array_append_new(t->tools, json_pack("{s:s, s:o}", "type", "function", "function", fn));
     }
-    if (choice) {
-        const char *type = json_string_value(json_object_get(choice, "type"));
-        const json_t *serial = json_object_get(choice, "disable_parallel_tool_use");
-        if (!json_is_object(choice) || !type) return api_wrong_type(t->err, "tool_choice", "an object with a 'type'", choice);
-        if (strcmp(type, "auto") || json_is_true(serial))
-            return api_unsupported(t->err, "tool_choice", "only {\"type\": \"auto\"} (the model decides)");
-    }
+    if (choice && translate_tool_choice(t, choice)) return -1;
     if (json_array_size(t->tools)) t->r->tools = t->tools;
     return 0;
 }
 
-/* output_config: effort (low, medium, high, max: as OpenAI's reasoning_effort); a structured
- * output format is not honoured yet, so it is refused. */
+/* output_config: effort (low, medium, high, max: as OpenAI's reasoning_effort) and format
+ * ({"type": "json_schema", "schema"}: OpenAI's strict json_schema response_format). */
 static int translate_output_config(Translation *t) {
     const json_t *oc = api_field(t->r->root, "output_config");
     if (!oc) return 0;
     if (!json_is_object(oc)) return api_wrong_type(t->err, "output_config", "an object", oc);
-    if (api_field(oc, "format")) return api_unsupported(t->err, "output_config.format", "structured output formats are not supported");
-    const json_t *effort = api_field(oc, "effort");
+    const json_t *format = api_field(oc, "format"), *effort = api_field(oc, "effort");
+    if (format) {
+        const char *type = json_string_value(json_object_get(format, "type"));
+        const json_t *schema = json_object_get(format, "schema");
+        if (!json_is_object(format) || !type || strcmp(type, "json_schema") || !json_is_object(schema))
+            return bad(t, "output_config.format", "Invalid '%s': expected {\"type\": \"json_schema\", \"schema\": {...}}%s.", "");
+        json_t *rf = json_pack("{s:s, s:{s:s, s:O, s:b}}", "type", "json_schema", "json_schema", "name", "output", "schema",
+                               schema, "strict", 1);
+        json_object_set_new(t->r->owned, "response_format", rf);
+        t->r->response_format = rf;
+    }
     if (!effort) return 0;
     if (!json_is_string(effort) || !(t->r->effort = k3_effort(json_string_value(effort))))
         return bad(t, "output_config.effort", "Invalid '%s': use low, medium, high or max%s.", "");
@@ -286,6 +312,7 @@ int anthropic_request_parse(const char *body, size_t len, ApiRequest *r, ApiErro
     r->anthropic = 1;
     r->max_tokens = -1;
     r->sample = (SampleParams)SAMPLE_PARAMS_GREEDY;
+    r->parallel_tool_calls = 1;
     if (!(r->root = api_parse_json(body, len, err))) return -1;
     r->owned = json_pack("{s:[], s:[]}", "messages", "tools");
     Translation t = {r, err, json_object_get(r->owned, "messages"), json_object_get(r->owned, "tools")};

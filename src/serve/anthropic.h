@@ -5,12 +5,13 @@
  * tool_use, tool_result and thinking blocks; cache_control hints accepted: the server reuses
  * prompt prefixes by itself), system (a string or text blocks), stop_sequences (up to 4),
  * stream, temperature (0..1), top_p, top_k, tools (custom tools with an input_schema),
- * tool_choice auto, thinking (K3 always thinks: disabled is K3's low effort, an enabled
- * budget_tokens picks low below 4096, high below 16384, else max; output_config.effort low /
- * medium / high map as OpenAI's reasoning_effort), metadata.user_id. They are
- * translated into the OpenAI-shaped chat request (request.h) the renderer takes; the parts it
- * cannot honour (images, documents, server tools, forcing a tool, a prefilled assistant reply as
- * the last message) are refused naming the field.
+ * tool_choice (auto, any, tool, none, disable_parallel_tool_use: constrained decoding as for
+ * OpenAI's tool_choice), thinking (K3 always thinks: disabled is K3's low effort, an enabled
+ * budget_tokens picks low below 4096, high below 16384, else max), output_config (effort low /
+ * medium / high as OpenAI's reasoning_effort; format json_schema as OpenAI's strict
+ * response_format), metadata.user_id. They are translated into the OpenAI-shaped chat request
+ * (request.h) the renderer takes; what cannot be honoured (images, documents, server tools, a
+ * prefilled assistant reply as the last message) is refused naming the field.
  * Without a temperature decoding is greedy, exact.
  *
  * Answers: a message with thinking, text and tool_use content blocks, stop_reason end_turn /

@@ -6,6 +6,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "text/reply_grammar.h"
 #include "text/utf8.h"
 #include "text/xtml.h"
 #include "util/err.h"
@@ -74,6 +75,46 @@ static int take_sampling(Exchange *x, const ExchangeEnv *env, const ApiRequest *
     return 0;
 }
 
+/* The request field a reply_grammar message starts with ("tools[1].function.name: ..."). */
+static void field_of(const char *msg, char *field, size_t n) {
+    size_t len = strcspn(msg, ".[: ");
+    snprintf(field, n, "%.*s", (int)(len < n ? len : n - 1), msg);
+}
+
+/* 1 when the reply must have a shape (a JSON answer, a call), not only avoid calls. */
+static int demands_structure(const ApiRequest *r) {
+    const char *rf = json_string_value(json_object_get(r->response_format, "type"));
+    const char *tc = json_string_value(r->tool_choice);
+    return (rf && strcmp(rf, "text")) || json_is_object(r->tool_choice) || (tc && !strcmp(tc, "required"));
+}
+
+/* The output constraint of a chat: its grammar and a matcher at its start. A reply that must
+ * have a shape needs a budget that leaves room to complete it; one that only must not call
+ * tools is cut at its budget like any reply (its matcher then makes no promise). */
+static int constrain(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err) {
+    if (r->kind != API_CHAT || !env->trie) return 0;
+    ReplySpec spec = {env->trie, r->response_format, r->tools, r->tool_choice, r->parallel_tool_calls, 1};
+    if (reply_grammar(&spec, &x->grammar)) {
+        char field[64];
+        field_of(df_errmsg(), field, sizeof field);
+        return api_invalid(err, "invalid_value", field, "Invalid request: %s", df_errmsg());
+    }
+    if (!x->grammar) return 0;
+    if (!(x->matcher = matcher_new(x->grammar, env->trie)))
+        return api_error(err, 500, "server_error", NULL, NULL, "%s", df_errmsg());
+    uint32_t need = matcher_min_tokens(x->matcher);
+    int64_t room = exchange_tokens_left(x, env);
+    if ((int64_t)need <= room) return 0;
+    if (!demands_structure(r)) { /* tool_choice none: only forbids calls; a reply cut short is fine */
+        x->unbudgeted = 1;
+        return 0;
+    }
+    return api_invalid(err, "invalid_value", x->max_new >= 0 && x->max_new < env->context ? "max_tokens" : "messages",
+                       "The requested output format needs at least %u tokens to complete; only %lld are allowed "
+                       "(max_tokens, or what is left of the context).",
+                       need, (long long)room);
+}
+
 int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err) {
     memset(x, 0, sizeof *x);
     x->kind = r->kind;
@@ -88,7 +129,8 @@ int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiE
     int64_t max = r->max_tokens >= 0 ? r->max_tokens : r->kind == API_COMPLETION ? COMPLETION_DEFAULT_MAX : -1;
     if (env->max_tokens_cap >= 0 && (max < 0 || max > env->max_tokens_cap)) max = env->max_tokens_cap;
     x->max_new = (int)max;
-    if (take_sampling(x, env, r, err)) return -1;
+    if (take_sampling(x, env, r, err) || constrain(x, env, r, err)) return -1;
+    if (x->grammar) x->plain = 0; /* the memo key does not hold the constraint */
     if (reply_init(&x->reply, env->tok, r->kind == API_CHAT)) return api_error(err, 500, "server_error", NULL, NULL, "%s", df_errmsg());
     /* memo key: endpoint, budget, stop sequences (bytes, each closed by -1), prompt ids */
     tokids_push(&x->key, (int32_t)r->kind);
@@ -119,6 +161,8 @@ void exchange_free(Exchange *x) {
     sb_free(&x->reasoning);
     sb_free(&x->content);
     if (x->job) job_done(x->job);
+    matcher_free(x->matcher);
+    grammar_free(x->grammar);
     json_decref(x->lp_content);
     json_decref(x->lp_reasoning);
 }
@@ -155,8 +199,9 @@ int exchange_needs_model(const Exchange *x) { return !x->from_memo && x->max_new
 
 int exchange_start(Exchange *x, const ExchangeEnv *env, Scheduler *s) {
     int stop = x->kind == API_CHAT ? env->eos : -1;
-    JobSpec spec = {x->prompt.v, x->prompt.n, x->sample, x->max_new, stop};
+    JobSpec spec = {x->prompt.v, x->prompt.n, x->sample, x->max_new, stop, x->matcher, x->unbudgeted};
     x->job = sched_submit(s, &spec);
+    if (x->job) x->matcher = NULL; /* the job's now */
     return x->job ? 0 : -1;
 }
 

@@ -15,6 +15,7 @@
 #include "serve/reply.h"
 #include "serve/request.h"
 #include "serve/stopseq.h"
+#include "text/matcher.h"
 #include "serve/wire.h"
 
 typedef struct {
@@ -40,6 +41,9 @@ typedef struct {
     LogitBias bias[SAMPLE_MAX_BIAS];
     int plain;               /* greedy with nothing else: the answer is a function of the memo key */
     Job *job;                /* the generation in the scheduler, once started */
+    Grammar *grammar;        /* the output constraint (response_format, tool_choice), or NULL */
+    Matcher *matcher;        /* its state for this reply, until the job takes it over */
+    int unbudgeted;          /* the matcher gets no budget: the reply may be cut short (tool_choice none) */
     uint64_t seed;           /* the request's, or a random one when it gave none */
     /* with logprobs: OpenAI token entries {token, logprob, bytes, top_logprobs}; a chat's
      * tokens are split by channel (thinking, then the rest), a completion's all go to content */
@@ -55,12 +59,14 @@ typedef struct {
     int64_t max_tokens_cap;  /* K3_SERVER_MAX_TOKENS, -1 for none */
     int context;             /* positions */
     const char *effort;      /* K3_REASONING_EFFORT: thinking effort when the request names none; NULL: max */
+    const VocabTrie *trie;   /* the vocabulary as constrained decoding walks it (text/vocab_trie.h) */
 } ExchangeEnv;
 
-/* Renders the request's prompt, checks its sampling against the vocabulary and looks it up in
- * the memo (greedy requests without log-probabilities only). Returns 0, or -1 with *err filled
- * (a 400 for a prompt that does not render or does not fit the context, or a logit_bias id
- * outside the vocabulary). */
+/* Renders the request's prompt, checks its sampling against the vocabulary, compiles its output
+ * constraint (response_format, tool_choice) and looks it up in the memo (unconstrained greedy
+ * requests without log-probabilities only). Returns 0, or -1 with *err filled (a 400 for a
+ * prompt that does not render or does not fit the context, a logit_bias id outside the
+ * vocabulary, a constraint that does not compile, or a max_tokens too small to complete it). */
 int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err);
 void exchange_free(Exchange *x);
 

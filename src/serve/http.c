@@ -12,6 +12,7 @@
 
 #include "serve/anthropic.h"
 #include "serve/conn.h"
+#include "text/vocab_trie.h"
 #include "util/err.h"
 
 /* Connections MHD admits past --max-connections: the watchdog then closes one to make room. */
@@ -398,8 +399,15 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
     srv->cfg = *cfg;
     srv->e = e;
     srv->log = log;
+    VocabTrie *trie = vocab_trie_new(tok); /* for constrained decoding: built once, shared by every request */
+    if (!trie) {
+        close(stop_pipe[0]), close(stop_pipe[1]);
+        free(srv);
+        return -1;
+    }
     WatchLimits lim = {cfg->header_timeout_s, cfg->body_timeout_s, cfg->timeout_s, cfg->max_connections};
     if (watchdog_start(&srv->dog, &lim)) {
+        vocab_trie_free(trie);
         close(stop_pipe[0]), close(stop_pipe[1]);
         free(srv);
         return -1;
@@ -407,13 +415,14 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
     SchedOptions so = {cfg->parallel, cfg->prompt_snapshot, SERVE_PREFILL_ROWS};
     if (!(srv->sched = sched_start(e, &so))) {
         watchdog_stop(&srv->dog);
+        vocab_trie_free(trie);
         close(stop_pipe[0]), close(stop_pipe[1]);
         free(srv);
         return -1;
     }
     gate_init(&srv->gate, cfg->parallel, cfg->queue);
     srv->memo = memo_new(cfg->memo_entries);
-    srv->env = (ExchangeEnv){tok, srv->memo, e->cat.cfg.eos_id, cfg->max_tokens, e->max_context, cfg->effort};
+    srv->env = (ExchangeEnv){tok, srv->memo, e->cat.cfg.eos_id, cfg->max_tokens, e->max_context, cfg->effort, trie};
     pthread_mutex_init(&srv->stats_mu, NULL);
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
@@ -457,6 +466,7 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
     memo_free(srv->memo);
     gate_destroy(&srv->gate);
     sched_stop(srv->sched);
+    vocab_trie_free(trie);
     pthread_mutex_destroy(&srv->stats_mu);
     free(srv);
     return rc;

@@ -172,8 +172,10 @@ static int check_sampling(ApiRequest *r, ApiError *err) {
 static int check_bookkeeping(ApiRequest *r, ApiError *err) {
     const json_t *v = api_field(r->root, "user");
     if (v && !json_is_string(v)) return api_wrong_type(err, "user", "a string", v);
-    int store = 0, parallel = 1;
-    if (api_get_bool(err, r->root, "store", &store) || api_get_bool(err, r->root, "parallel_tool_calls", &parallel)) return -1;
+    int store = 0;
+    r->parallel_tool_calls = 1;
+    if (api_get_bool(err, r->root, "store", &store) || api_get_bool(err, r->root, "parallel_tool_calls", &r->parallel_tool_calls))
+        return -1;
     if (!(v = api_field(r->root, "metadata"))) return 0;
     if (!json_is_object(v)) return api_wrong_type(err, "metadata", "an object", v);
     if (json_object_size(v) > 16) return api_invalid(err, "invalid_value", "metadata", "Invalid 'metadata': at most 16 keys.");
@@ -278,10 +280,12 @@ static int check_chat(ApiRequest *r, ApiError *err) {
             if (!json_is_object(json_array_get(v, i))) return api_wrong_type(err, "tools", "an array of objects", json_array_get(v, i));
         if (json_array_size(v)) r->tools = v;
     }
-    /* K3's texts for forcing or forbidding calls are not known: only the model's own choice */
-    if ((v = api_field(root, "tool_choice")) &&
-        !(json_is_string(v) && (!strcmp(json_string_value(v), "auto") || (!r->tools && !strcmp(json_string_value(v), "none")))))
-        return api_unsupported(err, "tool_choice", "only \"auto\" (the model decides)");
+    /* tool_choice and response_format are honoured by constrained decoding (text/reply_grammar.h
+     * checks them in full when the prompt is rendered); here only their shape */
+    if ((v = api_field(root, "tool_choice"))) {
+        if (!json_is_string(v) && !json_is_object(v)) return api_wrong_type(err, "tool_choice", "a string or an object", v);
+        r->tool_choice = v;
+    }
     if (api_field(root, "functions")) return api_unsupported(err, "functions", "use 'tools' instead of the legacy 'functions'");
     if (api_field(root, "function_call")) return api_unsupported(err, "function_call", "use 'tools' instead of 'function_call'");
     if (api_field(root, "audio")) return api_unsupported(err, "audio", "audio output is not supported");
@@ -294,8 +298,7 @@ static int check_chat(ApiRequest *r, ApiError *err) {
     }
     if ((v = api_field(root, "response_format"))) {
         if (!json_is_object(v)) return api_wrong_type(err, "response_format", "an object", v);
-        const char *t = json_string_value(json_object_get(v, "type"));
-        if (!t || strcmp(t, "text") != 0) return api_unsupported(err, "response_format", "only {\"type\": \"text\"}");
+        r->response_format = v;
     }
     if ((v = api_field(root, "reasoning_effort"))) {
         if (!json_is_string(v)) return api_wrong_type(err, "reasoning_effort", "a string", v);

@@ -2,13 +2,15 @@
  * and the request both those and /v1/messages (anthropic.h) become.
  *
  * Every field the server reads is checked for type and range; what cannot be honoured (n > 1,
- * images, echo, suffix, forced tool choice, structured output...) is refused with a 400 naming
- * the field, never accepted and ignored. Sampling (temperature, top_p, top_k, min_p, seed,
+ * images, audio, echo, suffix, best_of...) is refused with a 400 naming the field, never accepted
+ * and ignored. response_format (text, json_object, json_schema) and tool_choice (none, auto,
+ * required, a named function) with parallel_tool_calls are honoured by constrained decoding
+ * (text/reply_grammar.h, which checks them in full when the exchange starts). Sampling (temperature, top_p, top_k, min_p, seed,
  * penalties, logit_bias, logprobs) is honoured by the sampler (engine/sampler.h); without a
  * temperature decoding is greedy, exact, unless top_p, top_k or min_p ask for sampling (then at
  * OpenAI's default temperature 1). `developer` messages are system messages; reasoning_effort
  * low / medium / high map onto K3's low / high / max (minimal is low, max is accepted as is).
- * `user`, `metadata`, `store`, `parallel_tool_calls` and `stream_options` are checked and accepted;
+ * `user`, `metadata`, `store` and `stream_options` are checked and accepted;
  * unknown fields are ignored. `stop` sequences are honoured (on the answer; a chat's reasoning is
  * not cut). A refusal is an ApiError naming the field, in OpenAI's terms. The ApiRequest owns the
  * parsed JSON; the pointers into it stay valid until api_request_free. */
@@ -40,6 +42,9 @@ typedef struct {
     json_t *owned;            /* owned: what a translated request built (messages, tools) */
     const json_t *messages;   /* chat: OpenAI-shaped messages */
     const json_t *tools;      /* chat: OpenAI tools array, or NULL */
+    const json_t *tool_choice;     /* chat: OpenAI's value, or NULL */
+    const json_t *response_format; /* chat: OpenAI's object, or NULL */
+    int parallel_tool_calls;  /* chat: 0 only when the request says false */
     const char *effort;       /* chat: K3's low | high | max, NULL = default */
     const char *prompt;       /* completion: text, or NULL when given as token ids */
     size_t prompt_len;

@@ -121,7 +121,7 @@ def check_validation(srv):
                          ("stop", [""]), ("stop", ["x", 1]), ("tools", "x"), ("tools", [1]),
                          ("tool_choice", "required"), ("tool_choice", {"type": "function"}), ("functions", []),
                          ("reasoning_effort", "extreme"), ("metadata", {"k": 1}),
-                         ("response_format", {"type": "json_object"}), ("user", 5)]:
+                         ("response_format", {"type": "xml"}), ("response_format", "json"), ("user", 5)]:
         expect_error(srv.chat(**{field: value}), 400, param=field)
     expect_error(srv.chat(messages=[]), 400, param="messages")
     expect_error(srv.chat(messages=[{"content": "no role"}]), 400, param="messages[0].role")
@@ -409,7 +409,7 @@ def tokenize_chat(request):
 
 def check_tools(srv):
     """Tool declarations and a conversation with a call and its result render as K3 expects them
-    (same prompt ids as `deltafin tokenize --chat`); forced tool choices are refused."""
+    (same prompt ids as `deltafin tokenize --chat`); tool_choice none and required are kept."""
     msgs = [{"role": "user", "content": "Weather in Paris?"}]
     st, _, j, _ = srv.chat(messages=msgs, tools=TOOLS, tool_choice="auto", max_tokens=3)
     assert st == 200, j
@@ -422,7 +422,11 @@ def check_tools(srv):
     st, _, j, _ = srv.chat(messages=turn2, tools=TOOLS, max_tokens=3)
     assert st == 200, j
     assert j["usage"]["prompt_tokens"] == len(tokenize_chat({"messages": turn2, "tools": TOOLS}))
-    expect_error(srv.chat(messages=msgs, tools=TOOLS, tool_choice="none"), 400, param="tool_choice")
+    st, _, j, _ = srv.chat(messages=msgs, tools=TOOLS, tool_choice="none", max_tokens=5)  # no call can be made
+    assert st == 200 and "tool_calls" not in j["choices"][0]["message"], j
+    st, _, j, _ = srv.chat(messages=msgs, tools=TOOLS, tool_choice="required", max_tokens=200)  # a call must be made
+    assert st == 200 and j["choices"][0]["finish_reason"] == "tool_calls", j
+    assert json.loads(j["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"])["city"] is not None
     expect_error(srv.chat(messages=[{"role": "assistant", "tool_calls": "x"}]), 400, param="messages[0].tool_calls")
 
 

@@ -1,7 +1,8 @@
 /* fuzz_serve.c - libFuzzer harness for the server's request handling without the network: the
  * request line's path is percent-decoded and routed; a generation route's body is validated
  * (OpenAI chat / completions, Anthropic messages) and, when valid, rendered into prompt tokens
- * with K3's chat format (a synthetic vocabulary) and given its sampler; every refusal is turned
+ * with K3's chat format (a synthetic vocabulary), its sampling checked and its output constraint
+ * (response_format, tool_choice) compiled; every refusal is turned
  * into the error body its API sends. Whatever the input, nothing may crash, leak or read out of
  * bounds, and every refusal names a status the server sends.
  *
@@ -23,9 +24,11 @@
 #include "serve/wire.h"
 #include "text/tokenizer.h"
 #include "text/vocab_synth.h"
+#include "text/vocab_trie.h"
 
 static Tokenizer *tok;
 static Memo *memo;
+static VocabTrie *trie;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
@@ -41,6 +44,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     unlink(path);
     rmdir(dir);
     memo = memo_new(0);
+    if (!(trie = vocab_trie_new(tok))) abort();
     return 0;
 }
 
@@ -55,7 +59,7 @@ static void check_error(const ApiError *err, int anthropic) {
 
 /* A valid request all the way to its prompt tokens and sampler. */
 static void render(const ApiRequest *r) {
-    ExchangeEnv env = {tok, memo, -1, -1, 4096};
+    ExchangeEnv env = {tok, memo, -1, -1, 4096, NULL, trie};
     Exchange x;
     ApiError err;
     if (exchange_init(&x, &env, r, &err)) check_error(&err, r->anthropic);

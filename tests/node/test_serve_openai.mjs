@@ -110,14 +110,15 @@ test("raw completion equals run's tokens, from text or token ids, whole or strea
   assert.equal(streamed, text);
 });
 
-test("tools are declared to the model; forcing a call is refused", async () => {
+test("tools are declared to the model; forcing a call makes one", async () => {
   const tools = [{ type: "function", function: { name: "lookup", description: "Look a word up",
     parameters: { type: "object", properties: { word: { type: "string" } }, required: ["word"] } } }];
   const r = await client.chat.completions.create({ model: MODEL_ID, messages, tools, max_tokens: 3 });
   assert.equal(r.usage.prompt_tokens, tokenizeChat(model, dir, { messages, tools }).length);
   assert.ok(["stop", "length", "tool_calls"].includes(r.choices[0].finish_reason));
-  await assert.rejects(client.chat.completions.create({ model: MODEL_ID, messages, tools, tool_choice: "required" }),
-    (e) => e instanceof OpenAI.BadRequestError && e.param === "tool_choice");
+  const forced = await client.chat.completions.create({ model: MODEL_ID, messages, tools, tool_choice: "required", max_tokens: 200 });
+  assert.equal(forced.choices[0].finish_reason, "tool_calls");
+  assert.equal(forced.choices[0].message.tool_calls[0].function.name, "lookup");
 });
 
 test("raw completion without max_tokens generates 256 tokens", async () => {

@@ -1,7 +1,8 @@
 /* The scheduler: jobs decoded together (joining and leaving between passes, prompts read in
  * chunks beside running decodes, more jobs than slots) each get exactly the tokens they get
  * alone, greedy or sampled; max_new and the stop token end a job; a consumer that leaves frees
- * its slot for the next; a job that extends an earlier one's text reuses the slot that holds it. */
+ * its slot for the next; a job that extends an earlier one's text reuses the slot that holds it;
+ * a constrained job's reply is complete and valid within its budget, batched or alone. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,8 @@
 #include "check.h"
 #include "engine/scheduler.h"
 #include "model_fixture.h"
+#include "text/reply_grammar.h"
+#include "text/vocab_trie.h"
 
 #define MAX_PICKS 24
 
@@ -25,6 +28,7 @@ typedef struct {
     int rc;
     Scheduler *s;
     JobStats stats;
+    Matcher *matcher;                 /* the job's output constraint, or NULL */
 } Case;
 
 /* The tokens a job gets alone: a Session without speculation, picks until max_new or stop. */
@@ -49,7 +53,7 @@ static void alone(Case *c) {
 
 static void *consume(void *arg) {
     Case *c = arg;
-    JobSpec spec = {c->prompt, c->n, c->sp, c->max_new, c->stop};
+    JobSpec spec = {c->prompt, c->n, c->sp, c->max_new, c->stop, c->matcher, 0};
     Job *j = sched_submit(c->s, &spec);
     c->n_got = 0;
     int tok;
@@ -120,7 +124,7 @@ static void a_leaving_consumer_frees_its_slot(void) {
     make_case(&a, 3, 20, 100000, 0);
     make_case(&b, 4, 8, 5, 0);
     alone(&b);
-    JobSpec spec = {a.prompt, a.n, a.sp, -1, -1};
+    JobSpec spec = {a.prompt, a.n, a.sp, -1, -1, NULL, 0};
     Job *j = sched_submit(s, &spec);
     int tok, budget = 0;
     CHECK(job_next(j, &tok, NULL, NULL, NULL) == 0);
@@ -154,12 +158,59 @@ static void a_continuation_reuses_its_slot(void) {
     sched_stop(s);
 }
 
+/* The text of tokens (their bytes). */
+static size_t text_of(const Tokenizer *tok, const int *ids, int n, int stop, char *out, size_t cap) {
+    size_t at = 0;
+    for (int i = 0; i < n && ids[i] != stop; i++) {
+        size_t len;
+        const uint8_t *b = tok_token_bytes(tok, ids[i], &len);
+        if (at + len < cap) memcpy(out + at, b, len), at += len;
+    }
+    out[at] = 0;
+    return at;
+}
+
+/* A JSON object answer (a bare JSON grammar ending at the stop token) on a random-weight model:
+ * it completes, parses, and is the same batched beside other jobs as alone. */
+static void a_constrained_job_completes_within_its_budget(void) {
+    Tokenizer *tok = tok_load(dir);
+    VocabTrie *trie = tok ? vocab_trie_new(tok) : NULL;
+    CHECK(trie != NULL);
+    if (!trie) return;
+    json_t *schema = json_pack("{s:s, s:{s:{s:s}, s:{s:s}}, s:[s, s], s:b}", "type", "object", "properties", "a", "type",
+                               "integer", "b", "type", "boolean", "required", "a", "b", "additionalProperties", 0);
+    Grammar *g = NULL;
+    CHECK(json_grammar(schema, 1, "schema", trie, &g) == 0 && g);
+    Case alone_c, batch[3];
+    make_case(&alone_c, 21, 12, MAX_PICKS, 0);
+    alone_c.stop = eng.cat.cfg.eos_id;
+    alone_c.matcher = matcher_new(g, trie);
+    CHECK(matcher_min_tokens(alone_c.matcher) <= MAX_PICKS);
+    run_cases(1, &alone_c, 1);
+    for (int i = 0; i < 3; i++) make_case(&batch[i], 30 + i, 9, 10, i == 1);
+    batch[0] = alone_c, batch[0].matcher = matcher_new(g, trie);
+    run_cases(3, batch, 3);
+    CHECK(alone_c.rc == 1 && alone_c.n_got >= 1 && alone_c.got[alone_c.n_got - 1] == alone_c.stop);
+    CHECK(batch[0].n_got == alone_c.n_got && !memcmp(batch[0].got, alone_c.got, sizeof(int) * (size_t)alone_c.n_got));
+    char text[4096];
+    text_of(tok, alone_c.got, alone_c.n_got, alone_c.stop, text, sizeof text);
+    json_t *v = json_loads(text, 0, NULL);
+    CHECK_MSG(json_is_integer(json_object_get(v, "a")) && json_is_boolean(json_object_get(v, "b")) && json_object_size(v) == 2,
+              "'%s'", text);
+    json_decref(v);
+    json_decref(schema);
+    grammar_free(g);
+    vocab_trie_free(trie);
+    tok_free(tok);
+}
+
 int main(void) {
     if (fixture_open(&eng, dir, 13)) return 1;
     RUN(jobs_together_equal_jobs_alone);
     RUN(stop_token_ends_a_job);
     RUN(a_leaving_consumer_frees_its_slot);
     RUN(a_continuation_reuses_its_slot);
+    RUN(a_constrained_job_completes_within_its_budget);
     fixture_close(&eng, dir);
     return check_summary();
 }

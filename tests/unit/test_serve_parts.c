@@ -337,7 +337,7 @@ static void anthropic_requests_translate_to_chat(void) {
          "messages[0].role", 400},
         {"{\"model\":\"deltafin-kimi-k3\",\"max_tokens\":5,\"temperature\":1.5,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
          "temperature", 400},
-        {"{\"model\":\"deltafin-kimi-k3\",\"max_tokens\":5,\"tool_choice\":{\"type\":\"any\"},\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+        {"{\"model\":\"deltafin-kimi-k3\",\"max_tokens\":5,\"tool_choice\":{\"type\":\"some\"},\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
          "tool_choice", 400},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
