@@ -33,13 +33,14 @@ static void check_cors_origin(const char *o) {
 int cmd_serve(const Settings *set, int argc, char **argv) {
     const char *model = NULL, *host = "127.0.0.1", *key = NULL, *cors = NULL;
     int64_t port = 8000, queue = 16, timeout = 30, header_timeout = 10, body_timeout = 60, max_body = 8 << 20;
-    int64_t max_conn = 64, per_client = -1, parallel = 4;
+    int64_t max_conn = 64, per_client = -1, parallel = 0;
     ArgSpec specs[] = {
         {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
         {"host", ARG_STR, &host, "address to listen on (default 127.0.0.1: this machine only)"},
         {"port", ARG_INT, &port, "port (default 8000; 0 picks a free one)"},
         {"api-key", ARG_STR, &key, "require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (default $DELTAFIN_API_KEY)"},
-        {"parallel", ARG_INT, &parallel, "generations decoded together, each in its own slot (default 4)"},
+        {"parallel", ARG_INT, &parallel,
+         "generations decoded together, each in its own slot (default: as many as a quarter of the memory budget holds, at most 8)"},
         {"queue", ARG_INT, &queue, "requests that may wait for a slot (default 16; more get 429)"},
         {"timeout", ARG_INT, &timeout, "seconds a kept-alive connection may wait for its next request (default 30)"},
         {"header-timeout", ARG_INT, &header_timeout, "seconds a request's line and headers may take to arrive (default 10)"},
@@ -59,7 +60,7 @@ int cmd_serve(const Settings *set, int argc, char **argv) {
     const char *api_key = flag_key(&s, key);
     check_cors_origin(cors);
     if (port < 0 || port > 65535) df_die("serve: --port must be 0..65535");
-    if (parallel < 1 || parallel > GATE_MAX_SEATS) df_die("serve: --parallel must be 1..%d", GATE_MAX_SEATS);
+    if (parallel < 0 || parallel > GATE_MAX_SEATS) df_die("serve: --parallel must be 1..%d", GATE_MAX_SEATS);
     if (queue < 0 || queue > 1024) df_die("serve: --queue must be 0..1024");
     if (timeout < 1 || timeout > 86400) df_die("serve: --timeout must be 1..86400 seconds");
     if (header_timeout < 1 || header_timeout > 3600) df_die("serve: --header-timeout must be 1..3600 seconds");
@@ -86,9 +87,11 @@ int cmd_serve(const Settings *set, int argc, char **argv) {
                        .effort = set->effort};
     if (serve_check(&cfg)) df_die("%s", df_errmsg());
     EngineOptions eo = set->engine;
-    eo.extra_states = cfg.parallel * (1 + cfg.prompt_snapshot) - 1; /* each slot a State, plus its snapshot */
+    eo.extra_states = cfg.prompt_snapshot; /* each slot's snapshot is a second State */
+    eo.slots = parallel ? (int)parallel : ENGINE_SLOTS_AUTO;
     Engine e;
     if (engine_open(&e, settings_dir(set, model), &eo)) df_die("%s", df_errmsg());
+    cfg.parallel = e.slots;
     engine_print_settings(&e, stderr);
     Tokenizer *tok = tok_load(e.cat.dir);
     if (!tok) df_die("%s", df_errmsg());

@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -7,6 +8,7 @@
 #include "engine/session.h"
 #include "kernels/device.h"
 #include "kernels/kernels.h"
+#include "store/budget.h"
 #include "util/err.h"
 
 #define DEFAULT_CONTEXT_LATENT 65536
@@ -79,14 +81,39 @@ static int attach_install(Engine *e) {
     return 0;
 }
 
-/* What decoding allocates besides the weights, as the owners count it: the model, the working
- * State and the caller's extra ones (snapshots are copies, never verified: no replay records),
- * speculation's replay records, and one Session. */
-static uint64_t compute_bytes(const Engine *e) {
+/* What one decoded sequence holds: its States (the working one and the caller's extra ones) and
+ * its Session. */
+static uint64_t slot_bytes(const Engine *e, const ModelMemory *mm) {
     const int extra = e->opt.extra_states;
+    return mm->state * (uint64_t)(1 + extra) + session_bytes(&e->cat.cfg, model_context(&e->cat.cfg, e->max_context), extra > 0);
+}
+
+/* What decoding allocates besides the weights, as the owners count it: the model, every slot's
+ * States (snapshots are copies, never verified: no replay records) and Session, speculation's
+ * replay records (one sequence speculates at a time), and with several slots the scheduler's
+ * logits of a pass. */
+static uint64_t compute_bytes(const Engine *e) {
     ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context);
-    return mm.model + mm.state * (uint64_t)(1 + extra) + (e->opt.spec ? mm.verify : 0) +
-           session_bytes(&e->cat.cfg, model_context(&e->cat.cfg, e->max_context), extra > 0);
+    uint64_t batch = e->slots > 1 ? sizeof(float) * (uint64_t)e->cat.cfg.vocab * MODEL_MAX_CHUNK : 0;
+    return mm.model + slot_bytes(e, &mm) * (uint64_t)e->slots + (e->opt.spec ? mm.verify : 0) + batch;
+}
+
+/* EngineOptions.slots: as given, or as many as a quarter of the memory budget holds (the rest is
+ * for the weights: the spine, the expert cache). */
+static int choose_slots(Engine *e) {
+    if (e->opt.slots != ENGINE_SLOTS_AUTO) {
+        e->slots = e->opt.slots > 0 ? e->opt.slots : 1;
+        snprintf(e->slots_how, sizeof e->slots_how, "as asked");
+        return 0;
+    }
+    uint64_t budget;
+    char how[160];
+    if (budget_detect(e->opt.store.ram_bytes, &budget, how, sizeof how)) return -1;
+    ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context);
+    uint64_t per = slot_bytes(e, &mm), fit = budget / 4 / (per ? per : 1);
+    e->slots = fit < 1 ? 1 : fit > ENGINE_SLOTS_AUTO_MAX ? ENGINE_SLOTS_AUTO_MAX : (int)fit;
+    snprintf(e->slots_how, sizeof e->slots_how, "a quarter of the %.2f GB budget at %.0f MB a slot", budget / 1e9, per / 1e6);
+    return 0;
 }
 
 /* The weight store (K3_STORE), the on-demand fetch for a streaming install and, with K3_TRACE,
@@ -167,7 +194,7 @@ int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
     e->max_context = o->context ? o->context : default_context(o->mla_cache);
     if (kern_select(o->kernels)) return df_failctx("K3_KERNELS=%s", o->kernels);
     if (catalog_open(&e->cat, dir)) return -1;
-    if (apply_top_k(e) || spine_choice(e)) return engine_close(e), -1;
+    if (apply_top_k(e) || spine_choice(e) || choose_slots(e)) return engine_close(e), -1;
     if (open_store(e)) return engine_close(e), -1;
     e->pool = pool_create(o->threads);
     e->threads = pool_threads(e->pool);

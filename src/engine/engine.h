@@ -41,9 +41,16 @@ typedef struct {
     const char *kernels;     /* K3_KERNELS: kern_select's name */
     StoreOptions store;      /* K3_STORE and the streaming store's settings */
     FetchOptions fetch;      /* where a streaming install fetches missing experts from */
-    int extra_states;        /* decode States the caller keeps besides its working one (the server's
-                              * prompt snapshot): the streaming memory plan counts them. Not a setting */
+    int extra_states;        /* decode States the caller keeps per sequence besides its working one
+                              * (the server's prompt snapshot): the streaming memory plan counts them */
+    int slots;               /* sequences decoded at once (engine/scheduler.h), each a Session with
+                              * 1 + extra_states States: the plan counts them all. 0: one;
+                              * ENGINE_SLOTS_AUTO: as many as a quarter of the memory budget holds,
+                              * 1..ENGINE_SLOTS_AUTO_MAX. extra_states and slots are not settings */
 } EngineOptions;
+
+#define ENGINE_SLOTS_AUTO (-1)
+#define ENGINE_SLOTS_AUTO_MAX 8
 
 typedef struct {
     EngineOptions opt;       /* as opened */
@@ -67,6 +74,8 @@ typedef struct {
     I8Spine i8;              /* K3_SPINE: mapped int8 spine when spine_int8 */
     int spine_int8;          /* 1: the spine matrices are the lossy int8 ones */
     int top_k_full;          /* the checkpoint's experts per token; cat.cfg.top_k is K3_MOE_TOP_K's */
+    int slots;               /* sequences the memory plan holds (EngineOptions.slots, resolved) */
+    char slots_how[96];      /* how slots was chosen, for the start-up line */
 } Engine;
 
 /* Opens the checkpoint in dir with the options (copied). Fails with a message. */

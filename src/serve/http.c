@@ -447,9 +447,10 @@ int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log
         char cap[32] = "unlimited";
         if (cfg->max_tokens >= 0) snprintf(cap, sizeof cap, "%lld", (long long)cfg->max_tokens);
         int v6 = strchr(cfg->host, ':') != NULL;
-        fprintf(log, "serve: listening on http://%s%s%s:%u (model %s; %d generations at a time, queue %d; memo %d entries; "
+        fprintf(log, "serve: listening on http://%s%s%s:%u (model %s; %d generations at a time (%s), queue %d; memo %d entries; "
                      "prompt snapshot %s; max tokens %s; API key %s; CORS %s; connections %d, %d per client)\n",
-                v6 ? "[" : "", cfg->host, v6 ? "]" : "", di ? di->port : (unsigned)cfg->port, SERVE_MODEL_ID, cfg->parallel, cfg->queue,
+                v6 ? "[" : "", cfg->host, v6 ? "]" : "", di ? di->port : (unsigned)cfg->port, SERVE_MODEL_ID, cfg->parallel,
+                e->slots_how[0] ? e->slots_how : "as asked", cfg->queue,
                 cfg->memo_entries, cfg->prompt_snapshot ? "on" : "off", cap, cfg->api_key ? "required" : "not required",
                 cfg->cors_origin ? cfg->cors_origin : "off", cfg->max_connections, cfg->max_per_client);
         fflush(log);

@@ -142,6 +142,37 @@ static void test_memory_plan_counts_the_snapshot(void) {
     engine_close(&one), engine_close(&two);
 }
 
+/* Slots: the plan counts every slot's States and Session and a pass's logits; AUTO takes as many
+ * slots as a quarter of the budget holds (at most 8). */
+static void test_memory_plan_counts_the_slots(void) {
+    EngineOptions o = fixture_options();
+    o.store.kind = STORE_STREAM;
+    o.store.ram_bytes = 2000000000;
+    o.context = 300;
+    o.extra_states = 1;
+    Engine one, three;
+    CHECK(engine_open(&one, dir, &o) == 0);
+    o.slots = 3;
+    CHECK(engine_open(&three, dir, &o) == 0);
+    const K3Config cfg = one.cat.cfg, *c = &cfg;
+    MlaCacheMode mla = one.opt.mla_cache;
+    uint64_t slot = 2 * model_memory(c, mla, 300).state + session_bytes(c, 300, 1);
+    uint64_t pass = sizeof(float) * (uint64_t)c->vocab * MODEL_MAX_CHUNK;
+    CHECK(one.slots == 1 && three.slots == 3);
+    CHECK(three.stream.plan.fixed - one.stream.plan.fixed == 2 * slot + pass);
+    engine_close(&one), engine_close(&three);
+    /* a budget that holds 2.x slots in its quarter gets 2; a large one stops at 8 */
+    o.slots = ENGINE_SLOTS_AUTO;
+    o.context = 60000;
+    uint64_t big_slot = 2 * model_memory(c, mla, 60000).state + session_bytes(c, 60000, 1);
+    o.store.ram_bytes = 4 * big_slot * 5 / 2;
+    Engine a, b;
+    CHECK(engine_open(&a, dir, &o) == 0 && a.slots == 2);
+    o.store.ram_bytes = 4 * big_slot * 20;
+    CHECK(engine_open(&b, dir, &o) == 0 && b.slots == ENGINE_SLOTS_AUTO_MAX);
+    engine_close(&a), engine_close(&b);
+}
+
 int main(void) {
     if (fixture_open(&eng, dir, 7)) return 1;
     memcpy(p2, p1, sizeof p1);
@@ -150,6 +181,7 @@ int main(void) {
     RUN(test_live_tokens_win_when_longer);
     RUN(test_cancel_keeps_what_was_fed);
     RUN(test_memory_plan_counts_the_snapshot);
+    RUN(test_memory_plan_counts_the_slots);
     fixture_close(&eng, dir);
     return check_summary();
 }
