@@ -76,8 +76,9 @@ typedef struct {
     int sse_state;     /* 0 start, 1 tokens, 2 [DONE] queued, 3 ended */
 } Req;
 
-/* The CORS headers every response carries (when --cors-origin is set). */
-void conn_add_headers(Req *q, struct MHD_Response *resp);
+/* Adds the headers every response carries (CORS, when --cors-origin is set), queues resp (taken
+ * over) with status and records that q was answered. */
+enum MHD_Result conn_queue(Req *q, int status, struct MHD_Response *resp);
 /* Queues a response and records its status. body is malloc'd and taken over. */
 enum MHD_Result conn_respond(Req *q, int status, char *body, const char *content_type, const char *hname,
                              const char *hvalue);

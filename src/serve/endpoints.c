@@ -231,12 +231,7 @@ static enum MHD_Result answer_stream(Req *q) {
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", "text/event-stream");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    conn_add_headers(q, resp);
-    enum MHD_Result rc = MHD_queue_response(q->conn, 200, resp);
-    MHD_destroy_response(resp);
-    q->status = 200;
-    q->responded = 1;
-    return rc;
+    return conn_queue(q, 200, resp);
 }
 
 static enum MHD_Result busy(Req *q) {

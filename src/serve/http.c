@@ -42,12 +42,21 @@ static Watch *watch_of(struct MHD_Connection *c) {
 
 static void enter(Server *srv, struct MHD_Connection *c, WatchPhase p) { watch_phase(&srv->dog, watch_of(c), p); }
 
-void conn_add_headers(Req *q, struct MHD_Response *resp) {
+static void add_headers(Req *q, struct MHD_Response *resp) {
     const char *origin = q->srv->cfg.cors_origin;
     if (!origin) return;
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
     MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Retry-After");
     if (strcmp(origin, "*") != 0) MHD_add_response_header(resp, "Vary", "Origin");
+}
+
+enum MHD_Result conn_queue(Req *q, int status, struct MHD_Response *resp) {
+    add_headers(q, resp);
+    enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    q->status = status;
+    q->responded = 1;
+    return rc;
 }
 
 enum MHD_Result conn_respond(Req *q, int status, char *body, const char *content_type, const char *hname,
@@ -60,12 +69,7 @@ enum MHD_Result conn_respond(Req *q, int status, char *body, const char *content
     }
     if (content_type) MHD_add_response_header(resp, "Content-Type", content_type);
     if (hname) MHD_add_response_header(resp, hname, hvalue);
-    conn_add_headers(q, resp);
-    enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    q->status = status;
-    q->responded = 1;
-    return rc;
+    return conn_queue(q, status, resp);
 }
 
 /* The error body in the shape of the API the request addressed. */
@@ -214,12 +218,7 @@ static enum MHD_Result answer_preflight(Req *q) {
         MHD_add_response_header(resp, "Access-Control-Allow-Headers", requested_headers(q->conn));
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
     }
-    conn_add_headers(q, resp);
-    enum MHD_Result rc = MHD_queue_response(q->conn, 204, resp);
-    MHD_destroy_response(resp);
-    q->status = 204;
-    q->responded = 1;
-    return rc;
+    return conn_queue(q, 204, resp);
 }
 
 /* The request is in: answer it. */
