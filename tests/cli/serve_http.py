@@ -697,6 +697,18 @@ elif GROUP == "asan":
         check_validation(srv)
         check_body_limit(srv)
         check_messages_api(srv)
+        check_tools(srv)  # constrained decoding: tool_choice none and required
+        schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 5}, "b": {"type": "boolean"}},
+                  "required": ["a", "b"], "additionalProperties": False}
+        for stream in (False, True):
+            st, _, j, raw = srv.request("POST", "/v1/chat/completions", {
+                "model": MODEL_ID, "max_tokens": 150, "stream": stream, "temperature": 0.8, "seed": 5,
+                "messages": [{"role": "user", "content": "json"}],
+                "response_format": {"type": "json_schema", "json_schema": {"name": "x", "strict": True, "schema": schema}}})
+            assert st == 200, raw[:500]
+            if not stream:
+                v = json.loads(j["choices"][0]["message"]["content"])
+                assert set(v) == {"a", "b"} and isinstance(v["b"], bool), v
         for sampled in ({"temperature": 0.9, "top_p": 0.8, "top_k": 7, "min_p": 0.02, "seed": 3, "logprobs": True,
                          "top_logprobs": 2, "presence_penalty": 0.5, "logit_bias": {"5": 3}}, {"logprobs": True}):
             st, _, j, _ = srv.chat(max_tokens=6, **sampled)
