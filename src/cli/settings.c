@@ -24,7 +24,7 @@ _Static_assert(sizeof(StoreKind) == sizeof(int) && sizeof(CachePolicy) == sizeof
                "settings store enums as int");
 
 static const SettingChoice store_kinds[] = {{"auto", STORE_AUTO}, {"mapped", STORE_MAPPED}, {"stream", STORE_STREAM}, {NULL, 0}};
-static const SettingChoice policies[] = {{"lfu", POLICY_LFU}, {"lru", POLICY_LRU}, {NULL, 0}};
+static const SettingChoice policies[] = {{"crf", POLICY_CRF}, {"lfu", POLICY_LFU}, {"lru", POLICY_LRU}, {NULL, 0}};
 static const SettingChoice spines[] = {{"auto", SPINE_AUTO}, {"int8", SPINE_INT8}, {"bf16", SPINE_BF16}, {NULL, 0}};
 static const SettingChoice mla_caches[] = {{"latent", MLA_CACHE_LATENT}, {"expanded", MLA_CACHE_EXPANDED}, {NULL, 0}};
 static const SettingChoice a_logs[] = {{"per-head", ALOG_PER_HEAD}, {"per-channel", ALOG_PER_CHANNEL}, {NULL, 0}};
@@ -86,8 +86,8 @@ static const Setting table[] = {
      .help = "stream (budgeted expert cache + spine streaming) when the model exceeds the budget, else mapped"},
     {.name = "K3_PIN_LAYERS", .kind = SET_INT, .offset = F(engine.store.pin_layers), .lo = 0, .hi = K3_MAX_LAYERS, .what = "a layer count", .def_text = "auto", .unset = -1,
      .help = "spine layers kept resident when streaming (at most the model's layers)"},
-    {.name = "K3_CACHE_POLICY", .kind = SET_CHOICE, .offset = F(engine.store.policy), .choices = policies, .what = "a policy", .def = "lfu",
-     .help = "expert cache eviction when streaming"},
+    {.name = "K3_CACHE_POLICY", .kind = SET_CHOICE, .offset = F(engine.store.policy), .choices = policies, .what = "a policy", .def = CACHE_POLICY_DEFAULT_NAME,
+     .help = "expert cache eviction when streaming (crf: decayed use counts, layer-aware; lfu; lru)"},
     {.name = "K3_IO_THREADS", .kind = SET_INT, .offset = F(engine.store.io_threads), .lo = 1, .hi = 256, .what = "a thread count", .def = "8",
      .help = "parallel expert reads when streaming"},
     {.name = "K3_POPULATE", .kind = SET_BOOL, .offset = F(engine.store.populate), .def = "1",

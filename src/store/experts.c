@@ -30,7 +30,7 @@ static const uint8_t *slot_span(const ExpertSlot *s) {
 }
 
 static void set_locked(ExpertStore *es, int i) {
-    es->ci.locked[i] = es->slots[i].pinned || es->slots[i].state == SLOT_LOADING;
+    cidx_lock(&es->ci, i, es->slots[i].pinned || es->slots[i].state == SLOT_LOADING);
 }
 
 /* I/O thread: fill one slot. */
@@ -59,7 +59,7 @@ static void start_read(ExpertStore *es, int i, int layer, int expert, int urgent
     s->origin = urgent ? FOR_DEMAND : FOR_GUESS;
     if (urgent) es->c.misses++;
     else es->c.prefetches++;
-    es->ci.last_use[i] = es->ci.tick; /* a fresh guess counts as recent, not as a use */
+    cidx_touch(&es->ci, i); /* a fresh guess counts as recent, not as a use */
     set_locked(es, i);
     iopool_submit(es->io, &s->job, urgent);
 }
@@ -98,7 +98,7 @@ static int claim_cached(ExpertStore *es, int layer, int expert) {
 static void claim_missing(ExpertStore *es, int layer, int expert) {
     int key = layer * es->cat->cfg.n_experts + expert, i = cidx_lookup(&es->ci, key);
     if (i < 0) {
-        while ((i = cidx_victim(&es->ci)) < 0) pthread_cond_wait(&es->done, &es->mu);
+        while ((i = cidx_victim(&es->ci, layer)) < 0) pthread_cond_wait(&es->done, &es->mu);
     }
     start_read(es, i, layer, expert, 1);
     es->slots[i].origin = FOR_DONE;
@@ -131,7 +131,7 @@ static void prefetch_next(ExpertStore *es, int layer) {
     const int *want = es->predict + (size_t)next * c->top_k;
     for (int j = 0; j < c->top_k && want[j] >= 0; j++) {
         if (cidx_lookup(&es->ci, next * c->n_experts + want[j]) >= 0) continue;
-        int i = cidx_victim(&es->ci);
+        int i = cidx_victim(&es->ci, layer);
         if (i < 0) return;
         start_read(es, i, next, want[j], 0);
     }
@@ -159,7 +159,7 @@ static int hold_cached(ExpertStore *es, int layer, const int *ids, int n, int *h
         int i = cidx_lookup(&es->ci, layer * es->cat->cfg.n_experts + ids[j]);
         if (i < 0 || es->slots[i].state == SLOT_FAILED) continue;
         if (es->slots[i].state == SLOT_LOADING) iopool_promote(es->io, &es->slots[i].job);
-        if (!es->ci.locked[i]) es->ci.locked[i] = 1, held[n_held++] = i;
+        if (!es->ci.locked[i]) cidx_lock(&es->ci, i, 1), held[n_held++] = i;
     }
     return n_held;
 }
@@ -172,6 +172,7 @@ static void experts_route(ExpertSource *src, int layer, const int *sel, int T, i
     const K3Config *c = &es->cat->cfg;
     int ids[MODEL_MAX_ROUTED], n = distinct(sel, T * k, ids);
     pthread_mutex_lock(&es->mu);
+    if (layer <= es->routed_layer) cidx_next_pass(&es->ci); /* a new forward began */
     int *p = es->predict + (size_t)layer * c->top_k;
     for (int j = 0; j < c->top_k; j++) p[j] = j < n ? ids[j] : -1;
     memcpy(es->routed, ids, sizeof *ids * (size_t)n);
@@ -182,7 +183,7 @@ static void experts_route(ExpertSource *src, int layer, const int *sel, int T, i
     for (int j = 0; j < n && reads > 0; j++) {
         int i = cidx_lookup(&es->ci, layer * c->n_experts + ids[j]);
         if (i >= 0 && es->slots[i].state != SLOT_FAILED) continue;
-        if (i < 0 && (i = cidx_victim(&es->ci)) < 0) break;
+        if (i < 0 && (i = cidx_victim(&es->ci, layer)) < 0) break;
         start_read(es, i, layer, ids[j], 1);
         reads--;
     }
@@ -203,7 +204,7 @@ static void experts_predict(ExpertSource *src, int layer, const int *sel, int T,
     int n_held = hold_cached(es, es->routed_layer, es->routed, es->n_routed, held);
     for (int j = 0; j < n && reads > 0; j++) {
         if (cidx_lookup(&es->ci, layer * c->n_experts + ids[j]) >= 0) continue;
-        int i = cidx_victim(&es->ci);
+        int i = cidx_victim(&es->ci, es->routed_layer);
         if (i < 0) break;
         start_read(es, i, layer, ids[j], 0);
         reads--;
@@ -265,7 +266,7 @@ int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPo
     es->cat = cat, es->shards = shards, es->io = io, es->prefetch = prefetch;
     pthread_mutex_init(&es->mu, NULL);
     pthread_cond_init(&es->done, NULL);
-    cidx_init(&es->ci, policy, n_slots, c->n_layers * c->n_experts);
+    cidx_init(&es->ci, policy, n_slots, c->n_layers, c->n_experts);
     es->slot_bytes = experts_slot_bytes(cat);
     es->slots = df_calloc((size_t)n_slots, sizeof *es->slots);
     /* one arena of ordinary pages, touched only as slots fill (no start-up cost). Huge pages
