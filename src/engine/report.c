@@ -30,6 +30,11 @@ void engine_print_settings(const Engine *e, FILE *f) {
             e->opt.a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)",
             e->opt.spec ? "n-gram (lossless)" : "off");
     if (e->streaming) stream_print_plan(&e->stream, f);
+    if (e->opt.replay)
+        fprintf(f, "deltafin: BENCHMARK: experts chosen by the router trace %s (%d rows, top-%d of %d, mapped onto %d x "
+                   "top-%d), not by the model: the output is meaningless\n",
+                e->opt.replay, e->replay.trace.n_rows, e->replay.trace.top_k, e->replay.trace.n_experts,
+                e->replay.map.streams, c->top_k);
     if (e->inst) {
         char reminder[1024];
         installer_reminder(e->inst, reminder, sizeof reminder);

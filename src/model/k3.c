@@ -178,6 +178,7 @@ int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, 
     st->verify_rows = 0;
     embed(m, tokens, T);
     m->look_layer = -1;
+    m->chunk_pos = st->len;
     int n_anchors = 0;
     for (int l = 0; l < m->cfg.n_layers; l++) {
         if (acquire_spine_layer(m, l)) return -1;

@@ -22,12 +22,16 @@
  * not NULL, is told each layer's selections before its experts are acquired: sel[t][k] for the
  * chunk's T rows (router traces). predict, when not NULL, is told a guess at a later layer's
  * selections (router lookahead), in the same form; the source may start reading them, and must
- * keep serving the current layer's experts as if it had not been told. */
+ * keep serving the current layer's experts as if it had not been told. replace, when not NULL,
+ * overwrites the router's selections (distinct ids per row) and weights before route sees them,
+ * for the chunk's rows at positions pos .. pos + T - 1: a benchmark that drives the store with
+ * recorded routing (replay.h); the model's output is then meaningless. */
 typedef struct ExpertSource {
     int (*acquire)(struct ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans);
     int max_batch;
     void (*route)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
     void (*predict)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
+    void (*replace)(struct ExpertSource *src, int layer, int pos, int *sel, float *weights, int T, int k);
 } ExpertSource;
 
 /* Supplies the spine one layer at a time when it is not all resident. acquire_layer makes layer

@@ -112,6 +112,7 @@ int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int 
     mat_mul(m->pool, s->router, &w->router, u, T);
     for (int t = 0; t < T; t++)
         moe_route(s->router + (size_t)t * c->n_experts, w->score_bias, c->n_experts, K, s->sel + t * K, s->sel_w + t * K);
+    if (m->experts->replace) m->experts->replace(m->experts, layer, m->chunk_pos, s->sel, s->sel_w, T, K);
     /* announce the selections first: a streaming store reads the experts while the latent
      * projection and the shared experts compute */
     if (m->experts->route) m->experts->route(m->experts, layer, s->sel, T, K);

@@ -1,0 +1,42 @@
+#include "store/replay.h"
+
+#include <string.h>
+
+static void replay_replace(ExpertSource *src, int layer, int pos, int *sel, float *weights, int T, int k) {
+    ReplaySource *r = (ReplaySource *)src;
+    for (int t = 0; t < T; t++) {
+        route_trace_map(&r->trace, &r->map, layer - r->first_moe, (long)pos + t, sel + t * k);
+        for (int i = 0; i < k; i++) weights[t * k + i] = 1.0f / (float)k;
+    }
+}
+
+static void replay_route(ExpertSource *src, int layer, const int *sel, int T, int k) {
+    ReplaySource *r = (ReplaySource *)src;
+    if (r->inner->route) r->inner->route(r->inner, layer, sel, T, k);
+}
+
+static int replay_acquire(ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans) {
+    ReplaySource *r = (ReplaySource *)src;
+    return r->inner->acquire(r->inner, layer, ids, n, spans);
+}
+
+int replay_open(ReplaySource *r, ExpertSource *inner, const K3Config *c, const char *path) {
+    memset(r, 0, sizeof *r);
+    if (route_trace_load(&r->trace, path)) return -1;
+    if (route_trace_mapping(&r->trace, c->n_layers - c->first_dense, c->n_experts, c->top_k, &r->map, path)) {
+        route_trace_free(&r->trace);
+        return -1;
+    }
+    r->src.acquire = replay_acquire;
+    r->src.max_batch = inner->max_batch;
+    r->src.route = replay_route;
+    r->src.replace = replay_replace;
+    r->inner = inner;
+    r->first_moe = c->first_dense;
+    return 0;
+}
+
+void replay_close(ReplaySource *r) {
+    route_trace_free(&r->trace);
+    memset(r, 0, sizeof *r);
+}

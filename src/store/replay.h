@@ -1,0 +1,29 @@
+/* replay.h - drives the expert store with recorded routing instead of the router (benchmark only).
+ *
+ * A ReplaySource wraps another ExpertSource: every MoE layer's selections are replaced by those
+ * of a router trace (route_trace.h), mapped onto the model's shape by route_trace_map, with equal
+ * weights; the inner source then reads and serves exactly those experts. Position p of the
+ * sequence replays trace row p (the trace repeats when it ends). The model still computes every
+ * expert it is given, so time and bytes are a real decode's, but its output is meaningless: it
+ * is a benchmark of the store on real routing, never a way to generate text. Router lookahead's
+ * guesses come from the real router and would be unrelated to the replayed choices, so a replay
+ * passes none on. */
+#ifndef DF_REPLAY_H
+#define DF_REPLAY_H
+
+#include "model/model.h"
+#include "store/route_trace.h"
+
+typedef struct {
+    ExpertSource src;        /* first member */
+    ExpertSource *inner;
+    RouteTrace trace;
+    TraceMap map;
+    int first_moe;           /* the model's first MoE layer */
+} ReplaySource;
+
+/* Loads the trace and checks it maps onto the model (a message naming the file if not). */
+int replay_open(ReplaySource *r, ExpertSource *inner, const K3Config *c, const char *path);
+void replay_close(ReplaySource *r);
+
+#endif
