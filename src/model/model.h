@@ -51,6 +51,7 @@ typedef struct SpineSource {
 /* Time and bytes per phase, accumulated over forwards (model_stats_reset clears). */
 typedef struct {
     double attention_s, ffn_s, spine_wait_s, expert_wait_s, experts_s, head_s, other_s;
+    double route_s;                   /* in ExpertSource.route (a streaming store starts its reads there) */
     uint64_t expert_bytes, spine_bytes;
     uint64_t positions, forwards;
     uint64_t look_routed, look_hits;  /* router lookahead: experts routed in guessed layers, and guessed */

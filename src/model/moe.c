@@ -115,7 +115,11 @@ int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int 
     if (m->experts->replace) m->experts->replace(m->experts, layer, m->chunk_pos, s->sel, s->sel_w, T, K);
     /* announce the selections first: a streaming store reads the experts while the latent
      * projection and the shared experts compute */
-    if (m->experts->route) m->experts->route(m->experts, layer, s->sel, T, K);
+    if (m->experts->route) {
+        double t0 = model_now();
+        m->experts->route(m->experts, layer, s->sel, T, K);
+        m->stats.route_s += model_now() - t0;
+    }
     lookahead(m, layer, u, T);
     mat_mul(m->pool, s->z, &w->latent_down, u, T);
     if (c->n_shared > 0) mlp_forward(m, &w->shared, c->shared_inter, u, T, s->xn); /* xn is free during the FFN */
