@@ -24,6 +24,7 @@ _Static_assert(sizeof(StoreKind) == sizeof(int) && sizeof(CachePolicy) == sizeof
                "settings store enums as int");
 
 static const SettingChoice store_kinds[] = {{"auto", STORE_AUTO}, {"mapped", STORE_MAPPED}, {"stream", STORE_STREAM}, {NULL, 0}};
+static const SettingChoice io_backends[] = {{"threads", IO_THREADS}, {"uring", IO_URING}, {NULL, 0}};
 static const SettingChoice policies[] = {{"crf", POLICY_CRF}, {"lfu", POLICY_LFU}, {"lru", POLICY_LRU}, {NULL, 0}};
 static const SettingChoice spines[] = {{"auto", SPINE_AUTO}, {"int8", SPINE_INT8}, {"bf16", SPINE_BF16}, {NULL, 0}};
 static const SettingChoice mla_caches[] = {{"latent", MLA_CACHE_LATENT}, {"expanded", MLA_CACHE_EXPANDED}, {NULL, 0}};
@@ -89,7 +90,9 @@ static const Setting table[] = {
     {.name = "K3_CACHE_POLICY", .kind = SET_CHOICE, .offset = F(engine.store.policy), .choices = policies, .what = "a policy", .def = CACHE_POLICY_DEFAULT_NAME,
      .help = "expert cache eviction when streaming (crf: decayed use counts, layer-aware; lfu; lru)"},
     {.name = "K3_IO_THREADS", .kind = SET_INT, .offset = F(engine.store.io_threads), .lo = 1, .hi = 256, .what = "a thread count", .def = "8",
-     .help = "parallel expert reads when streaming"},
+     .help = "parallel expert reads when streaming (I/O threads, or reads in flight with K3_IO=uring)"},
+    {.name = "K3_IO", .kind = SET_CHOICE, .offset = F(engine.store.io), .choices = io_backends, .what = "an I/O backend", .def = "threads",
+     .help = "streaming: how reads run: threads (blocking readers) or uring (io_uring, fixed buffers once the cache's pages are prepared)"},
     {.name = "K3_POPULATE", .kind = SET_BOOL, .offset = F(engine.store.populate), .def = "1",
      .help = "streaming: prepare the expert cache's pages on a background thread at start-up"},
     {.name = "K3_PREFETCH", .kind = SET_BOOL, .offset = F(engine.store.prefetch), .def = "1",
