@@ -25,13 +25,17 @@
  * keep serving the current layer's experts as if it had not been told. replace, when not NULL,
  * overwrites the router's selections (distinct ids per row) and weights before route sees them,
  * for the chunk's rows at positions pos .. pos + T - 1: a benchmark that drives the store with
- * recorded routing (replay.h); the model's output is then meaningless. */
+ * recorded routing (replay.h); the model's output is then meaningless. ready_first, when not
+ * NULL, may reorder ids[0..n) (a layer's experts not yet acquired) so that those readable without
+ * waiting come first: the model computes experts in any order (each writes its own outputs), so
+ * it computes what has arrived while the rest is still being read. */
 typedef struct ExpertSource {
     int (*acquire)(struct ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans);
     int max_batch;
     void (*route)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
     void (*predict)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
     void (*replace)(struct ExpertSource *src, int layer, int pos, int *sel, float *weights, int T, int k);
+    void (*ready_first)(struct ExpertSource *src, int layer, int *ids, int n);
 } ExpertSource;
 
 /* Supplies the spine one layer at a time when it is not all resident. acquire_layer makes layer

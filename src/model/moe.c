@@ -93,6 +93,7 @@ static int routed_experts(Model *m, int layer, int T) {
     int batch = src->max_batch > 0 ? src->max_batch : n;
     for (int at = 0; at < n; at += batch) {
         int count = n - at < batch ? n - at : batch;
+        if (src->ready_first) src->ready_first(src, layer, ids + at, n - at);
         double t0 = model_now();
         if (src->acquire(src, layer, ids + at, count, spans)) return -1;
         double t1 = model_now();

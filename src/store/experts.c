@@ -225,6 +225,27 @@ static void experts_predict(ExpertSource *src, int layer, const int *sel, int T,
     pthread_mutex_unlock(&es->mu);
 }
 
+static int in_memory(ExpertStore *es, int layer, int expert) {
+    int i = cidx_lookup(&es->ci, layer * es->cat->cfg.n_experts + expert);
+    return i >= 0 && es->slots[i].state == SLOT_READY;
+}
+
+/* The experts among ids[0..n) whose bytes are in a slot now go first, in their order, then the
+ * rest in theirs; nothing moves while the first one is ready. */
+static void experts_ready_first(ExpertSource *src, int layer, int *ids, int n) {
+    ExpertStore *es = (ExpertStore *)src;
+    int rest[MODEL_MAX_ROUTED], n_ready = 0, n_rest = 0;
+    pthread_mutex_lock(&es->mu);
+    if (!in_memory(es, layer, ids[0])) {
+        for (int j = 0; j < n; j++) {
+            if (in_memory(es, layer, ids[j])) ids[n_ready++] = ids[j];
+            else rest[n_rest++] = ids[j];
+        }
+        memcpy(ids + n_ready, rest, sizeof *rest * (size_t)n_rest);
+    }
+    pthread_mutex_unlock(&es->mu);
+}
+
 static int experts_acquire(ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans) {
     ExpertStore *es = (ExpertStore *)src;
     if (layer < es->cat->cfg.first_dense || layer >= es->cat->cfg.n_layers) return df_fail("layer %d has no routed experts", layer);
@@ -254,14 +275,19 @@ static int experts_acquire(ExpertSource *src, int layer, const int *ids, int n, 
  * first read lands on, inside the read: about 0.45 s per GB on a VM, paid by the first tokens.
  * MADV_POPULATE_WRITE prepares the pages without touching their content, so this thread can run
  * ahead of the reads, in the order the cache hands out free slots (slot 0 first). Where the
- * kernel lacks it (before Linux 5.14) the reads fault as before. */
+ * kernel lacks it (before Linux 5.14) the reads fault as before. Once every page is there, an
+ * io_uring pool registers the arena, so later reads skip pinning its pages one read at a time
+ * (where the memory-lock limit refuses that, reads stay as they were). */
 static void *populate_arena(void *arg) {
     ExpertStore *es = arg;
     const size_t step = (size_t)32 << 20;
-    for (size_t off = 0; off < es->arena_bytes && !atomic_load(&es->populate_stop); off += step) {
+    size_t off = 0;
+    for (; off < es->arena_bytes && !atomic_load(&es->populate_stop); off += step) {
         size_t n = es->arena_bytes - off < step ? es->arena_bytes - off : step;
         if (madvise(es->arena + off, n, MADV_POPULATE_WRITE) != 0) break;
     }
+    if (off >= es->arena_bytes && !atomic_load(&es->populate_stop) && iopool_backend(es->io) == IO_URING)
+        iopool_register_buffers(es->io, es->arena, es->arena_bytes); /* refused: nothing changes */
     return NULL;
 }
 
@@ -274,6 +300,7 @@ int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPo
     es->src.max_batch = 1; /* one expert per acquire: compute each as soon as it has arrived */
     es->src.route = experts_route;
     es->src.predict = lookahead ? experts_predict : NULL;
+    es->src.ready_first = experts_ready_first;
     es->routed_layer = -1;
     es->cat = cat, es->shards = shards, es->io = io, es->prefetch = prefetch;
     pthread_mutex_init(&es->mu, NULL);
