@@ -105,15 +105,15 @@ static int open_store(Engine *e) {
     }
     if (e->inst) {
         fetching_wrap(&e->fetching, e->experts, e->inst);
-        e->experts = &e->fetching.src;
+        e->experts = &e->fetching.wrap.src;
     }
     if (e->opt.trace) {
         if (trace_open(&e->trace, e->experts, &e->cat.cfg, e->opt.trace)) return -1;
-        e->experts = &e->trace.src;
+        e->experts = &e->trace.wrap.src;
     }
     if (e->opt.replay) {
         if (replay_open(&e->replay, e->experts, &e->cat.cfg, e->opt.replay)) return df_failctx("K3_REPLAY");
-        e->experts = &e->replay.src;
+        e->experts = &e->replay.wrap.src;
     }
     return 0;
 }

@@ -10,16 +10,6 @@ static void replay_replace(ExpertSource *src, int layer, int pos, int *sel, floa
     }
 }
 
-static void replay_route(ExpertSource *src, int layer, const int *sel, int T, int k) {
-    ReplaySource *r = (ReplaySource *)src;
-    if (r->inner->route) r->inner->route(r->inner, layer, sel, T, k);
-}
-
-static int replay_acquire(ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans) {
-    ReplaySource *r = (ReplaySource *)src;
-    return r->inner->acquire(r->inner, layer, ids, n, spans);
-}
-
 int replay_open(ReplaySource *r, ExpertSource *inner, const K3Config *c, const char *path) {
     memset(r, 0, sizeof *r);
     if (route_trace_load(&r->trace, path)) return -1;
@@ -27,11 +17,9 @@ int replay_open(ReplaySource *r, ExpertSource *inner, const K3Config *c, const c
         route_trace_free(&r->trace);
         return -1;
     }
-    r->src.acquire = replay_acquire;
-    r->src.max_batch = inner->max_batch;
-    r->src.route = replay_route;
-    r->src.replace = replay_replace;
-    r->inner = inner;
+    expert_wrap_init(&r->wrap, inner);
+    r->wrap.src.replace = replay_replace;
+    r->wrap.src.predict = NULL; /* router lookahead would guess from the real router */
     r->first_moe = c->first_dense;
     return 0;
 }

@@ -13,10 +13,10 @@
 
 #include "model/model.h"
 #include "store/route_trace.h"
+#include "store/wrap.h"
 
 typedef struct {
-    ExpertSource src;        /* first member */
-    ExpertSource *inner;
+    ExpertWrap wrap;         /* first member: passes through what the replay does not change */
     RouteTrace trace;
     TraceMap map;
     int first_moe;           /* the model's first MoE layer */
