@@ -79,7 +79,7 @@ PY
 
 # A shard damaged while the model runs: a clear error, promptly, and no tokens after it.
 damage() { # how (truncate|delete), shard, I/O backend
-    rm -rf "$t/d" && cp -r "$m" "$t/d"
+    rm -rf "$t/d" "$t/d.tok" && cp -r "$m" "$t/d" # no earlier run's tokens: they would start the damage early
     local f="$t/d/$2"
     K3_IO=$3 K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 timeout 60 "$DF" run --model "$t/d" --tokens "5 17" --max-new 8000 \
         >"$t/d.tok" 2>"$t/d.err" &
