@@ -17,7 +17,8 @@
  *   belady             evicts the cached expert needed farthest in the future, under the same
  *                      holds (the optimum for any policy that must cache what it reads)
  * Then the default policy again on the trace mapped onto K3's shape (route_trace.h's rule), with
- * its cost per access at that scale. --half-life and --phase set crf's parameters (exploration). */
+ * its cost per access at that scale. --half-life and --phase set crf's parameters (exploration).
+ * --predict gives the hits the default policy predicts for a K3_REPLAY run (bench/bench_replay.sh). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,26 +51,30 @@ static void add_distinct(Accesses *a, long *n, long first, int layer, const int 
     }
 }
 
-/* The trace as it is (chunk rows per pass), or mapped onto map's shape (one row per pass). */
-static void build(Accesses *a, const RouteTrace *t, int chunk, const TraceMap *map) {
+/* Passes over rows [0, rows): the first `prompt` rows as one pass (none if 0), then `chunk` rows
+ * a pass. The trace as it is, or mapped onto map's shape (rows may then run past the trace's end:
+ * it repeats). */
+static void build(Accesses *a, const RouteTrace *t, const TraceMap *map, int prompt, int chunk, int rows) {
     int layers = map ? map->moe_layers : t->n_layers, k = map ? map->top_k : t->top_k;
     a->n_layers = layers, a->n_experts = map ? map->n_experts : t->n_experts;
-    a->n_pass = map ? t->n_rows : (t->n_rows + chunk - 1) / chunk;
-    if (map) chunk = 1;
+    a->n_pass = (prompt > 0) + (rows - prompt + chunk - 1) / chunk;
     a->start = df_malloc(sizeof *a->start * ((size_t)a->n_pass * layers + 1));
-    a->keys = df_malloc(sizeof *a->keys * (size_t)t->n_rows * layers * k);
+    a->keys = df_malloc(sizeof *a->keys * (size_t)rows * layers * k);
     int sel[ROUTE_TRACE_MAX_K * 2];
     long n = 0;
-    for (int p = 0; p < a->n_pass; p++)
+    for (int p = 0, r0 = 0; p < a->n_pass; p++) {
+        int r1 = p == 0 && prompt > 0 ? prompt : r0 + chunk < rows ? r0 + chunk : rows;
         for (int l = 0; l < layers; l++) {
             long first = n;
             a->start[group(a, p, l)] = first;
-            for (int r = p * chunk; r < (p + 1) * chunk && r < t->n_rows; r++) {
+            for (int r = r0; r < r1; r++) {
                 if (map) route_trace_map(t, map, l, r, sel);
                 add_distinct(a, &n, first, l, map ? sel : route_trace_row(t, r, l), k);
             }
             if (n - first > a->max_group) a->max_group = (int)(n - first);
         }
+        r0 = r1;
+    }
     a->start[(long)a->n_pass * layers] = n;
 }
 
@@ -101,8 +106,8 @@ static void release(CacheIndex *ci, const int *held, int n) {
 
 /* Replays layers [lo, hi) of a through one CacheIndex. protect_next: hold the next group's cached
  * keys (within [lo, hi)) while victims are chosen. */
-static Count replay_index(const Accesses *a, CachePolicy policy, const CrfParams *crf, int slots, int lo, int hi,
-                          int protect_next) {
+static Count replay_index_passes(const Accesses *a, CachePolicy policy, const CrfParams *crf, int slots, int lo, int hi,
+                                 int protect_next, Count *per_pass) {
     CacheIndex ci;
     cidx_init(&ci, policy, slots, a->n_layers, a->n_experts);
     if (policy == POLICY_CRF) ci.half_life = crf->half_life, ci.phase = crf->phase;
@@ -121,6 +126,7 @@ static Count replay_index(const Accesses *a, CachePolicy policy, const CrfParams
             for (long i = 0; i < n; i++) {
                 int key = a->keys[a->start[g] + i], s = cidx_lookup(&ci, key);
                 if (p >= a->n_pass / 2) c.needs++, c.hits += s >= 0;
+                if (per_pass) per_pass[p].needs++, per_pass[p].hits += s >= 0;
                 if (s < 0 && (s = cidx_victim(&ci, l)) >= 0) cidx_assign(&ci, s, key), cidx_lock(&ci, s, 1), held[n_held++] = s;
                 slot_of[i] = s;
             }
@@ -132,6 +138,11 @@ static Count replay_index(const Accesses *a, CachePolicy policy, const CrfParams
     free(held), free(ahead), free(slot_of);
     cidx_free(&ci);
     return c;
+}
+
+static Count replay_index(const Accesses *a, CachePolicy policy, const CrfParams *crf, int slots, int lo, int hi,
+                          int protect_next) {
+    return replay_index_passes(a, policy, crf, slots, lo, hi, protect_next, NULL);
 }
 
 /* The same cache split into one partition of slots / layers per layer. */
@@ -242,7 +253,7 @@ static json_t *k3_scale(const RouteTrace *t, const CrfParams *crf, int quiet, co
     TraceMap map;
     if (route_trace_mapping(t, 92, 896, 16, &map, path)) return NULL;
     Accesses a = {0};
-    build(&a, t, 1, &map);
+    build(&a, t, &map, 0, 1, t->n_rows);
     int used = map.moe_layers * map.streams * t->n_experts;
     json_t *rows = json_array();
     if (!quiet) printf("mapped onto K3's shape (92 MoE layers x 896 experts, top-16; %d of them replayed):\n", used);
@@ -262,33 +273,66 @@ static json_t *k3_scale(const RouteTrace *t, const CrfParams *crf, int quiet, co
     return json_pack("{s:i,s:i,s:i,s:i,s:o}", "moe_layers", 92, "experts", 896, "top_k", 16, "replayed_experts", used, "rows", rows);
 }
 
-/* Distinct experts of a pass per layer, against one position's. */
+/* Distinct experts of a pass, against one position's. */
 static double union_factor(const Accesses *a, const RouteTrace *t) {
-    return (double)a->start[(long)a->n_pass * a->n_layers] / ((double)t->n_rows * t->n_layers * t->top_k);
+    return (double)a->start[(long)a->n_pass * a->n_layers] / ((double)a->n_pass * t->n_layers * t->top_k);
+}
+
+/* --predict: the default policy's hits per pass for a run of the store on a model of another
+ * shape replaying the trace (K3_REPLAY): a prompt of `prompt` positions fed as one pass, then one
+ * position a pass; one JSON object with the hits and needs of every pass. */
+static int predict(const char *spec, const char *path, const CrfParams *crf) {
+    int layers, experts, top_k, slots, prompt, positions;
+    if (sscanf(spec, "%d,%d,%d,%d,%d,%d", &layers, &experts, &top_k, &slots, &prompt, &positions) != 6 || layers < 1 ||
+        experts < 1 || top_k < 1 || top_k > ROUTE_TRACE_MAX_K || slots < 1 || prompt < 0 || positions < 1 ||
+        prompt + positions > ROUTE_TRACE_MAX_ROWS)
+        return fprintf(stderr, "--predict LAYERS,EXPERTS,TOP_K,SLOTS,PROMPT,POSITIONS\n"), 2;
+    RouteTrace t;
+    TraceMap map;
+    if (route_trace_load(&t, path) || route_trace_mapping(&t, layers, experts, top_k, &map, path))
+        return fprintf(stderr, "%s\n", df_errmsg()), 1;
+    Accesses a = {0};
+    build(&a, &t, &map, prompt, 1, prompt + positions);
+    Count *per = df_calloc((size_t)a.n_pass, sizeof *per);
+    replay_index_passes(&a, CACHE_POLICY_DEFAULT, crf, slots, 0, a.n_layers, 0, per);
+    json_t *hits = json_array(), *needs = json_array();
+    for (int p = 0; p < a.n_pass; p++) json_array_append_new(hits, json_integer(per[p].hits)), json_array_append_new(needs, json_integer(per[p].needs));
+    json_t *out = json_pack("{s:s,s:s,s:i,s:i,s:o,s:o}", "file", path, "policy", cache_policy_name(CACHE_POLICY_DEFAULT), "slots",
+                            slots, "prompt", prompt, "hits", hits, "needs", needs);
+    char *text = json_dumps(out, JSON_COMPACT);
+    puts(text);
+    free(text), json_decref(out), free(per);
+    accesses_free(&a);
+    route_trace_free(&t);
+    return 0;
 }
 
 static int usage(const char *argv0) {
-    fprintf(stderr, "usage: %s [--json] [--chunk N] [--half-life H] [--phase P] TRACE.jsonl [TRACE2.jsonl ...]\n", argv0);
+    fprintf(stderr, "usage: %s [--json] [--chunk N] [--half-life H] [--phase P] TRACE.jsonl [TRACE2.jsonl ...]\n"
+                    "       %s --predict LAYERS,EXPERTS,TOP_K,SLOTS,PROMPT,POSITIONS TRACE.jsonl\n", argv0, argv0);
     return 2;
 }
 
 int main(int argc, char **argv) {
     int json = 0, chunk = 1, first = 1;
+    const char *predict_spec = NULL;
     CrfParams crf = {CIDX_CRF_HALF_LIFE, CIDX_CRF_PHASE};
     for (; first < argc && !strncmp(argv[first], "--", 2); first++) {
         if (!strcmp(argv[first], "--json")) json = 1;
         else if (!strcmp(argv[first], "--chunk") && first + 1 < argc) chunk = atoi(argv[++first]);
         else if (!strcmp(argv[first], "--half-life") && first + 1 < argc) crf.half_life = atof(argv[++first]);
         else if (!strcmp(argv[first], "--phase") && first + 1 < argc) crf.phase = atof(argv[++first]);
+        else if (!strcmp(argv[first], "--predict") && first + 1 < argc) predict_spec = argv[++first];
         else return usage(argv[0]);
     }
     if (first >= argc || chunk < 1 || chunk > 64 || !(crf.half_life > 0) || !(crf.phase >= 0)) return usage(argv[0]);
+    if (predict_spec) return predict(predict_spec, argv[first], &crf);
     json_t *traces = json_array();
     for (int i = first; i < argc; i++) {
         RouteTrace t;
         if (route_trace_load(&t, argv[i])) return fprintf(stderr, "%s\n", df_errmsg()), 1;
         Accesses a = {0};
-        build(&a, &t, chunk, NULL);
+        build(&a, &t, NULL, 0, chunk, t.n_rows);
         if (!json)
             printf("trace %s: %d positions, %d MoE layers, top-%d of %d experts; %d position%s per pass (%.2fx one "
                    "position's experts); hit rates over the second half\n",
