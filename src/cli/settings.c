@@ -113,6 +113,8 @@ static const Setting table[] = {
      .help = "router selections to a JSON-lines file (1: router_trace.jsonl; 0: off)"},
     {.name = "K3_REPLAY", .kind = SET_TEXT, .offset = F(engine.replay), .what = "a file name", .def_text = "off",
      .help = "benchmark only: a router trace whose selections replace the router's (mapped onto the model); the output is meaningless"},
+    {.name = "K3_REPLAY_LOOKAHEAD", .kind = SET_INT, .offset = F(engine.replay_lookahead), .lo = 0, .hi = 100, .what = "a recall in percent", .def_text = "off", .unset = -1,
+     .help = "with K3_REPLAY and K3_LOOKAHEAD=1: simulate router lookahead of this recall (percent) on the replayed routing"},
     {.name = "K3_CONTEXT", .kind = SET_INT, .offset = F(engine.context), .lo = 1, .hi = 1 << 24, .what = "a position count", .def_text = "65536 (4096 with K3_MLA_CACHE=expanded)",
      .help = "positions a sequence may hold (within the model's limit)"},
     {.name = "K3_MLA_CACHE", .kind = SET_CHOICE, .offset = F(engine.mla_cache), .choices = mla_caches, .what = "a cache layout", .def = "latent",

@@ -112,7 +112,8 @@ static int open_store(Engine *e) {
         e->experts = &e->trace.wrap.src;
     }
     if (e->opt.replay) {
-        if (replay_open(&e->replay, e->experts, &e->cat.cfg, e->opt.replay)) return df_failctx("K3_REPLAY");
+        double recall = e->opt.replay_lookahead < 0 ? -1 : e->opt.replay_lookahead / 100.0;
+        if (replay_open(&e->replay, e->experts, &e->cat.cfg, e->opt.replay, recall)) return df_failctx("K3_REPLAY");
         e->experts = &e->replay.wrap.src;
     }
     return 0;

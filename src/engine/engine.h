@@ -40,6 +40,8 @@ typedef struct {
     const char *trace;       /* K3_TRACE: router trace file (store/trace.h), or NULL */
     const char *replay;      /* K3_REPLAY: a router trace whose choices replace the router's
                               * (store/replay.h; a benchmark: the output is meaningless), or NULL */
+    int replay_lookahead;    /* K3_REPLAY_LOOKAHEAD: router lookahead simulated on the replay at this
+                              * recall in percent; -1: none */
     DeviceKind device;       /* K3_DEV */
     const char *kernels;     /* K3_KERNELS: kern_select's name */
     StoreOptions store;      /* K3_STORE and the streaming store's settings */

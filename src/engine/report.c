@@ -32,9 +32,10 @@ void engine_print_settings(const Engine *e, FILE *f) {
     if (e->streaming) stream_print_plan(&e->stream, f);
     if (e->opt.replay)
         fprintf(f, "deltafin: BENCHMARK: experts chosen by the router trace %s (%d rows, top-%d of %d, mapped onto %d x "
-                   "top-%d), not by the model: the output is meaningless\n",
+                   "top-%d), not by the model: the output is meaningless%s\n",
                 e->opt.replay, e->replay.trace.n_rows, e->replay.trace.top_k, e->replay.trace.n_experts,
-                e->replay.map.streams, c->top_k);
+                e->replay.map.streams, c->top_k,
+                e->replay.wrap.src.predict ? "; router lookahead simulated at the recall K3_REPLAY_LOOKAHEAD" : "");
     if (e->inst) {
         char reminder[1024];
         installer_reminder(e->inst, reminder, sizeof reminder);

@@ -24,6 +24,20 @@ for store in stream mapped; do
         fail "$store: the start-up line does not say the output is meaningless"
 done
 
+# Simulated router lookahead only steers reads: the same selections again; with recall 1 the
+# guesses are the replayed choices, so most reads are started by them and then used.
+rm -f "$t/again.jsonl"
+K3_STORE=stream K3_RAM_GB=0.2 K3_SPEC=0 K3_LOOKAHEAD=1 K3_REPLAY_LOOKAHEAD=100 K3_REPLAY="$t/own.jsonl" K3_TRACE="$t/again.jsonl" \
+    "$DF" run --model "$m" --tokens "$prompt" --max-new 6 --stats >/dev/null 2>"$t/r.err" || { cat "$t/r.err"; fail "lookahead replay failed"; }
+cmp -s "$t/own.jsonl" "$t/again.jsonl" || fail "simulated lookahead changed the replayed selections"
+grep -q "router lookahead simulated" "$t/r.err" || fail "the start-up line does not say lookahead is simulated"
+used=$(sed -n 's/.*prefetch \([0-9]*\) started, \([0-9]*\) used.*/\2/p' "$t/r.err")
+[ "${used:-0}" -gt 20 ] || fail "recall-1 guesses were not used: $(grep 'prefetch' "$t/r.err")"
+if K3_REPLAY="$t/own.jsonl" K3_REPLAY_LOOKAHEAD=150 "$DF" run --model "$m" --tokens "1 2" --max-new 1 >/dev/null 2>"$t/e.err"; then
+    fail "K3_REPLAY_LOOKAHEAD=150 was accepted"
+fi
+grep -q "K3_REPLAY_LOOKAHEAD: '150' is not a recall in percent in 0..100" "$t/e.err" || fail "unclear refusal: $(cat "$t/e.err")"
+
 # A trace of another shape (3 layers numbered 0, 4, 9 of 16 experts, top-2; 7 rows) on the small
 # model (9 MoE layers, 32 experts, top-4): two streams per layer, the rule recomputed in Python.
 "$PYTHON" - "$t/other.jsonl" <<'PY'
