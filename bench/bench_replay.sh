@@ -10,8 +10,8 @@
 # router's choices replaced by the trace's, mapped onto the model by src/store/route_trace.h's
 # rule: the output is meaningless), K3_STORE=stream, K3_RAM_GB=budget, K3_CONTEXT=4096, K3_SPEC=0,
 # inside a memory limit of budget + 1 GiB (cgroup; peak RSS and OOM kills reported). Runs of the
-# configurations alternate, round after round. Measured first on the same files: the O_DIRECT
-# bandwidth of random expert-span reads (fio, 16 jobs, 10 s).
+# configurations alternate, round after round. Before every round, on the same files: the O_DIRECT
+# bandwidth of random expert-span reads (fio, 16 jobs, 5 s); the floors use the median.
 #   cold        the first 8 decode tokens (the cache holds only what the 8-token prompt read);
 #               floor = the bytes they read / bandwidth
 #   warm        the last 8 decode tokens
@@ -50,12 +50,14 @@ slot=$(( (span + 4095) / 4096 * 4096 + 4096 ))   # an unaligned span's read cove
 say "model $model: $model_gb GB, $moe MoE layers x $experts experts, top-$top_k, expert span $span B; budget $budget GB ($(awk -v m="$model_gb" -v b="$budget" 'BEGIN {printf "%.1f", m / b}')x smaller than the model)"
 say "trace $trace ($(wc -l <"$trace") positions), mapped onto the model: the output is meaningless"
 
-# ---- bandwidth ----
+# ---- bandwidth: measured before every round (the disk is shared), the median is the floors' ----
 shards=$(ls "$model"/model-*.safetensors | tr '\n' ':' | sed 's/:$//')
 bs=$(( (span + 4095) / 4096 * 4096 ))
-bw=$(fio --name=floor --filename="$shards" --rw=randread --bs="$bs" --direct=1 --ioengine=psync --numjobs=16 \
-    --group_reporting --runtime=10 --time_based --output-format=terse 2>/dev/null | awk -F';' '{print $7 * 1024}')
-say "O_DIRECT bandwidth: $(awk -v b="$bw" 'BEGIN {printf "%.3f", b / 1e9}') GB/s (fio randread bs=$bs x16, 10 s)"
+measure_bw() {
+    fio --name=floor --filename="$shards" --rw=randread --bs="$bs" --direct=1 --ioengine=psync --numjobs=16 \
+        --group_reporting --runtime=5 --time_based --output-format=terse 2>/dev/null | awk -F';' '{print $7 * 1024}' >>"$dir/bw"
+}
+: >"$dir/bw"
 
 # ---- the memory limit ----
 cg=""
@@ -90,8 +92,11 @@ run_one() { # label settings round
 }
 
 for r in $(seq "$rounds"); do
+    measure_bw
     for c in "${configs[@]}"; do run_one "${c%%=*}" "${c#*=}" "$r"; done
 done
+bw=$(median <"$dir/bw")
+say "O_DIRECT bandwidth: $(awk -v b="$bw" 'BEGIN {printf "%.3f", b / 1e9}') GB/s, median of $rounds (range $(awk '{print $1 / 1e9}' "$dir/bw" | range)) (fio randread bs=$bs x16, 5 s before each round)"
 
 first="${configs[0]%%=*}"
 plan=$(grep -h "^deltafin: streaming" "$dir/replay-$first-1.err")
