@@ -6,7 +6,7 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wvla
 # -ffp-contract=off: floating-point results must not depend on what the compiler chose to fuse.
 FPFLAGS := -ffp-contract=off -fno-fast-math
 CFLAGS  ?= -O2 -g
-LIBS    := -ljansson -lpcre2-8 -lcurl -lmicrohttpd -lm -lpthread
+LIBS    := -ljansson -lpcre2-8 -lcurl -lmicrohttpd -luring -lm -lpthread
 INC     := -Isrc
 
 SRC      := $(shell find src -name '*.c' ! -name main.c | sort)

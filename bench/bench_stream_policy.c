@@ -1,104 +1,364 @@
 /* bench_stream_policy - replays router traces (K3_TRACE files) through the expert cache's
- * eviction policies and prints the hit rate of each at several cache sizes.
+ * eviction policies and prints the hit rate of each at several cache sizes, with Belady's offline
+ * optimum as the bound.
  *
- *   build/bench/bench_stream_policy TRACE.jsonl [--experts N]
+ *   build/bench/bench_stream_policy [--json] [--chunk N] [--half-life H] [--phase P] TRACE.jsonl [TRACE2.jsonl ...]
  *
- * Cache sizes are fractions of the traced expert population (MoE layers x experts). The replay
- * uses the shipped CacheIndex, processing each position's layers in order and holding a layer's
- * experts while it is served, as the store does. The first half of the trace warms the cache; hit
- * rates are counted over the second half. */
+ * Cache sizes are fractions of the traced expert population (MoE layers x experts). Each pass
+ * (one position, or N consecutive positions with --chunk N, as a verify pass or a prefill chunk
+ * reads them) goes through the layers in order; per layer the replay does what the store does:
+ * it holds the layer's cached experts, takes a slot for each missing one (the policy's victim;
+ * nothing when every slot is held), then records one use of each in ascending id order. The
+ * first half of the passes warms the cache; hit rates count the second half. Policies:
+ *   lru, lfu, crf      the shipped CacheIndex policies (crf is the store's default)
+ *   lru/layer, crf/layer   the cache split into equal per-layer partitions
+ *   crf+next           crf that also holds the next layer's experts while choosing victims: what
+ *                      router lookahead could add to eviction if it guessed every expert (bound)
+ *   belady             evicts the cached expert needed farthest in the future, under the same
+ *                      holds (the optimum for any policy that must cache what it reads)
+ * Then the default policy again on the trace mapped onto K3's shape (route_trace.h's rule), with
+ * its cost per access at that scale. --half-life and --phase set crf's parameters (exploration).
+ * --predict gives the hits the default policy predicts for a K3_REPLAY run (bench/bench_replay.sh). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "store/cache_index.h"
+#include "store/route_trace.h"
+#include "util/err.h"
 
+/* The accesses of a replay: per pass and layer, the distinct experts as keys, ascending. */
 typedef struct {
-    int n_pos, n_layers, k;
-    int *ids;          /* [pos][layer][k], -1 where a layer is absent */
-} Trace;
+    int n_pass, n_layers, n_experts;
+    int max_group;   /* most keys in one group */
+    long *start;     /* [n_pass * n_layers + 1] into keys */
+    int *keys;
+} Accesses;
 
-static int load(Trace *t, const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return perror(path), -1;
-    char *line = NULL;
-    size_t cap = 0;
-    int max_pos = 0;
-    memset(t, 0, sizeof *t);
-    while (getline(&line, &cap, f) > 0) {
-        json_t *j = json_loads(line, 0, NULL), *layers = j ? json_object_get(j, "layers") : NULL;
-        if (!json_is_object(layers)) return fprintf(stderr, "%s: line %d is not a trace line\n", path, t->n_pos + 1), -1;
-        const char *key;
-        json_t *v;
-        if (t->n_pos == max_pos) {
-            max_pos = max_pos ? 2 * max_pos : 1024;
-            t->ids = realloc(t->ids, sizeof(int) * (size_t)max_pos * 1024 * 16);
-            memset(t->ids + (size_t)t->n_pos * 1024 * 16, 0xff, sizeof(int) * (size_t)(max_pos - t->n_pos) * 1024 * 16);
-        }
-        json_object_foreach(layers, key, v) {
-            int l = atoi(key), k = (int)json_array_size(v);
-            if (l < 0 || l >= 1024 || k < 1 || k > 16) return fprintf(stderr, "%s: layer %s out of range\n", path, key), -1;
-            t->n_layers = l + 1 > t->n_layers ? l + 1 : t->n_layers;
-            t->k = k;
-            for (int i = 0; i < k; i++) t->ids[((size_t)t->n_pos * 1024 + l) * 16 + i] = (int)json_integer_value(json_array_get(v, i));
-        }
-        json_decref(j);
-        t->n_pos++;
+static long group(const Accesses *a, int pass, int layer) { return (long)pass * a->n_layers + layer; }
+
+/* Adds the distinct experts of sel[0..n) to the group being built (insertion keeps them sorted). */
+static void add_distinct(Accesses *a, long *n, long first, int layer, const int *sel, int k) {
+    for (int i = 0; i < k; i++) {
+        int key = layer * a->n_experts + sel[i];
+        long at = *n;
+        while (at > first && a->keys[at - 1] > key) at--;
+        if (at > first && a->keys[at - 1] == key) continue;
+        memmove(a->keys + at + 1, a->keys + at, sizeof *a->keys * (size_t)(*n - at));
+        a->keys[at] = key, (*n)++;
     }
-    free(line);
-    fclose(f);
-    return t->n_pos > 1 ? 0 : (fprintf(stderr, "%s: fewer than 2 positions\n", path), -1);
 }
 
-static double replay(const Trace *t, int n_experts, CachePolicy policy, int slots) {
-    CacheIndex ci;
-    cidx_init(&ci, policy, slots, t->n_layers * n_experts);
-    long hits = 0, needs = 0;
-    int held[16];
-    for (int p = 0; p < t->n_pos; p++)
-        for (int l = 0; l < t->n_layers; l++) {
-            const int *ids = t->ids + ((size_t)p * 1024 + l) * 16;
-            if (ids[0] < 0) continue;
-            int n_held = 0;
-            for (int i = 0; i < t->k; i++) {
-                int key = l * n_experts + ids[i], s = cidx_lookup(&ci, key);
-                if (p >= t->n_pos / 2) needs++, hits += s >= 0;
-                if (s < 0 && (s = cidx_victim(&ci)) >= 0) cidx_assign(&ci, s, key);
-                cidx_use(&ci, key, s);
-                if (s >= 0) ci.locked[s] = 1, held[n_held++] = s;
+/* Passes over rows [0, rows): the first `prompt` rows as one pass (none if 0), then `chunk` rows
+ * a pass. The trace as it is, or mapped onto map's shape (rows may then run past the trace's end:
+ * it repeats). */
+static void build(Accesses *a, const RouteTrace *t, const TraceMap *map, int prompt, int chunk, int rows) {
+    int layers = map ? map->moe_layers : t->n_layers, k = map ? map->top_k : t->top_k;
+    a->n_layers = layers, a->n_experts = map ? map->n_experts : t->n_experts;
+    a->n_pass = (prompt > 0) + (rows - prompt + chunk - 1) / chunk;
+    a->start = df_malloc(sizeof *a->start * ((size_t)a->n_pass * layers + 1));
+    a->keys = df_malloc(sizeof *a->keys * (size_t)rows * layers * k);
+    int sel[ROUTE_TRACE_MAX_K * 2];
+    long n = 0;
+    for (int p = 0, r0 = 0; p < a->n_pass; p++) {
+        int r1 = p == 0 && prompt > 0 ? prompt : r0 + chunk < rows ? r0 + chunk : rows;
+        for (int l = 0; l < layers; l++) {
+            long first = n;
+            a->start[group(a, p, l)] = first;
+            for (int r = r0; r < r1; r++) {
+                if (map) route_trace_map(t, map, l, r, sel);
+                add_distinct(a, &n, first, l, map ? sel : route_trace_row(t, r, l), k);
             }
-            for (int i = 0; i < n_held; i++) ci.locked[held[i]] = 0;
+            if (n - first > a->max_group) a->max_group = (int)(n - first);
         }
+        r0 = r1;
+    }
+    a->start[(long)a->n_pass * layers] = n;
+}
+
+static void accesses_free(Accesses *a) { free(a->start), free(a->keys); }
+
+typedef struct {
+    long hits, needs;
+} Count;
+
+typedef struct {
+    double half_life, phase;
+} CrfParams;
+
+static double rate(Count c) { return c.needs ? (double)c.hits / (double)c.needs : 0; }
+
+/* Holds the cached, not yet held ones among group g's keys; returns how many (in held[]). */
+static int hold_group(CacheIndex *ci, const Accesses *a, long g, int *held) {
+    int n = 0;
+    for (long i = a->start[g]; i < a->start[g + 1]; i++) {
+        int s = cidx_lookup(ci, a->keys[i]);
+        if (s >= 0 && !ci->locked[s]) cidx_lock(ci, s, 1), held[n++] = s;
+    }
+    return n;
+}
+
+static void release(CacheIndex *ci, const int *held, int n) {
+    for (int i = 0; i < n; i++) cidx_lock(ci, held[i], 0);
+}
+
+/* Replays layers [lo, hi) of a through one CacheIndex. protect_next: hold the next group's cached
+ * keys (within [lo, hi)) while victims are chosen. */
+static Count replay_index_passes(const Accesses *a, CachePolicy policy, const CrfParams *crf, int slots, int lo, int hi,
+                                 int protect_next, Count *per_pass) {
+    CacheIndex ci;
+    cidx_init(&ci, policy, slots, a->n_layers, a->n_experts);
+    if (policy == POLICY_CRF) ci.half_life = crf->half_life, ci.phase = crf->phase;
+    int *held = df_malloc(sizeof *held * (size_t)slots), *ahead = df_malloc(sizeof *ahead * (size_t)slots);
+    int *slot_of = df_malloc(sizeof *slot_of * (size_t)a->max_group);
+    Count c = {0, 0};
+    for (int p = 0; p < a->n_pass; p++) {
+        cidx_next_pass(&ci);
+        for (int l = lo; l < hi; l++) {
+            long g = group(a, p, l), n = a->start[g + 1] - a->start[g];
+            int n_held = hold_group(&ci, a, g, held), n_ahead = 0;
+            if (protect_next) {
+                long next = l + 1 < hi ? g + 1 : p + 1 < a->n_pass ? group(a, p + 1, lo) : -1;
+                if (next >= 0) n_ahead = hold_group(&ci, a, next, ahead);
+            }
+            for (long i = 0; i < n; i++) {
+                int key = a->keys[a->start[g] + i], s = cidx_lookup(&ci, key);
+                if (p >= a->n_pass / 2) c.needs++, c.hits += s >= 0;
+                if (per_pass) per_pass[p].needs++, per_pass[p].hits += s >= 0;
+                if (s < 0 && (s = cidx_victim(&ci, l)) >= 0) cidx_assign(&ci, s, key), cidx_lock(&ci, s, 1), held[n_held++] = s;
+                slot_of[i] = s;
+            }
+            release(&ci, ahead, n_ahead);
+            for (long i = 0; i < n; i++) cidx_use(&ci, a->keys[a->start[g] + i], slot_of[i]);
+            release(&ci, held, n_held);
+        }
+    }
+    free(held), free(ahead), free(slot_of);
     cidx_free(&ci);
-    return needs ? (double)hits / (double)needs : 0;
+    return c;
+}
+
+static Count replay_index(const Accesses *a, CachePolicy policy, const CrfParams *crf, int slots, int lo, int hi,
+                          int protect_next) {
+    return replay_index_passes(a, policy, crf, slots, lo, hi, protect_next, NULL);
+}
+
+/* The same cache split into one partition of slots / layers per layer. */
+static Count replay_per_layer(const Accesses *a, CachePolicy policy, const CrfParams *crf, int slots) {
+    Count c = {0, 0};
+    int per = slots / a->n_layers > 0 ? slots / a->n_layers : 1;
+    for (int l = 0; l < a->n_layers; l++) {
+        Count one = replay_index(a, policy, crf, per, l, l + 1, 0);
+        c.hits += one.hits, c.needs += one.needs;
+    }
+    return c;
+}
+
+/* Belady: on a miss, evict the unheld cached key whose next use is farthest (never used again
+ * first), under the same holds as the store. */
+static Count replay_belady(const Accesses *a, int slots) {
+    long total = a->start[(long)a->n_pass * a->n_layers], groups = (long)a->n_pass * a->n_layers;
+    long *next_use = df_malloc(sizeof *next_use * (size_t)(total ? total : 1));
+    long *seen = df_malloc(sizeof *seen * (size_t)a->n_layers * a->n_experts);
+    for (long k = 0; k < (long)a->n_layers * a->n_experts; k++) seen[k] = groups;
+    for (long g = groups - 1; g >= 0; g--)
+        for (long i = a->start[g]; i < a->start[g + 1]; i++) next_use[i] = seen[a->keys[i]], seen[a->keys[i]] = g;
+    int *slot_key = df_malloc(sizeof *slot_key * (size_t)slots), *slot_of = df_malloc(sizeof *slot_of * (size_t)a->n_layers * a->n_experts);
+    long *slot_next = df_malloc(sizeof *slot_next * (size_t)slots), *slot_held = df_malloc(sizeof *slot_held * (size_t)slots);
+    for (int s = 0; s < slots; s++) slot_key[s] = -1, slot_next[s] = groups + 1, slot_held[s] = -1;
+    for (long k = 0; k < (long)a->n_layers * a->n_experts; k++) slot_of[k] = -1;
+    Count c = {0, 0};
+    for (long g = 0; g < groups; g++) {
+        for (long i = a->start[g]; i < a->start[g + 1]; i++)
+            if (slot_of[a->keys[i]] >= 0) slot_held[slot_of[a->keys[i]]] = g;
+        for (long i = a->start[g]; i < a->start[g + 1]; i++) {
+            int key = a->keys[i], s = slot_of[key];
+            if (g / a->n_layers >= a->n_pass / 2) c.needs++, c.hits += s >= 0;
+            if (s < 0) {
+                for (int j = 0; j < slots; j++) /* empty slots have next use groups + 1: taken first */
+                    if (slot_held[j] != g && (s < 0 || slot_next[j] > slot_next[s])) s = j;
+                if (s < 0) continue;
+                if (slot_key[s] >= 0) slot_of[slot_key[s]] = -1;
+                slot_key[s] = key, slot_of[key] = s, slot_held[s] = g;
+            }
+            slot_next[s] = next_use[i];
+        }
+    }
+    free(next_use), free(seen), free(slot_key), free(slot_of), free(slot_next), free(slot_held);
+    return c;
+}
+
+enum { P_LRU, P_LFU, P_CRF, P_LRU_LAYER, P_CRF_LAYER, P_CRF_NEXT, P_BELADY, N_POL };
+static const char *const POL_NAME[N_POL] = {"lru", "lfu", "crf", "lru/layer", "crf/layer", "crf+next", "belady"};
+static const double FRACTIONS[] = {0.02, 0.05, 0.10, 0.25, 0.50};
+#define N_FRAC (int)(sizeof FRACTIONS / sizeof FRACTIONS[0])
+
+static double run_policy(const Accesses *a, int pol, const CrfParams *crf, int slots) {
+    switch (pol) {
+    case P_LRU: return rate(replay_index(a, POLICY_LRU, crf, slots, 0, a->n_layers, 0));
+    case P_LFU: return rate(replay_index(a, POLICY_LFU, crf, slots, 0, a->n_layers, 0));
+    case P_CRF: return rate(replay_index(a, POLICY_CRF, crf, slots, 0, a->n_layers, 0));
+    case P_LRU_LAYER: return rate(replay_per_layer(a, POLICY_LRU, crf, slots));
+    case P_CRF_LAYER: return rate(replay_per_layer(a, POLICY_CRF, crf, slots));
+    case P_CRF_NEXT: return rate(replay_index(a, POLICY_CRF, crf, slots, 0, a->n_layers, 1));
+    default: return rate(replay_belady(a, slots));
+    }
+}
+
+static int slots_for(const Accesses *a, double fraction, int top_k) {
+    int slots = (int)(fraction * a->n_layers * a->n_experts);
+    return slots < 2 * top_k ? 2 * top_k : slots;
+}
+
+static json_t *json_rates(const double *v, int n) {
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(arr, json_real(v[i]));
+    return arr;
+}
+
+/* The policy table of one trace. */
+static json_t *policy_table(const Accesses *a, const RouteTrace *t, int chunk, const CrfParams *crf, int quiet) {
+    double hit[N_POL][N_FRAC], closed[N_FRAC];
+    int slots[N_FRAC];
+    json_t *rates = json_object(), *jslots = json_array();
+    if (!quiet) {
+        printf("%-6s %6s", "cache", "slots");
+        for (int p = 0; p < N_POL; p++) printf(" %9s%s", POL_NAME[p], p == P_CRF ? "*" : " ");
+        printf(" | default closes\n");
+    }
+    for (int f = 0; f < N_FRAC; f++) {
+        slots[f] = slots_for(a, FRACTIONS[f], t->top_k);
+        for (int p = 0; p < N_POL; p++) hit[p][f] = run_policy(a, p, crf, slots[f]);
+        double gap = hit[P_BELADY][f] - hit[P_LRU][f];
+        closed[f] = gap > 1e-9 ? (hit[P_CRF][f] - hit[P_LRU][f]) / gap : 1;
+        json_array_append_new(jslots, json_integer(slots[f]));
+        if (quiet) continue;
+        printf("%5.0f%% %6d", 100 * FRACTIONS[f], slots[f]);
+        for (int p = 0; p < N_POL; p++) printf(" %8.1f%%  ", 100 * hit[p][f]);
+        printf(" | %5.0f%% of the gap\n", 100 * closed[f]);
+    }
+    for (int p = 0; p < N_POL; p++) json_object_set_new(rates, POL_NAME[p], json_rates(hit[p], N_FRAC));
+    json_t *fr = json_array();
+    for (int f = 0; f < N_FRAC; f++) json_array_append_new(fr, json_real(FRACTIONS[f]));
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o}", "positions", t->n_rows, "layers", t->n_layers, "top_k",
+                     t->top_k, "experts", t->n_experts, "chunk", chunk, "fractions", fr, "slots", jslots, "hit_rate", rates,
+                     "gap_closed", json_rates(closed, N_FRAC));
+}
+
+/* The default policy on the trace mapped onto K3's shape (92 MoE layers x 896 experts, top-16):
+ * hit rates at fractions of the experts the mapping uses, and the cost of one access. */
+static json_t *k3_scale(const RouteTrace *t, const CrfParams *crf, int quiet, const char *path) {
+    TraceMap map;
+    if (route_trace_mapping(t, 92, 896, 16, &map, path)) return NULL;
+    Accesses a = {0};
+    build(&a, t, &map, 0, 1, t->n_rows);
+    int used = map.moe_layers * map.streams * t->n_experts;
+    json_t *rows = json_array();
+    if (!quiet) printf("mapped onto K3's shape (92 MoE layers x 896 experts, top-16; %d of them replayed):\n", used);
+    for (int f = 1; f < 4; f++) {
+        int slots = (int)(FRACTIONS[f] * used);
+        double t0 = bench_now();
+        Count c = replay_index(&a, CACHE_POLICY_DEFAULT, crf, slots, 0, a.n_layers, 0);
+        double s = bench_now() - t0, lru = rate(replay_index(&a, POLICY_LRU, crf, slots, 0, a.n_layers, 0));
+        long accesses = a.start[(long)a.n_pass * a.n_layers];
+        if (!quiet)
+            printf("  %3.0f%% of them = %5d slots: %s %.1f%%, lru %.1f%%, %.0f ns per access (cache bookkeeping only)\n",
+                   100 * FRACTIONS[f], slots, cache_policy_name(CACHE_POLICY_DEFAULT), 100 * rate(c), 100 * lru, 1e9 * s / accesses);
+        json_array_append_new(rows, json_pack("{s:f,s:i,s:f,s:f,s:f}", "fraction", FRACTIONS[f], "slots", slots, "hit_rate",
+                                              rate(c), "lru", lru, "ns_per_access", 1e9 * s / accesses));
+    }
+    accesses_free(&a);
+    return json_pack("{s:i,s:i,s:i,s:i,s:o}", "moe_layers", 92, "experts", 896, "top_k", 16, "replayed_experts", used, "rows", rows);
+}
+
+/* Distinct experts of a pass, against one position's. */
+static double union_factor(const Accesses *a, const RouteTrace *t) {
+    return (double)a->start[(long)a->n_pass * a->n_layers] / ((double)a->n_pass * t->n_layers * t->top_k);
+}
+
+/* --predict: the default policy's hits per pass for a run of the store on a model of another
+ * shape replaying the trace (K3_REPLAY): a prompt of `prompt` positions fed as one pass, then one
+ * position a pass; one JSON object with the hits and needs of every pass. */
+static int predict(const char *spec, const char *path, const CrfParams *crf) {
+    int layers, experts, top_k, slots, prompt, positions;
+    if (sscanf(spec, "%d,%d,%d,%d,%d,%d", &layers, &experts, &top_k, &slots, &prompt, &positions) != 6 || layers < 1 ||
+        experts < 1 || top_k < 1 || top_k > ROUTE_TRACE_MAX_K || slots < 1 || prompt < 0 || positions < 1 ||
+        prompt + positions > ROUTE_TRACE_MAX_ROWS)
+        return fprintf(stderr, "--predict LAYERS,EXPERTS,TOP_K,SLOTS,PROMPT,POSITIONS\n"), 2;
+    RouteTrace t;
+    TraceMap map;
+    if (route_trace_load(&t, path) || route_trace_mapping(&t, layers, experts, top_k, &map, path))
+        return fprintf(stderr, "%s\n", df_errmsg()), 1;
+    Accesses a = {0};
+    build(&a, &t, &map, prompt, 1, prompt + positions);
+    Count *per = df_calloc((size_t)a.n_pass, sizeof *per);
+    replay_index_passes(&a, CACHE_POLICY_DEFAULT, crf, slots, 0, a.n_layers, 0, per);
+    json_t *hits = json_array(), *needs = json_array();
+    for (int p = 0; p < a.n_pass; p++) json_array_append_new(hits, json_integer(per[p].hits)), json_array_append_new(needs, json_integer(per[p].needs));
+    json_t *out = json_pack("{s:s,s:s,s:i,s:i,s:o,s:o}", "file", path, "policy", cache_policy_name(CACHE_POLICY_DEFAULT), "slots",
+                            slots, "prompt", prompt, "hits", hits, "needs", needs);
+    char *text = json_dumps(out, JSON_COMPACT);
+    puts(text);
+    free(text), json_decref(out), free(per);
+    accesses_free(&a);
+    route_trace_free(&t);
+    return 0;
+}
+
+static int usage(const char *argv0) {
+    fprintf(stderr, "usage: %s [--json] [--chunk N] [--half-life H] [--phase P] TRACE.jsonl [TRACE2.jsonl ...]\n"
+                    "       %s --predict LAYERS,EXPERTS,TOP_K,SLOTS,PROMPT,POSITIONS TRACE.jsonl\n", argv0, argv0);
+    return 2;
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) return fprintf(stderr, "usage: %s TRACE.jsonl [--experts N]\n", argv[0]), 2;
-    Trace t;
-    if (load(&t, argv[1])) return 1;
-    int n_experts = 0, moe_layers = 0;
-    for (int l = 0; l < t.n_layers; l++) {
-        int seen = 0;
-        for (int p = 0; p < t.n_pos; p++)
-            for (int i = 0; i < t.k; i++) {
-                int e = t.ids[((size_t)p * 1024 + l) * 16 + i];
-                n_experts = e + 1 > n_experts ? e + 1 : n_experts;
-                seen |= e >= 0;
-            }
-        moe_layers += seen;
+    int json = 0, chunk = 1, first = 1;
+    const char *predict_spec = NULL;
+    CrfParams crf = {CIDX_CRF_HALF_LIFE, CIDX_CRF_PHASE};
+    for (; first < argc && !strncmp(argv[first], "--", 2); first++) {
+        if (!strcmp(argv[first], "--json")) json = 1;
+        else if (!strcmp(argv[first], "--chunk") && first + 1 < argc) chunk = atoi(argv[++first]);
+        else if (!strcmp(argv[first], "--half-life") && first + 1 < argc) crf.half_life = atof(argv[++first]);
+        else if (!strcmp(argv[first], "--phase") && first + 1 < argc) crf.phase = atof(argv[++first]);
+        else if (!strcmp(argv[first], "--predict") && first + 1 < argc) predict_spec = argv[++first];
+        else return usage(argv[0]);
     }
-    if (argc >= 4 && !strcmp(argv[2], "--experts")) n_experts = atoi(argv[3]);
-    printf("trace %s: %d positions, %d MoE layers, top-%d of %d experts\n", argv[1], t.n_pos, moe_layers, t.k, n_experts);
-    printf("%-10s %-8s %8s %8s\n", "cache", "slots", "lru", "lfu");
-    const double fractions[] = {0.02, 0.05, 0.10, 0.25, 0.50};
-    for (size_t f = 0; f < sizeof fractions / sizeof fractions[0]; f++) {
-        int slots = (int)(fractions[f] * moe_layers * n_experts);
-        if (slots < 2 * t.k) slots = 2 * t.k;
-        printf("%8.0f%% %8d %7.1f%% %7.1f%%\n", 100 * fractions[f], slots, 100 * replay(&t, n_experts, POLICY_LRU, slots),
-               100 * replay(&t, n_experts, POLICY_LFU, slots));
+    if (first >= argc || chunk < 1 || chunk > 64 || !(crf.half_life > 0) || !(crf.phase >= 0)) return usage(argv[0]);
+    if (predict_spec) return predict(predict_spec, argv[first], &crf);
+    json_t *traces = json_array();
+    for (int i = first; i < argc; i++) {
+        RouteTrace t;
+        if (route_trace_load(&t, argv[i])) return fprintf(stderr, "%s\n", df_errmsg()), 1;
+        Accesses a = {0};
+        build(&a, &t, NULL, 0, chunk, t.n_rows);
+        if (!json)
+            printf("trace %s: %d positions, %d MoE layers, top-%d of %d experts; %d position%s per pass (%.2fx one "
+                   "position's experts); hit rates over the second half\n",
+                   argv[i], t.n_rows, t.n_layers, t.top_k, t.n_experts, chunk, chunk == 1 ? "" : "s", union_factor(&a, &t));
+        json_t *table = policy_table(&a, &t, chunk, &crf, json);
+        json_object_set_new(table, "file", json_string(argv[i]));
+        json_object_set_new(table, "union_factor", json_real(union_factor(&a, &t)));
+        json_t *k3 = k3_scale(&t, &crf, json, argv[i]);
+        if (!k3 && !json) printf("(not mapped onto K3's shape: %s)\n", df_errmsg());
+        if (k3) json_object_set_new(table, "k3_scale", k3);
+        json_array_append_new(traces, table);
+        accesses_free(&a);
+        route_trace_free(&t);
+        if (!json) printf("* default: %s (half-life %g passes, phase %g)\n\n", cache_policy_name(CACHE_POLICY_DEFAULT), crf.half_life,
+                   crf.phase);
     }
-    free(t.ids);
+    if (json) {
+        json_t *out = json_pack("{s:s,s:f,s:f,s:o}", "default", cache_policy_name(CACHE_POLICY_DEFAULT), "crf_half_life", crf.half_life,
+                                "crf_phase", crf.phase,
+                                "traces", traces);
+        char *s = json_dumps(out, JSON_COMPACT);
+        puts(s);
+        free(s);
+        json_decref(out);
+    } else {
+        json_decref(traces);
+    }
     return 0;
 }

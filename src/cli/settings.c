@@ -24,7 +24,8 @@ _Static_assert(sizeof(StoreKind) == sizeof(int) && sizeof(CachePolicy) == sizeof
                "settings store enums as int");
 
 static const SettingChoice store_kinds[] = {{"auto", STORE_AUTO}, {"mapped", STORE_MAPPED}, {"stream", STORE_STREAM}, {NULL, 0}};
-static const SettingChoice policies[] = {{"lfu", POLICY_LFU}, {"lru", POLICY_LRU}, {NULL, 0}};
+static const SettingChoice io_backends[] = {{"threads", IO_THREADS}, {"uring", IO_URING}, {NULL, 0}};
+static const SettingChoice policies[] = {{"crf", POLICY_CRF}, {"lfu", POLICY_LFU}, {"lru", POLICY_LRU}, {NULL, 0}};
 static const SettingChoice spines[] = {{"auto", SPINE_AUTO}, {"int8", SPINE_INT8}, {"bf16", SPINE_BF16}, {NULL, 0}};
 static const SettingChoice mla_caches[] = {{"latent", MLA_CACHE_LATENT}, {"expanded", MLA_CACHE_EXPANDED}, {NULL, 0}};
 static const SettingChoice a_logs[] = {{"per-head", ALOG_PER_HEAD}, {"per-channel", ALOG_PER_CHANNEL}, {NULL, 0}};
@@ -95,10 +96,12 @@ static const Setting table[] = {
      .help = "stream (budgeted expert cache + spine streaming) when the model exceeds the budget, else mapped"},
     {.name = "K3_PIN_LAYERS", .kind = SET_INT, .offset = F(engine.store.pin_layers), .lo = 0, .hi = K3_MAX_LAYERS, .what = "a layer count", .def_text = "auto", .unset = -1,
      .help = "spine layers kept resident when streaming (at most the model's layers)"},
-    {.name = "K3_CACHE_POLICY", .kind = SET_CHOICE, .offset = F(engine.store.policy), .choices = policies, .what = "a policy", .def = "lfu",
-     .help = "expert cache eviction when streaming"},
+    {.name = "K3_CACHE_POLICY", .kind = SET_CHOICE, .offset = F(engine.store.policy), .choices = policies, .what = "a policy", .def = CACHE_POLICY_DEFAULT_NAME,
+     .help = "expert cache eviction when streaming (crf: decayed use counts, layer-aware; lfu; lru)"},
     {.name = "K3_IO_THREADS", .kind = SET_INT, .offset = F(engine.store.io_threads), .lo = 1, .hi = 256, .what = "a thread count", .def = "8",
-     .help = "parallel expert reads when streaming"},
+     .help = "parallel expert reads when streaming (I/O threads, or reads in flight with K3_IO=uring)"},
+    {.name = "K3_IO", .kind = SET_CHOICE, .offset = F(engine.store.io), .choices = io_backends, .what = "an I/O backend", .def = "threads",
+     .help = "streaming: how reads run: threads (blocking readers) or uring (io_uring, fixed buffers once the cache's pages are prepared)"},
     {.name = "K3_POPULATE", .kind = SET_BOOL, .offset = F(engine.store.populate), .def = "1",
      .help = "streaming: prepare the expert cache's pages on a background thread at start-up"},
     {.name = "K3_PREFETCH", .kind = SET_BOOL, .offset = F(engine.store.prefetch), .def = "1",
@@ -117,6 +120,10 @@ static const Setting table[] = {
      .help = "one line per forward: bytes read, cache hits, GB/s, time per phase"},
     {.name = "K3_TRACE", .kind = SET_TEXT, .offset = F(engine.trace), .check = check_trace, .what = "a file name", .def_text = "off",
      .help = "router selections to a JSON-lines file (1: router_trace.jsonl; 0: off)"},
+    {.name = "K3_REPLAY", .kind = SET_TEXT, .offset = F(engine.replay), .what = "a file name", .def_text = "off",
+     .help = "benchmark only: a router trace whose selections replace the router's (mapped onto the model); the output is meaningless"},
+    {.name = "K3_REPLAY_LOOKAHEAD", .kind = SET_INT, .offset = F(engine.replay_lookahead), .lo = 0, .hi = 100, .what = "a recall in percent", .def_text = "off", .unset = -1,
+     .help = "with K3_REPLAY and K3_LOOKAHEAD=1: simulate router lookahead of this recall (percent) on the replayed routing"},
     {.name = "K3_CONTEXT", .kind = SET_INT, .offset = F(engine.context), .lo = 1, .hi = 1 << 24, .what = "a position count", .def_text = "65536 (4096 with K3_MLA_CACHE=expanded)",
      .help = "positions a sequence may hold (within the model's limit)"},
     {.name = "K3_MLA_CACHE", .kind = SET_CHOICE, .offset = F(engine.mla_cache), .choices = mla_caches, .what = "a cache layout", .def = "latent",

@@ -116,8 +116,9 @@ static int choose_slots(Engine *e) {
     return 0;
 }
 
-/* The weight store (K3_STORE), the on-demand fetch for a streaming install and, with K3_TRACE,
- * the router trace around its experts. */
+/* The weight store (K3_STORE), the on-demand fetch for a streaming install, with K3_TRACE the
+ * router trace around its experts, and outermost, with K3_REPLAY, recorded routing in place of
+ * the router's (a benchmark of the store: the output is meaningless). */
 static int open_store(Engine *e) {
     if (attach_install(e)) return -1;
     if (stream_wanted(&e->cat, &e->opt.store, &e->streaming)) return -1;
@@ -131,11 +132,16 @@ static int open_store(Engine *e) {
     }
     if (e->inst) {
         fetching_wrap(&e->fetching, e->experts, e->inst);
-        e->experts = &e->fetching.src;
+        e->experts = &e->fetching.wrap.src;
     }
     if (e->opt.trace) {
         if (trace_open(&e->trace, e->experts, &e->cat.cfg, e->opt.trace)) return -1;
-        e->experts = &e->trace.src;
+        e->experts = &e->trace.wrap.src;
+    }
+    if (e->opt.replay) {
+        double recall = e->opt.replay_lookahead < 0 ? -1 : e->opt.replay_lookahead / 100.0;
+        if (replay_open(&e->replay, e->experts, &e->cat.cfg, e->opt.replay, recall)) return df_failctx("K3_REPLAY");
+        e->experts = &e->replay.wrap.src;
     }
     return 0;
 }
@@ -221,6 +227,7 @@ void engine_close(Engine *e) {
     model_destroy(e->model);
     if (e->pool) pool_destroy(e->pool);
     if (trace_close(&e->trace)) fprintf(stderr, "deltafin: %s\n", df_errmsg());
+    if (e->opt.replay) replay_close(&e->replay);
     if (e->store.base) mapped_close(&e->store);
     i8spine_close(&e->i8);
     if (e->streaming) stream_close(&e->stream);

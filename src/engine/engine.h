@@ -17,6 +17,7 @@
 #include "store/fetching.h"
 #include "store/i8spine.h"
 #include "store/mapped.h"
+#include "store/replay.h"
 #include "store/stream.h"
 #include "store/trace.h"
 #include "text/tokenizer.h"
@@ -37,6 +38,10 @@ typedef struct {
     int offline;             /* K3_OFFLINE: a missing expert of a streaming install is an error */
     int profile;             /* K3_PROFILE: one line per forward on stderr */
     const char *trace;       /* K3_TRACE: router trace file (store/trace.h), or NULL */
+    const char *replay;      /* K3_REPLAY: a router trace whose choices replace the router's
+                              * (store/replay.h; a benchmark: the output is meaningless), or NULL */
+    int replay_lookahead;    /* K3_REPLAY_LOOKAHEAD: router lookahead simulated on the replay at this
+                              * recall in percent; -1: none */
     DeviceKind device;       /* K3_DEV */
     const char *kernels;     /* K3_KERNELS: kern_select's name */
     StoreOptions store;      /* K3_STORE and the streaming store's settings */
@@ -61,6 +66,7 @@ typedef struct {
     Installer *inst;         /* the install's manifest; NULL for a plain checkpoint directory */
     FetchingSource fetching; /* streaming install: fetches missing experts before they are read */
     TraceSource trace;       /* K3_TRACE: wraps the expert source */
+    ReplaySource replay;     /* K3_REPLAY: wraps it outermost */
     ExpertSource *experts;
     ModelStats prof_stats;   /* totals at the previous profile line */
     StreamCounters prof_io;

@@ -51,6 +51,7 @@ struct Model {
     int max_context;
     int look_layer; /* the layer look_sel guesses at, -1 for none */
     int verifying;  /* the current forward records KDA replay data (model_forward_verify) */
+    int chunk_pos;  /* position of the current forward's first row */
     MlaCacheMode mla_cache;
     ModelStats stats;
 };

@@ -22,12 +22,20 @@
  * not NULL, is told each layer's selections before its experts are acquired: sel[t][k] for the
  * chunk's T rows (router traces). predict, when not NULL, is told a guess at a later layer's
  * selections (router lookahead), in the same form; the source may start reading them, and must
- * keep serving the current layer's experts as if it had not been told. */
+ * keep serving the current layer's experts as if it had not been told. replace, when not NULL,
+ * overwrites the router's selections (distinct ids per row) and weights before route sees them,
+ * for the chunk's rows at positions pos .. pos + T - 1: a benchmark that drives the store with
+ * recorded routing (replay.h); the model's output is then meaningless. ready_first, when not
+ * NULL, may reorder ids[0..n) (a layer's experts not yet acquired) so that those readable without
+ * waiting come first: the model computes experts in any order (each writes its own outputs), so
+ * it computes what has arrived while the rest is still being read. */
 typedef struct ExpertSource {
     int (*acquire)(struct ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans);
     int max_batch;
     void (*route)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
     void (*predict)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
+    void (*replace)(struct ExpertSource *src, int layer, int pos, int *sel, float *weights, int T, int k);
+    void (*ready_first)(struct ExpertSource *src, int layer, int *ids, int n);
 } ExpertSource;
 
 /* Supplies the spine one layer at a time when it is not all resident. acquire_layer makes layer
@@ -47,6 +55,7 @@ typedef struct SpineSource {
 /* Time and bytes per phase, accumulated over forwards (model_stats_reset clears). */
 typedef struct {
     double attention_s, ffn_s, spine_wait_s, expert_wait_s, experts_s, head_s, other_s;
+    double route_s;                   /* in ExpertSource.route (a streaming store starts its reads there) */
     uint64_t expert_bytes, spine_bytes;
     uint64_t positions, forwards;
     uint64_t look_routed, look_hits;  /* router lookahead: experts routed in guessed layers, and guessed */

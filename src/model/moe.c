@@ -93,6 +93,7 @@ static int routed_experts(Model *m, int layer, int T) {
     int batch = src->max_batch > 0 ? src->max_batch : n;
     for (int at = 0; at < n; at += batch) {
         int count = n - at < batch ? n - at : batch;
+        if (src->ready_first) src->ready_first(src, layer, ids + at, n - at);
         double t0 = model_now();
         if (src->acquire(src, layer, ids + at, count, spans)) return -1;
         double t1 = model_now();
@@ -112,9 +113,14 @@ int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int 
     mat_mul(m->pool, s->router, &w->router, u, T);
     for (int t = 0; t < T; t++)
         moe_route(s->router + (size_t)t * c->n_experts, w->score_bias, c->n_experts, K, s->sel + t * K, s->sel_w + t * K);
+    if (m->experts->replace) m->experts->replace(m->experts, layer, m->chunk_pos, s->sel, s->sel_w, T, K);
     /* announce the selections first: a streaming store reads the experts while the latent
      * projection and the shared experts compute */
-    if (m->experts->route) m->experts->route(m->experts, layer, s->sel, T, K);
+    if (m->experts->route) {
+        double t0 = model_now();
+        m->experts->route(m->experts, layer, s->sel, T, K);
+        m->stats.route_s += model_now() - t0;
+    }
     lookahead(m, layer, u, T);
     mat_mul(m->pool, s->z, &w->latent_down, u, T);
     if (c->n_shared > 0) mlp_forward(m, &w->shared, c->shared_inter, u, T, s->xn); /* xn is free during the FFN */

@@ -30,28 +30,31 @@ static const uint8_t *slot_span(const ExpertSlot *s) {
 }
 
 static void set_locked(ExpertStore *es, int i) {
-    es->ci.locked[i] = es->slots[i].pinned || es->slots[i].state == SLOT_LOADING;
+    cidx_lock(&es->ci, i, es->slots[i].pinned || es->slots[i].state == SLOT_LOADING);
 }
 
-/* I/O thread: fill one slot. */
-static void read_slot(IoJob *job) {
+static void describe_slot(const IoJob *job, char *what, size_t n) {
+    const ExpertSlot *s = (const ExpertSlot *)job;
+    snprintf(what, n, "layer %d expert %d", s->layer, s->expert);
+}
+
+/* I/O thread: a slot's read ended. */
+static void slot_filled(IoJob *job, int rc) {
     ExpertSlot *s = (ExpertSlot *)job;
     ExpertStore *es = s->es;
-    const ExpertSpan *sp = catalog_expert(es->cat, s->layer, s->expert);
-    char what[64];
-    snprintf(what, sizeof what, "layer %d expert %d", s->layer, s->expert);
-    int rc = shard_read(es->shards, sp->shard, sp->offset, es->cat->expert_bytes, s->buf, what);
     if (rc) snprintf(s->err, sizeof s->err, "%s", df_errmsg());
     pthread_mutex_lock(&es->mu);
     s->state = rc ? SLOT_FAILED : SLOT_READY;
-    if (!rc) es->c.bytes_read += shard_read_cap(sp->offset, es->cat->expert_bytes);
+    if (!rc) es->c.bytes_read += job->alen;
     set_locked(es, (int)(s - es->slots));
     pthread_cond_broadcast(&es->done);
     pthread_mutex_unlock(&es->mu);
 }
 
-static void start_read(ExpertStore *es, int i, int layer, int expert, int urgent) {
+/* Makes slot i the home of (layer, expert) and describes its read; the caller submits the job. */
+static IoJob *start_read(ExpertStore *es, int i, int layer, int expert, int urgent) {
     ExpertSlot *s = &es->slots[i];
+    const ExpertSpan *sp = catalog_expert(es->cat, layer, expert);
     if (es->refill) es->refill(es->refill_ctx, i);
     cidx_assign(&es->ci, i, layer * es->cat->cfg.n_experts + expert);
     s->layer = layer, s->expert = expert;
@@ -59,9 +62,14 @@ static void start_read(ExpertStore *es, int i, int layer, int expert, int urgent
     s->origin = urgent ? FOR_DEMAND : FOR_GUESS;
     if (urgent) es->c.misses++;
     else es->c.prefetches++;
-    es->ci.last_use[i] = es->ci.tick; /* a fresh guess counts as recent, not as a use */
+    cidx_touch(&es->ci, i); /* a fresh guess counts as recent, not as a use */
     set_locked(es, i);
-    iopool_submit(es->io, &s->job, urgent);
+    IoJob *j = &s->job;
+    j->files = es->shards, j->file = sp->shard;
+    j->aoff = sp->offset & ~(uint64_t)(SHARD_ALIGN - 1);
+    j->alen = shard_read_cap(sp->offset, es->cat->expert_bytes);
+    j->need = sp->offset + es->cat->expert_bytes - j->aoff;
+    return j;
 }
 
 static void pin(ExpertStore *es, int i) {
@@ -98,9 +106,9 @@ static int claim_cached(ExpertStore *es, int layer, int expert) {
 static void claim_missing(ExpertStore *es, int layer, int expert) {
     int key = layer * es->cat->cfg.n_experts + expert, i = cidx_lookup(&es->ci, key);
     if (i < 0) {
-        while ((i = cidx_victim(&es->ci)) < 0) pthread_cond_wait(&es->done, &es->mu);
+        while ((i = cidx_victim(&es->ci, layer)) < 0) pthread_cond_wait(&es->done, &es->mu);
     }
-    start_read(es, i, layer, expert, 1);
+    iopool_submit(es->io, start_read(es, i, layer, expert, 1), IO_URGENT);
     es->slots[i].origin = FOR_DONE;
     cidx_use(&es->ci, key, i);
     pin(es, i);
@@ -127,14 +135,16 @@ static int next_moe_layer(const K3Config *c, int layer) { return layer + 1 < c->
  * current layer's experts are held by the caller). */
 static void prefetch_next(ExpertStore *es, int layer) {
     const K3Config *c = &es->cat->cfg;
-    int next = next_moe_layer(c, layer);
+    int next = next_moe_layer(c, layer), n = 0;
     const int *want = es->predict + (size_t)next * c->top_k;
+    IoJob *jobs[MODEL_MAX_ROUTED];
     for (int j = 0; j < c->top_k && want[j] >= 0; j++) {
         if (cidx_lookup(&es->ci, next * c->n_experts + want[j]) >= 0) continue;
-        int i = cidx_victim(&es->ci);
-        if (i < 0) return;
-        start_read(es, i, next, want[j], 0);
+        int i = cidx_victim(&es->ci, layer);
+        if (i < 0) break;
+        jobs[n++] = start_read(es, i, next, want[j], 0);
     }
+    iopool_submit_many(es->io, jobs, n, IO_GUESS);
 }
 
 /* The distinct non-negative ids among sel[0..n), ascending (the order the model acquires them). */
@@ -159,7 +169,7 @@ static int hold_cached(ExpertStore *es, int layer, const int *ids, int n, int *h
         int i = cidx_lookup(&es->ci, layer * es->cat->cfg.n_experts + ids[j]);
         if (i < 0 || es->slots[i].state == SLOT_FAILED) continue;
         if (es->slots[i].state == SLOT_LOADING) iopool_promote(es->io, &es->slots[i].job);
-        if (!es->ci.locked[i]) es->ci.locked[i] = 1, held[n_held++] = i;
+        if (!es->ci.locked[i]) cidx_lock(&es->ci, i, 1), held[n_held++] = i;
     }
     return n_held;
 }
@@ -172,20 +182,22 @@ static void experts_route(ExpertSource *src, int layer, const int *sel, int T, i
     const K3Config *c = &es->cat->cfg;
     int ids[MODEL_MAX_ROUTED], n = distinct(sel, T * k, ids);
     pthread_mutex_lock(&es->mu);
+    if (layer <= es->routed_layer) cidx_next_pass(&es->ci); /* a new forward began */
     int *p = es->predict + (size_t)layer * c->top_k;
     for (int j = 0; j < c->top_k; j++) p[j] = j < n ? ids[j] : -1;
     memcpy(es->routed, ids, sizeof *ids * (size_t)n);
     es->n_routed = n, es->routed_layer = layer;
     /* hold what is cached while the missing ones (and the guesses) look for slots */
-    int held[MODEL_MAX_ROUTED], reads = es->ci.n_slots / 2;
+    int held[MODEL_MAX_ROUTED], reads = es->ci.n_slots / 2, n_jobs = 0;
     int n_held = hold_cached(es, layer, ids, n, held);
-    for (int j = 0; j < n && reads > 0; j++) {
+    IoJob *jobs[MODEL_MAX_ROUTED];
+    for (int j = 0; j < n && n_jobs < reads; j++) {
         int i = cidx_lookup(&es->ci, layer * c->n_experts + ids[j]);
         if (i >= 0 && es->slots[i].state != SLOT_FAILED) continue;
-        if (i < 0 && (i = cidx_victim(&es->ci)) < 0) break;
-        start_read(es, i, layer, ids[j], 1);
-        reads--;
+        if (i < 0 && (i = cidx_victim(&es->ci, layer)) < 0) break;
+        jobs[n_jobs++] = start_read(es, i, layer, ids[j], 1);
     }
+    iopool_submit_many(es->io, jobs, n_jobs, IO_URGENT);
     if (es->prefetch) prefetch_next(es, layer);
     for (int j = 0; j < n_held; j++) set_locked(es, held[j]);
     pthread_mutex_unlock(&es->mu);
@@ -199,16 +211,38 @@ static void experts_predict(ExpertSource *src, int layer, const int *sel, int T,
     const K3Config *c = &es->cat->cfg;
     int ids[MODEL_MAX_ROUTED], n = distinct(sel, T * k, ids);
     pthread_mutex_lock(&es->mu);
-    int held[MODEL_MAX_ROUTED], reads = es->ci.n_slots / 4;
+    int held[MODEL_MAX_ROUTED], reads = es->ci.n_slots / 4, n_jobs = 0;
     int n_held = hold_cached(es, es->routed_layer, es->routed, es->n_routed, held);
-    for (int j = 0; j < n && reads > 0; j++) {
+    IoJob *jobs[MODEL_MAX_ROUTED];
+    for (int j = 0; j < n && n_jobs < reads; j++) {
         if (cidx_lookup(&es->ci, layer * c->n_experts + ids[j]) >= 0) continue;
-        int i = cidx_victim(&es->ci);
+        int i = cidx_victim(&es->ci, es->routed_layer);
         if (i < 0) break;
-        start_read(es, i, layer, ids[j], 0);
-        reads--;
+        jobs[n_jobs++] = start_read(es, i, layer, ids[j], 0);
     }
+    iopool_submit_many(es->io, jobs, n_jobs, IO_GUESS);
     for (int j = 0; j < n_held; j++) set_locked(es, held[j]);
+    pthread_mutex_unlock(&es->mu);
+}
+
+static int in_memory(ExpertStore *es, int layer, int expert) {
+    int i = cidx_lookup(&es->ci, layer * es->cat->cfg.n_experts + expert);
+    return i >= 0 && es->slots[i].state == SLOT_READY;
+}
+
+/* The experts among ids[0..n) whose bytes are in a slot now go first, in their order, then the
+ * rest in theirs; nothing moves while the first one is ready. */
+static void experts_ready_first(ExpertSource *src, int layer, int *ids, int n) {
+    ExpertStore *es = (ExpertStore *)src;
+    int rest[MODEL_MAX_ROUTED], n_ready = 0, n_rest = 0;
+    pthread_mutex_lock(&es->mu);
+    if (!in_memory(es, layer, ids[0])) {
+        for (int j = 0; j < n; j++) {
+            if (in_memory(es, layer, ids[j])) ids[n_ready++] = ids[j];
+            else rest[n_rest++] = ids[j];
+        }
+        memcpy(ids + n_ready, rest, sizeof *rest * (size_t)n_rest);
+    }
     pthread_mutex_unlock(&es->mu);
 }
 
@@ -241,14 +275,19 @@ static int experts_acquire(ExpertSource *src, int layer, const int *ids, int n, 
  * first read lands on, inside the read: about 0.45 s per GB on a VM, paid by the first tokens.
  * MADV_POPULATE_WRITE prepares the pages without touching their content, so this thread can run
  * ahead of the reads, in the order the cache hands out free slots (slot 0 first). Where the
- * kernel lacks it (before Linux 5.14) the reads fault as before. */
+ * kernel lacks it (before Linux 5.14) the reads fault as before. Once every page is there, an
+ * io_uring pool registers the arena, so later reads skip pinning its pages one read at a time
+ * (where the memory-lock limit refuses that, reads stay as they were). */
 static void *populate_arena(void *arg) {
     ExpertStore *es = arg;
     const size_t step = (size_t)32 << 20;
-    for (size_t off = 0; off < es->arena_bytes && !atomic_load(&es->populate_stop); off += step) {
+    size_t off = 0;
+    for (; off < es->arena_bytes && !atomic_load(&es->populate_stop); off += step) {
         size_t n = es->arena_bytes - off < step ? es->arena_bytes - off : step;
         if (madvise(es->arena + off, n, MADV_POPULATE_WRITE) != 0) break;
     }
+    if (off >= es->arena_bytes && !atomic_load(&es->populate_stop) && iopool_backend(es->io) == IO_URING)
+        iopool_register_buffers(es->io, es->arena, es->arena_bytes); /* refused: nothing changes */
     return NULL;
 }
 
@@ -261,11 +300,12 @@ int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPo
     es->src.max_batch = 1; /* one expert per acquire: compute each as soon as it has arrived */
     es->src.route = experts_route;
     es->src.predict = lookahead ? experts_predict : NULL;
+    es->src.ready_first = experts_ready_first;
     es->routed_layer = -1;
     es->cat = cat, es->shards = shards, es->io = io, es->prefetch = prefetch;
     pthread_mutex_init(&es->mu, NULL);
     pthread_cond_init(&es->done, NULL);
-    cidx_init(&es->ci, policy, n_slots, c->n_layers * c->n_experts);
+    cidx_init(&es->ci, policy, n_slots, c->n_layers, c->n_experts);
     es->slot_bytes = experts_slot_bytes(cat);
     es->slots = df_calloc((size_t)n_slots, sizeof *es->slots);
     /* one arena of ordinary pages, touched only as slots fill (no start-up cost). Huge pages
@@ -279,8 +319,8 @@ int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPo
     }
     for (int i = 0; i < n_slots; i++) {
         es->slots[i].es = es;
-        es->slots[i].job.run = read_slot;
-        es->slots[i].buf = es->arena + (size_t)i * es->slot_bytes;
+        es->slots[i].job.done = slot_filled, es->slots[i].job.describe = describe_slot;
+        es->slots[i].buf = es->slots[i].job.buf = es->arena + (size_t)i * es->slot_bytes;
     }
     es->pinned = df_malloc(sizeof *es->pinned * (size_t)n_slots);
     es->predict = df_malloc(sizeof *es->predict * (size_t)c->n_layers * (size_t)c->top_k);

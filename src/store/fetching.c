@@ -36,7 +36,7 @@ static int fetch_missing(FetchingSource *fs, int layer, const int *ids, int n) {
 static void fetching_route(ExpertSource *src, int layer, const int *sel, int T, int k) {
     FetchingSource *fs = (FetchingSource *)src;
     if (fetch_missing(fs, layer, sel, T * k)) fs->failed = 1; /* the acquire that follows reports it */
-    else if (fs->inner->route) fs->inner->route(fs->inner, layer, sel, T, k);
+    else if (fs->wrap.inner->route) fs->wrap.inner->route(fs->wrap.inner, layer, sel, T, k);
 }
 
 /* A guess never fetches: only the guessed experts already installed go on to be read ahead. */
@@ -44,7 +44,7 @@ static void fetching_predict(ExpertSource *src, int layer, const int *sel, int T
     FetchingSource *fs = (FetchingSource *)src;
     int have[MODEL_MAX_ROUTED];
     for (int i = 0; i < T * k; i++) have[i] = installer_has_expert(fs->inst, layer, sel[i]) ? sel[i] : -1;
-    fs->inner->predict(fs->inner, layer, have, T, k);
+    fs->wrap.inner->predict(fs->wrap.inner, layer, have, T, k);
 }
 
 static int fetching_acquire(ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans) {
@@ -54,15 +54,14 @@ static int fetching_acquire(ExpertSource *src, int layer, const int *ids, int n,
         return -1;
     }
     if (fetch_missing(fs, layer, ids, n)) return -1;
-    return fs->inner->acquire(fs->inner, layer, ids, n, spans);
+    return fs->wrap.inner->acquire(fs->wrap.inner, layer, ids, n, spans);
 }
 
 void fetching_wrap(FetchingSource *fs, ExpertSource *inner, Installer *inst) {
     memset(fs, 0, sizeof *fs);
-    fs->src.acquire = fetching_acquire;
-    fs->src.route = fetching_route;
-    fs->src.predict = inner->predict ? fetching_predict : NULL;
-    fs->src.max_batch = inner->max_batch;
-    fs->inner = inner;
+    expert_wrap_init(&fs->wrap, inner);
+    fs->wrap.src.acquire = fetching_acquire;
+    fs->wrap.src.route = fetching_route;
+    fs->wrap.src.predict = inner->predict ? fetching_predict : NULL;
     fs->inst = inst;
 }

@@ -13,10 +13,10 @@
 
 #include "fetch/installer.h"
 #include "model/model.h"
+#include "store/wrap.h"
 
 typedef struct {
-    ExpertSource src;     /* first member: the model calls it through ExpertSource */
-    ExpertSource *inner;  /* borrowed */
+    ExpertWrap wrap;      /* first member: passes through what the fetch does not change */
     Installer *inst;      /* borrowed */
     int failed;           /* a route-time fetch failed: acquire reports it */
     uint64_t fetched;     /* experts fetched so far */

@@ -81,18 +81,12 @@ static int explain_short(const Shards *s, int i, uint64_t from, uint64_t to, con
                    (unsigned long long)to, what);
 }
 
-int shard_read_aligned(const Shards *s, int i, uint64_t aoff, uint64_t alen, uint64_t need, uint8_t *buf,
-                       const char *what) {
-    uint64_t got = 0;
-    while (got < need) {
-        ssize_t r = pread(s->fd[i], buf + got, alen - got, (off_t)(aoff + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0)
-            return df_fail("%s: cannot read bytes %llu..%llu (%s): %s", s->path[i], (unsigned long long)aoff,
-                           (unsigned long long)(aoff + need), what, strerror(errno));
-        if (r == 0) return explain_short(s, i, aoff, aoff + need, what);
-        got += (uint64_t)r;
-    }
+int shard_read_finish(const Shards *s, int i, uint64_t aoff, uint64_t alen, uint64_t need, uint64_t got, int err,
+                      const char *what) {
+    if (err)
+        return df_fail("%s: cannot read bytes %llu..%llu (%s): %s", s->path[i], (unsigned long long)aoff,
+                       (unsigned long long)(aoff + need), what, strerror(err));
+    if (got < need) return explain_short(s, i, aoff, aoff + need, what);
     struct stat st;
     /* a shard deleted or replaced (renamed over) while open still reads its old bytes: refuse them */
     if (fstat(s->fd[i], &st) == 0 && st.st_nlink == 0)
@@ -100,6 +94,22 @@ int shard_read_aligned(const Shards *s, int i, uint64_t aoff, uint64_t alen, uin
                        (unsigned long long)aoff, (unsigned long long)(aoff + need), what);
     if (!s->direct) posix_fadvise(s->fd[i], (off_t)aoff, (off_t)alen, POSIX_FADV_DONTNEED);
     return 0;
+}
+
+int shard_read_aligned(const Shards *s, int i, uint64_t aoff, uint64_t alen, uint64_t need, uint8_t *buf,
+                       const char *what) {
+    uint64_t got = 0;
+    int err = 0;
+    while (got < need) {
+        ssize_t r = pread(s->fd[i], buf + got, alen - got, (off_t)(aoff + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            err = r < 0 ? errno : 0;
+            break;
+        }
+        got += (uint64_t)r;
+    }
+    return shard_read_finish(s, i, aoff, alen, need, got, err, what);
 }
 
 int shard_read(const Shards *s, int i, uint64_t offset, uint64_t len, uint8_t *buf, const char *what) {

@@ -44,4 +44,10 @@ int shard_read(const Shards *s, int i, uint64_t offset, uint64_t len, uint8_t *b
 int shard_read_aligned(const Shards *s, int i, uint64_t aoff, uint64_t alen, uint64_t need, uint8_t *buf,
                        const char *what);
 
+/* The end of such a read done elsewhere (the I/O pool): got bytes arrived, err is the errno that
+ * stopped it (0: none, or the end of the file). Returns 0 when at least `need` bytes arrived and
+ * the file is still the install's, else -1 with the message shard_read_aligned gives. */
+int shard_read_finish(const Shards *s, int i, uint64_t aoff, uint64_t alen, uint64_t need, uint64_t got, int err,
+                      const char *what);
+
 #endif

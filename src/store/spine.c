@@ -26,10 +26,9 @@ struct SpineRun {
 };
 
 typedef struct {
-    IoJob job;               /* first member: the I/O pool runs it */
+    IoJob job;               /* first member: the I/O pool reads it */
     SpineBuf *b;
-    int set, shard;
-    uint64_t aoff, alen, need, dst;
+    int set;
 } SpineChunk;
 
 struct SpineBuf {
@@ -172,19 +171,22 @@ static int group_chunks(const SpineStore *ss, int g) {
     return n;
 }
 
-static void read_chunk(IoJob *job) {
+static void describe_chunk(const IoJob *job, char *what, size_t n) {
+    const SpineChunk *ch = (const SpineChunk *)job;
+    const SpineStore *ss = ch->b->ss;
+    const char *kind = ch->set == SET_INT8 ? "int8 spine" : "spine";
+    if (ch->b->group < ss->cat->cfg.n_layers) snprintf(what, n, "%s of layer %d", kind, ch->b->group);
+    else snprintf(what, n, ch->b->group == globals_group(ss) ? "global %s tensors" : "small %s tensors", kind);
+}
+
+/* I/O thread: a chunk's read ended. */
+static void chunk_read(IoJob *job, int rc) {
     SpineChunk *ch = (SpineChunk *)job;
     SpineBuf *b = ch->b;
     SpineStore *ss = b->ss;
-    char what[64];
-    const char *kind = ch->set == SET_INT8 ? "int8 spine" : "spine";
-    if (b->group < ss->cat->cfg.n_layers) snprintf(what, sizeof what, "%s of layer %d", kind, b->group);
-    else snprintf(what, sizeof what, b->group == globals_group(ss) ? "global %s tensors" : "small %s tensors", kind);
-    const Shards *files = ch->set == SET_INT8 ? &ss->i8files : ss->shards;
-    int rc = shard_read_aligned(files, ch->shard, ch->aoff, ch->alen, ch->need, b->mem + ch->dst, what);
     pthread_mutex_lock(&ss->mu);
     if (rc && !b->failed) b->failed = 1, snprintf(b->err, sizeof b->err, "%s", df_errmsg());
-    if (!rc) ss->bytes_read += ch->alen;
+    if (!rc) ss->bytes_read += job->alen;
     if (--b->pending == 0) {
         b->state = b->failed ? BUF_FAILED : BUF_READY;
         pthread_cond_broadcast(&ss->done);
@@ -192,23 +194,28 @@ static void read_chunk(IoJob *job) {
     pthread_mutex_unlock(&ss->mu);
 }
 
-/* Starts reading group g into b (caller holds mu). */
+/* Starts reading group g into b (caller holds mu): urgent when the forward waits for it. */
 static void start_group(SpineStore *ss, SpineBuf *b, int g, int urgent) {
     b->group = g, b->state = BUF_LOADING, b->failed = 0, b->pending = 0, b->validated = 0;
     int n = 0;
     for (int r = 0; r < ss->run_count[g]; r++) {
         const SpineRun *run = &ss->runs[ss->run_first[g] + r];
         for (uint64_t at = 0; at < run->alen; at += CHUNK_BYTES) {
-            SpineChunk *ch = &b->chunks[n++];
+            SpineChunk *ch = &b->chunks[n];
             uint64_t alen = run->alen - at < CHUNK_BYTES ? run->alen - at : CHUNK_BYTES;
             uint64_t need = run->need > at ? run->need - at : 0;
-            *ch = (SpineChunk){{read_chunk, NULL, 0}, b, run->set, run->shard, run->aoff + at, alen,
-                               need < alen ? need : alen, run->buf_off + at};
+            memset(ch, 0, sizeof *ch);
+            ch->job.files = run->set == SET_INT8 ? &ss->i8files : ss->shards, ch->job.file = run->shard;
+            ch->job.aoff = run->aoff + at, ch->job.alen = alen, ch->job.need = need < alen ? need : alen;
+            ch->job.buf = b->mem + run->buf_off + at;
+            ch->job.done = chunk_read, ch->job.describe = describe_chunk;
+            ch->b = b, ch->set = run->set;
+            ss->jobs[n++] = &ch->job;
         }
     }
     b->pending = b->n_chunks = n;
     if (n == 0) b->state = BUF_READY;
-    for (int i = 0; i < n; i++) iopool_submit(ss->io, &b->chunks[i].job, urgent);
+    iopool_submit_many(ss->io, ss->jobs, n, urgent ? IO_URGENT : IO_AHEAD);
 }
 
 /* The int8 files' scales are checked on every load: a damaged file must fail naming itself, not
@@ -367,6 +374,9 @@ int spine_start(SpineStore *ss, const Shards *shards, IoPool *io, int n_pinned, 
     pthread_cond_init(&ss->done, NULL);
     if (map_embedding(ss)) return -1;
     if (ss->int8 && open_int8_files(ss, want_direct)) return -1;
+    int most = 1; /* chunks of the largest group: the batch start_group submits */
+    for (int g = 0; g < L + 2; g++) most = group_chunks(ss, g) > most ? group_chunks(ss, g) : most;
+    ss->jobs = df_malloc(sizeof *ss->jobs * (size_t)most);
     for (int g = 0; g < L + 2; g++)
         if ((g < n_pinned || g >= L) && load_resident(ss, g)) return -1;
     if (n_pinned >= L) return 0;
@@ -399,6 +409,6 @@ void spine_close(SpineStore *ss) {
     if (ss->i8files.fd) shards_close(&ss->i8files);
     free(ss->tensor_i8), free(ss->i8t), free(ss->i8_first), free(ss->i8_count);
     free(ss->bufs), free(ss->resident), free(ss->runs), free(ss->run_first), free(ss->run_count);
-    free(ss->group_bytes), free(ss->tensor_group), free(ss->tensor_off);
+    free(ss->group_bytes), free(ss->tensor_group), free(ss->tensor_off), free(ss->jobs);
     memset(ss, 0, sizeof *ss);
 }

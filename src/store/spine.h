@@ -57,6 +57,7 @@ typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t done;
     uint64_t bytes_read, layers_streamed;   /* under mu */
+    IoJob **jobs;                   /* a group's chunks as one batch for the I/O pool (under mu) */
 } SpineStore;
 
 /* Computes the layout only (no I/O): group sizes for the memory plan. int8: read the int8 files. */

@@ -75,7 +75,7 @@ int stream_open(StreamStore *s, const Catalog *cat, const StreamNeeds *needs, co
         return -1;
     }
     s->spine.prefetch = o->prefetch;
-    if (!(s->io = iopool_create(o->io_threads)) || spine_start(&s->spine, &s->shards, s->io, s->plan.pinned, o->direct) ||
+    if (iopool_create(&s->io, o->io, o->io_threads) || spine_start(&s->spine, &s->shards, s->io, s->plan.pinned, o->direct) ||
         (s->plan.slots > 0 &&
          experts_open(&s->experts, cat, &s->shards, s->io, s->plan.slots, o->policy, o->prefetch, o->lookahead,
                       o->populate))) {
@@ -102,13 +102,13 @@ void stream_print_plan(const StreamStore *s, FILE *f) {
             p->budget / 1e9, p->how, p->fixed / 1e6, (p->spine_bytes + p->globals) / 1e9, p->pinned, p->n_layers,
             (p->pinned_bytes + p->globals) / 1e9);
     if (p->pinned < p->n_layers) fprintf(f, ", %d streamed through 2 x %.1f MB", p->n_layers - p->pinned, p->stream_buf / 1e6);
-    fprintf(f, " | expert cache %.2f GB = %d x %.2f MB (%s%s%s) | reads %s, %d I/O threads\n",
+    fprintf(f, " | expert cache %.2f GB = %d x %.2f MB (%s%s%s) | reads %s, %s x%d\n",
             (double)p->slots * p->slot_bytes / 1e9, p->slots, p->slot_bytes / 1e6, cache_policy_name(s->opt.policy),
             s->opt.prefetch ? ", prefetch" : ", no prefetch", s->opt.lookahead ? ", router lookahead" : "",
             s->shards.direct    ? "O_DIRECT"
             : s->shards.refused ? "buffered + DONTNEED (the file system refuses O_DIRECT)"
                                 : "buffered + DONTNEED (K3_DIRECT=0)",
-            iopool_threads(s->io));
+            iopool_backend_name(iopool_backend(s->io)), iopool_depth(s->io));
 }
 
 StreamCounters stream_counters(StreamStore *s) {

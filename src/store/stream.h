@@ -34,7 +34,8 @@ typedef struct {
     uint64_t ram_bytes;      /* K3_RAM_GB: the memory budget; 0: measured (budget.h) */
     int pin_layers;          /* K3_PIN_LAYERS: spine layers kept resident; -1: as many as fit */
     CachePolicy policy;      /* K3_CACHE_POLICY */
-    int io_threads;          /* K3_IO_THREADS: parallel reads, >= 1 */
+    IoBackend io;            /* K3_IO: how reads are run (iopool.h) */
+    int io_threads;          /* K3_IO_THREADS: parallel reads (threads, or reads in flight), >= 1 */
     int prefetch;            /* K3_PREFETCH: expert guesses and read-ahead of the next streamed layer */
     int lookahead;           /* K3_LOOKAHEAD: read router lookahead's guesses */
     int populate;            /* K3_POPULATE: prepare the expert cache's pages in the background */

@@ -6,11 +6,6 @@
 
 #include "util/err.h"
 
-static int trace_acquire(ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans) {
-    TraceSource *t = (TraceSource *)src;
-    return t->inner->acquire(t->inner, layer, ids, n, spans);
-}
-
 /* One line per position of the forward just finished. */
 static void flush(TraceSource *t) {
     for (int r = 0; r < t->rows; r++, t->pos++) {
@@ -32,7 +27,7 @@ static void flush(TraceSource *t) {
 
 static void trace_route(ExpertSource *src, int layer, const int *sel, int T, int k) {
     TraceSource *t = (TraceSource *)src;
-    if (t->inner->route) t->inner->route(t->inner, layer, sel, T, k);
+    if (t->wrap.inner->route) t->wrap.inner->route(t->wrap.inner, layer, sel, T, k);
     if (layer <= t->last_layer && t->rows) flush(t); /* a new forward began */
     t->last_layer = layer;
     t->rows = T;
@@ -40,20 +35,12 @@ static void trace_route(ExpertSource *src, int layer, const int *sel, int T, int
     memcpy(t->sel + (size_t)layer * MODEL_MAX_CHUNK * k, sel, sizeof *sel * (size_t)T * (size_t)k);
 }
 
-static void trace_predict(ExpertSource *src, int layer, const int *sel, int T, int k) {
-    TraceSource *t = (TraceSource *)src;
-    t->inner->predict(t->inner, layer, sel, T, k);
-}
-
 int trace_open(TraceSource *t, ExpertSource *inner, const K3Config *c, const char *path) {
     memset(t, 0, sizeof *t);
     t->f = fopen(path, "a");
     if (!t->f) return df_fail("K3_TRACE: cannot open %s: %s", path, strerror(errno));
-    t->src.acquire = trace_acquire;
-    t->src.max_batch = inner->max_batch;
-    t->src.route = trace_route;
-    t->src.predict = inner->predict ? trace_predict : NULL;
-    t->inner = inner;
+    expert_wrap_init(&t->wrap, inner);
+    t->wrap.src.route = trace_route;
     t->n_layers = c->n_layers, t->top_k = c->top_k, t->last_layer = -1;
     t->sel = df_malloc(sizeof *t->sel * (size_t)c->n_layers * MODEL_MAX_CHUNK * (size_t)c->top_k);
     t->seen = df_calloc((size_t)c->n_layers, 1);

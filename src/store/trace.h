@@ -12,10 +12,10 @@
 #include <stdio.h>
 
 #include "model/model.h"
+#include "store/wrap.h"
 
 typedef struct {
-    ExpertSource src;        /* first member */
-    ExpertSource *inner;
+    ExpertWrap wrap;         /* first member: passes through what the trace does not change */
     FILE *f;
     int n_layers, top_k, rows, last_layer;
     int *sel;                /* [n_layers][MODEL_MAX_CHUNK][top_k] of the forward in progress */

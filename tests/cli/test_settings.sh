@@ -20,7 +20,7 @@ refused() {
 refused K3_THREADS=0 "K3_THREADS: '0' is not a thread count in 1..1024" "$DF" run --model "$t/tiny" --tokens 1
 refused K3_IO_THREADS=0 "K3_IO_THREADS: '0' is not a thread count in 1..256" "$DF" synth --preset tiny --out "$t/never"
 [ ! -e "$t/never" ] || fail "synth wrote a checkpoint despite a bad setting"
-refused K3_CACHE_POLICY=fifo "K3_CACHE_POLICY: 'fifo' is not lfu or lru" env K3_STORE=mapped "$DF" logits \
+refused K3_CACHE_POLICY=fifo "K3_CACHE_POLICY: 'fifo' is not crf, lfu or lru" env K3_STORE=mapped "$DF" logits \
     --model "$t/tiny" --tokens 1 --out "$t/x"
 refused K3_RAM_GB=lots "K3_RAM_GB: 'lots' is not a size in GB" "$DF" tokenize --model "$t/tiny" </dev/null
 refused K3_HF_HOST=http://example.com "K3_HF_HOST: 'example.com': plain http:// is allowed only for loopback" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The streaming store gives exactly the tokens and logits of the mapped (all-in-memory) path at
 # every budget: everything resident, some layers pinned with a minimal expert cache, and so small
-# that every layer streams (also with LFU, no prefetch, buffered reads, and under ASan). K3_TRACE
+# that every layer streams (also with LFU, no prefetch, buffered reads, io_uring, and under ASan). K3_TRACE
 # records the same router selections as the mapped path. A shard truncated or deleted during a
 # run stops it with an error naming the file and byte range; a budget below the minimum is refused.
 set -eu
@@ -45,6 +45,13 @@ grep -q "prefetch [1-9][0-9]* started" "$t/s.err" || fail "no prefetch under a m
 check all-streamed-lfu-noprefetch-buffered "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_CACHE_POLICY=lfu K3_PREFETCH=0 K3_DIRECT=0
 grep -q "buffered" "$t/s.err" || fail "K3_DIRECT=0 not applied"
 check all-streamed-one-io-thread "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_IO_THREADS=1
+check all-streamed-uring "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_IO=uring
+grep -q "io_uring x8" "$t/s.err" || fail "K3_IO=uring not applied"
+check all-streamed-uring-depth-1-buffered "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_IO=uring K3_IO_THREADS=1 K3_DIRECT=0
+msg=$(K3_STORE=stream K3_IO=aio "$DF" run --model "$m" --tokens 1 --max-new 1 2>&1 >/dev/null) && fail "K3_IO=aio was accepted"
+echo "$msg" | grep -q "K3_IO: 'aio' is not threads or uring" || fail "unclear refusal: $msg"
+msg=$(K3_STORE=stream K3_IO_THREADS=0 "$DF" run --model "$m" --tokens 1 --max-new 1 2>&1 >/dev/null) && fail "K3_IO_THREADS=0 was accepted"
+echo "$msg" | grep -q "K3_IO_THREADS: '0' is not a thread count in 1..256" || fail "unclear refusal: $msg"
 # Peak RSS stays under the budget (the budget covers the process, not only the weights).
 if [ -x /usr/bin/time ]; then
     K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 /usr/bin/time -v "$DF" run --model "$m" --tokens "$prompt" --max-new 24 \
@@ -53,6 +60,7 @@ if [ -x /usr/bin/time ]; then
     awk -v r="$rss" -v b="$tight" 'BEGIN { exit !(r * 1024 < b * 1e9) }' || fail "peak RSS $rss kB over the $tight GB budget"
 fi
 check asan-all-streamed "$DF_ASAN" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_THREADS=2
+check asan-all-streamed-uring "$DF_ASAN" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_THREADS=2 K3_IO=uring
 
 # Router traces: one line per position, the same selections as the mapped path.
 (cd "$t" && K3_TRACE=1 K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 "$DF" run --model "$m" --tokens "$prompt" --max-new 6 >/dev/null 2>&1)
@@ -70,10 +78,10 @@ for i, l in enumerate(lines):
 PY
 
 # A shard damaged while the model runs: a clear error, promptly, and no tokens after it.
-damage() { # how (truncate|delete), shard
-    rm -rf "$t/d" && cp -r "$m" "$t/d"
+damage() { # how (truncate|delete), shard, I/O backend
+    rm -rf "$t/d" "$t/d.tok" && cp -r "$m" "$t/d" # no earlier run's tokens: they would start the damage early
     local f="$t/d/$2"
-    K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 timeout 60 "$DF" run --model "$t/d" --tokens "5 17" --max-new 8000 \
+    K3_IO=$3 K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 timeout 60 "$DF" run --model "$t/d" --tokens "5 17" --max-new 8000 \
         >"$t/d.tok" 2>"$t/d.err" &
     local pid=$!
     for _ in $(seq 100); do [ -s "$t/d.tok" ] && break; sleep 0.1; done
@@ -86,8 +94,10 @@ damage() { # how (truncate|delete), shard
     grep "deltafin: $f" "$t/d.err"
 }
 shards=$(cd "$m" && ls model-*.safetensors)
-damage truncate "$(echo "$shards" | sed -n 2p)"
-grep -q "truncated to" "$t/d.err" || fail "truncation not reported as such"
-damage delete "$(echo "$shards" | sed -n 3p)"
-grep -q "deleted or replaced" "$t/d.err" || fail "deletion not reported as such"
+for io in threads uring; do
+    damage truncate "$(echo "$shards" | sed -n 2p)" $io
+    grep -q "truncated to" "$t/d.err" || fail "$io: truncation not reported as such"
+    damage delete "$(echo "$shards" | sed -n 3p)" $io
+    grep -q "deleted or replaced" "$t/d.err" || fail "$io: deletion not reported as such"
+done
 echo "stream: all budgets match the mapped path"
