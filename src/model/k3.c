@@ -187,7 +187,7 @@ static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens
                         float *logits) {
     embed(m, tokens, T);
     m->look_layer = -1;
-    m->chunk_pos = st->len;
+    m->chunk_pos = seqs[0].st->len; /* trace replay (benchmark only) follows the first sequence */
     int n_anchors = 0;
     for (int l = 0; l < m->cfg.n_layers; l++) {
         if (acquire_spine_layer(m, l)) return -1;

@@ -34,9 +34,11 @@ grep -Eq "speculation on: [0-9]+ passes, [0-9.]+ tokens/pass; [1-9][0-9]* drafts
 # several tokens each, every one checked against token-at-a-time decoding
 "$DF" synth --preset small --seed 6 --embed-scale 1024 --out "$t/loop" --quiet >/dev/null
 same "$t/loop" "5 17 300 42 7" --max-new 200
+# (tokens per VERIFY pass, not per pass: how many passes draft at all depends on timing, since
+# drafting pauses when verify passes are measured slower than plain ones, as on a loaded machine)
 acc=$(sed -n 's/.* drafted tokens accepted (\([0-9.]*\)%).*/\1/p' "$t/on.err")
-per=$(sed -n 's/.*speculation on: [0-9]* passes, \([0-9.]*\) tokens\/pass.*/\1/p' "$t/on.err")
-awk -v a="$acc" -v p="$per" 'BEGIN { exit !(a > 80 && p > 2) }'
+ver=$(sed -n 's/.*; \([0-9]*\) drafts verified, \([0-9]*\) of [0-9]* drafted tokens.*/\1 \2/p' "$t/on.err")
+awk -v a="$acc" -v v="$ver" 'BEGIN { split(v, n, " "); exit !(a > 80 && n[1] > 0 && (n[1] + n[2]) / n[1] > 2) }'
 # a context limit reached inside a verify pass stops at the same token
 K3_CONTEXT=40 same "$t/tiny" "${prompts[0]}" --max-new 100
 # chat prompts stop at the end-of-message token the same way
