@@ -121,9 +121,9 @@ static int choose_slots(Engine *e) {
  * the router's (a benchmark of the store: the output is meaningless). */
 static int open_store(Engine *e) {
     if (attach_install(e)) return -1;
-    if (stream_wanted(&e->cat, &e->opt.store, &e->streaming)) return -1;
+    StreamNeeds needs = {.int8_spine = e->spine_int8, .compute_bytes = compute_bytes(e)};
+    if (stream_wanted(&e->cat, &needs, &e->opt.store, &e->streaming)) return -1;
     if (e->streaming) {
-        StreamNeeds needs = {.int8_spine = e->spine_int8, .compute_bytes = compute_bytes(e)};
         if (stream_open(&e->stream, &e->cat, &needs, &e->opt.store)) return -1;
         e->experts = &e->stream.experts.src;
     } else {

@@ -3,24 +3,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/schema.h"
 #include "store/budget.h"
 #include "util/err.h"
 
-int stream_wanted(const Catalog *cat, const StoreOptions *o, int *stream) {
+/* What the process needs besides weights: what the caller computes with (the model, its States,
+ * the sessions: counted by their owners), the catalog, fp32 copies of the small vectors (and their
+ * raw bytes while loading), and the runtime. */
+static uint64_t fixed_bytes(const Catalog *cat, uint64_t small_bytes, const StreamNeeds *needs) {
+    return needs->compute_bytes + (uint64_t)cat->n_tensors * 160 + 3 * small_bytes + (96ull << 20);
+}
+
+/* The checkpoint's small vectors (norms, biases, conv taps...), from the schema. */
+static uint64_t small_vector_bytes(const K3Config *c) {
+    SchemaEntry e[SCHEMA_MAX_PER_LAYER];
+    uint64_t sum = 0;
+    for (int l = -1; l < c->n_layers; l++) {
+        int n = l < 0 ? schema_globals(c, e) : schema_layer(c, l, e);
+        for (int i = 0; i < n; i++)
+            if (e[i].role == ROLE_SMALL) sum += schema_nbytes(&e[i]);
+    }
+    return sum;
+}
+
+int stream_wanted(const Catalog *cat, const StreamNeeds *needs, const StoreOptions *o, int *stream) {
     if (o->kind != STORE_AUTO) return *stream = o->kind == STORE_STREAM, 0;
     uint64_t total = 0, budget;
     char how[160];
     for (int i = 0; i < cat->n_shards; i++) total += cat->shards[i].size;
     if (budget_detect(o->ram_bytes, &budget, how, sizeof how)) return -1;
-    *stream = total > budget;
+    /* mapped, every shard page the model touches stays resident beside the same fixed needs */
+    *stream = total + fixed_bytes(cat, small_vector_bytes(&cat->cfg), needs) > budget;
     return 0;
-}
-
-/* What the process needs besides weights: what the caller computes with (the model, its States,
- * the sessions: counted by their owners), the catalog, fp32 copies of the small vectors (and their
- * raw bytes while loading), and the runtime. */
-static uint64_t fixed_bytes(const Catalog *cat, const SpineStore *sp, const StreamNeeds *needs) {
-    return needs->compute_bytes + (uint64_t)cat->n_tensors * 160 + 3 * spine_small_bytes(sp) + (96ull << 20);
 }
 
 static uint64_t pinned_sum(const SpineStore *sp, int n) {
@@ -42,7 +56,7 @@ static int make_plan(StreamPlan *p, const Catalog *cat, const SpineStore *sp, co
         return df_fail("K3_PIN_LAYERS: %d is more than the model's %d layers", o->pin_layers, c->n_layers);
     if (budget_detect(o->ram_bytes, &p->budget, p->how, sizeof p->how)) return -1;
     p->n_layers = c->n_layers;
-    p->fixed = fixed_bytes(cat, sp, needs);
+    p->fixed = fixed_bytes(cat, spine_small_bytes(sp), needs);
     p->globals = spine_globals_bytes(sp);
     p->spine_bytes = pinned_sum(sp, c->n_layers);
     p->slot_bytes = experts_slot_bytes(cat);

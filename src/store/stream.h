@@ -56,16 +56,17 @@ typedef struct {
     ExpertCounters experts;
 } StreamCounters;
 
-/* Whether to stream: o->kind, where AUTO streams when the checkpoint is larger than the budget.
- * Sets *stream. */
-int stream_wanted(const Catalog *cat, const StoreOptions *o, int *stream);
-
 /* What the caller will run, for the memory plan and the spine format. */
 typedef struct {
     int int8_spine;          /* stream the int8 spine files (i8spine.h) instead of the BF16 tensors */
     uint64_t compute_bytes;  /* what the model, its States and the decode sessions allocate besides the
                               * weights, from their owners (model_memory, session_memory) */
 } StreamNeeds;
+
+/* Whether to stream: o->kind, where AUTO streams when mapping would not fit the budget: the whole
+ * checkpoint (a mapped page the model touched stays resident) plus the fixed needs the streaming
+ * plan counts (needs->compute_bytes, the catalog, the small vectors, the runtime). Sets *stream. */
+int stream_wanted(const Catalog *cat, const StreamNeeds *needs, const StoreOptions *o, int *stream);
 
 /* o (copied) must be valid; o->pin_layers above the model's layer count fails. */
 int stream_open(StreamStore *s, const Catalog *cat, const StreamNeeds *needs, const StoreOptions *o);
