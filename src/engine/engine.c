@@ -252,8 +252,9 @@ int engine_encode_text(const Engine *e, const Tokenizer *tok, const char *text, 
     if (tok_encode(tok, text, len, 0, &out)) return tokids_free(&out), -1;
     if (out.n == 0) return tokids_free(&out), df_fail("the text encodes to no tokens");
     if (out.n > (size_t)e->max_context) {
+        size_t n = out.n; /* tokids_free empties out */
         tokids_free(&out);
-        return df_fail("the text is %zu tokens, more than the context limit %d (K3_CONTEXT)", out.n, e->max_context);
+        return df_fail("the text is %zu tokens, more than the context limit %d (K3_CONTEXT)", n, e->max_context);
     }
     *ids = df_malloc(sizeof **ids * out.n);
     for (size_t i = 0; i < out.n; i++) (*ids)[i] = out.v[i];
