@@ -254,6 +254,17 @@ int session_pick(Session *s, Sampler *sm, const uint64_t *mask, uint64_t positio
     return 0;
 }
 
+int session_restore(Session *s, const int32_t *tokens, size_t n, int pending,
+                    int (*get)(void *ctx, void *p, size_t n), void *ctx) {
+    session_reset(s);
+    if (n > (size_t)s->e->max_context) return df_fail("%zu tokens do not fit the context limit of %d", n, s->e->max_context);
+    if (state_load(s->st, (int)n, get, ctx)) return -1;
+    tokids_reserve(&s->held, n);
+    for (size_t i = 0; i < n; i++) tokids_push(&s->held, tokens[i]);
+    s->pending = pending;
+    return 0;
+}
+
 int session_next(Session *s, Sampler *sm, uint64_t position, int *tok, SampleInfo *info, int more, CancelFn cancel,
                  void *ctx) {
     if (cancel && cancel(ctx)) return 2;

@@ -112,6 +112,13 @@ int session_commit(Session *s);
  * were not handed out yet): afterwards it is bit-identical to a State fed only the held tokens. */
 void session_settle(Session *s);
 
+/* A saved session (chat's /save keeps s->held, session_pending and the settled State through
+ * state_save) put back: afterwards s holds tokens[0..n) with the State read through get and
+ * `pending` picked and not fed (-1: none); the next prompt must continue it (session_prefill
+ * feeds at least one token before anything is picked). Returns 0, or -1 with a message (reset). */
+int session_restore(Session *s, const int32_t *tokens, size_t n, int pending,
+                    int (*get)(void *ctx, void *p, size_t n), void *ctx);
+
 /* The token picked last and not fed, or -1. */
 static inline int session_pending(const Session *s) { return s->pending; }
 

@@ -102,6 +102,17 @@ int state_copy_from(State *dst, const State *src, int same);
  * recurrent matrices, MLA caches), else 0. */
 int state_equal(const State *a, const State *b);
 
+/* A State as bytes, for saving a conversation with its state (chat's /save): per layer in order,
+ * a KDA layer's conv windows and recurrent matrices, an MLA layer's cache rows [0, length), fp32
+ * as in memory. The State must be settled (no verification pending: session_settle).
+ * state_saved_bytes: their size for a State of m holding len positions. */
+uint64_t state_saved_bytes(const Model *m, int len);
+int state_save(const State *s, int (*put)(void *ctx, const void *p, size_t n), void *ctx);
+/* Replaces s's contents with len positions read through get, as state_save wrote them for a
+ * State of the same model (config and MLA layout). Every value must be finite. Returns 0, or -1
+ * with a message (s is then reset). */
+int state_load(State *s, int len, int (*get)(void *ctx, void *p, size_t n), void *ctx);
+
 /* Runs tokens[0..T) (1 <= T <= MODEL_MAX_CHUNK) after the state's current positions and advances
  * it. logits: NULL, or [T][vocab] when all_rows, else [vocab] for the last position only.
  * Fails (state unchanged only on argument errors) on a bad token id, a full context, an expert

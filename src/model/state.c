@@ -1,5 +1,6 @@
 /* state.c - one sequence's decode state: per KDA layer the conv windows and recurrent matrices
  * (fixed size), per MLA layer the latent or expanded key/value cache (grows with the sequence). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,4 +157,62 @@ void state_commit(State *s, int n) {
     for (int l = 0; l < c->n_layers; l++)
         if (c->layer_kind[l] == LAYER_KDA) kda_commit(s->model, &s->layers[l], n);
     s->len -= T - n; /* MLA rows past the kept prefix are simply abandoned */
+}
+
+/* One layer's arrays in the order state_save writes them, with their float counts for len
+ * positions; returns how many (at most 2). */
+static int layer_arrays(const State *s, int l, int len, float **arr, size_t *n) {
+    const K3Config *c = &s->model->cfg;
+    LayerState *L = &s->layers[l];
+    if (c->layer_kind[l] == LAYER_KDA) {
+        arr[0] = L->conv, n[0] = conv_floats(c);
+        arr[1] = L->S, n[1] = recurrent_floats(c);
+        return 2;
+    }
+    if (s->model->mla_cache == MLA_CACHE_LATENT) {
+        arr[0] = L->latent, n[0] = latent_floats(c) * (size_t)len;
+        return 1;
+    }
+    arr[0] = L->keys, n[0] = key_floats(c) * (size_t)len;
+    arr[1] = L->values, n[1] = value_floats(c) * (size_t)len;
+    return 2;
+}
+
+uint64_t state_saved_bytes(const Model *m, int len) {
+    const K3Config *c = &m->cfg;
+    uint64_t per_position = m->mla_cache == MLA_CACHE_LATENT ? latent_floats(c) : key_floats(c) + value_floats(c);
+    return sizeof(float) * ((uint64_t)(conv_floats(c) + recurrent_floats(c)) * (uint64_t)c->n_kda_layers +
+                            per_position * (uint64_t)c->n_mla_layers * (uint64_t)len);
+}
+
+int state_save(const State *s, int (*put)(void *ctx, const void *p, size_t n), void *ctx) {
+    if (s->verify_rows) return df_fail("state_save: a verification is pending");
+    for (int l = 0; l < s->model->cfg.n_layers; l++) {
+        float *arr[2];
+        size_t n[2];
+        int k = layer_arrays(s, l, s->len, arr, n);
+        for (int i = 0; i < k; i++)
+            if (n[i] && put(ctx, arr[i], n[i] * sizeof(float))) return -1;
+    }
+    return 0;
+}
+
+int state_load(State *s, int len, int (*get)(void *ctx, void *p, size_t n), void *ctx) {
+    state_reset(s);
+    if (len < 0 || state_reserve(s, len)) return len < 0 ? df_fail("state_load: %d positions", len) : -1;
+    for (int l = 0; l < s->model->cfg.n_layers; l++) {
+        float *arr[2];
+        size_t n[2];
+        int k = layer_arrays(s, l, len, arr, n);
+        for (int i = 0; i < k; i++) {
+            if (n[i] && get(ctx, arr[i], n[i] * sizeof(float))) return state_reset(s), -1;
+            for (size_t j = 0; j < n[i]; j++)
+                if (!isfinite(arr[i][j])) {
+                    state_reset(s);
+                    return df_fail("layer %d: a saved state value is not a finite number", l);
+                }
+        }
+    }
+    s->len = len;
+    return 0;
 }
