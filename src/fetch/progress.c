@@ -19,10 +19,18 @@ const char *fmt_bytes(char *buf, size_t len, uint64_t n) {
     return buf;
 }
 
+static ProgressShare share; /* the process's rule for sharing the terminal (progress_share) */
+
+void progress_share(const ProgressShare *s) {
+    ProgressShare none = {0};
+    share = s ? *s : none;
+}
+
 void progress_start(Progress *p, const char *what, uint64_t total) {
     p->what = what, p->total = total;
     p->t0 = p->last = now_seconds();
     p->tty = isatty(2);
+    p->drawn = 0;
 }
 
 void progress_show(Progress *p, uint64_t done, int final) {
@@ -36,10 +44,16 @@ void progress_show(Progress *p, uint64_t done, int final) {
         long s = (long)((p->total - done) / rate);
         snprintf(eta, sizeof eta, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
     }
-    fprintf(stderr, "%s%s: %s / %s (%.1f%%), %s/s, %s %s%s", p->tty ? "\r" : "", p->what, fmt_bytes(a, sizeof a, done),
-            fmt_bytes(b, sizeof b, p->total), p->total ? 100.0 * done / p->total : 100.0,
-            fmt_bytes(r, sizeof r, (uint64_t)rate), final ? "took" : "ETA", final ? "" : eta,
-            p->tty && !final ? "   " : "");
+    if (final && p->tty && share.transient) { /* nothing of it stays among the generated text */
+        if (p->drawn) fputs("\r\033[K", stderr), fflush(stderr);
+        return;
+    }
+    if (p->tty && !p->drawn && share.claim) share.claim(share.ctx);
+    p->drawn = 1;
+    /* on a terminal the line is erased first: a shorter line leaves nothing of the longer one */
+    fprintf(stderr, "%s%s: %s / %s (%.1f%%), %s/s, %s %s", p->tty ? "\r\033[K" : "", p->what,
+            fmt_bytes(a, sizeof a, done), fmt_bytes(b, sizeof b, p->total), p->total ? 100.0 * done / p->total : 100.0,
+            fmt_bytes(r, sizeof r, (uint64_t)rate), final ? "took" : "ETA", final ? "" : eta);
     if (final) fprintf(stderr, "%.1f s\n", el);
     else if (!p->tty) fputc('\n', stderr);
     fflush(stderr);

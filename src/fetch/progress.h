@@ -1,5 +1,12 @@
 /* progress.h - one progress display for long transfers: bytes, rate and ETA, redrawn in place on a
- * terminal and printed as plain lines (every few seconds) otherwise. Writes to stderr. */
+ * terminal (the line erased before each redraw) and printed as plain lines (every few seconds)
+ * otherwise. Writes to stderr.
+ *
+ * A front end that writes other things to the same terminal says how to share it (progress_share,
+ * process-wide, set once at start-up): claim runs before a display is first drawn on the terminal
+ * (the front end ends the line of text the cursor is in, or gives up its own status line), and a
+ * transient display (progress in the middle of generated text: on-demand expert fetches) is
+ * erased when it finishes instead of leaving a closing line. */
 #ifndef DF_PROGRESS_H
 #define DF_PROGRESS_H
 
@@ -10,11 +17,19 @@ typedef struct {
     const char *what;
     uint64_t total;
     double t0, last;
-    int tty;
+    int tty, drawn;
 } Progress;
 
+typedef struct {
+    void (*claim)(void *ctx);
+    void *ctx;
+    int transient;
+} ProgressShare;
+
+/* The process's sharing rule (copied); NULL: none (the display owns the terminal). */
+void progress_share(const ProgressShare *s);
 void progress_start(Progress *p, const char *what, uint64_t total);
-/* Shows `done` bytes; final = 1 prints the closing line. */
+/* Shows `done` bytes; final = 1 prints the closing line (erases the display when transient). */
 void progress_show(Progress *p, uint64_t done, int final);
 /* "1.23 GB" style (decimal units) into buf. */
 const char *fmt_bytes(char *buf, size_t len, uint64_t n);
