@@ -1,13 +1,16 @@
-# Deltafin build. `make` builds build/deltafin; `make test` runs every test (normal and sanitizer
-# builds); `make demo` synthesises a small model and generates from it.
+# Deltafin build. `make` builds build/deltafin (with the tests, benchmarks and tools); `make test`
+# installs the build and test dependencies and runs every test (normal and sanitizer builds);
+# `make demo` builds only the program and runs the demo; `make install PREFIX=...` installs the
+# program, the bundled model, the man page and bash completion.
 CC      ?= cc
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wvla
 # -ffp-contract=off: floating-point results must not depend on what the compiler chose to fuse.
 FPFLAGS := -ffp-contract=off -fno-fast-math
 CFLAGS  ?= -O2 -g
-LIBS    := -ljansson -lpcre2-8 -lcurl -lmicrohttpd -luring -lm -lpthread
-INC     := -Isrc
+LIBS    := -ljansson -lpcre2-8 -lcurl -lcrypto -lmicrohttpd -luring -ledit -lm -lpthread
+INC      = -Isrc -I$(B)/gen
+VERSION := 0.1.0
 
 SRC      := $(shell find src -name '*.c' ! -name main.c | sort)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
@@ -40,8 +43,19 @@ HELPERS  := $(HELPER_SRC:tests/helpers/%.c=$(B)/tests/helpers/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 TOOLS    := $(TOOL_SRC:tools/%.c=$(B)/tools/%)
 
-.PHONY: all asan cuda test demo clean deps check-layers
+.PHONY: all asan cuda test demo clean deps build-deps check-layers install uninstall man FORCE
 all: $(B)/deltafin $(TESTS) $(HELPERS) $(BENCHES) $(TOOLS)
+
+# What --version prints: rewritten only when it changes, so a build of the same tree relinks nothing.
+BUILD_NAME := $(if $(filter build-asan,$(B)),asan (ASan+UBSan),$(if $(filter build-cuda,$(B)),release with CUDA,release))
+$(B)/gen/build_info.h: FORCE
+	@mkdir -p $(dir $@)
+	@rev=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
+	 git diff --quiet HEAD -- 2>/dev/null || rev="$$rev, modified"; \
+	 printf '#define DF_VERSION "%s"\n#define DF_GIT_REV "%s"\n#define DF_BUILD "%s"\n' \
+	     '$(VERSION)' "$$rev" '$(BUILD_NAME)' >$@.new; \
+	 if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
+$(B)/obj/src/cli/help.o: $(B)/gen/build_info.h
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/args.h"
+#include "cli/opts.h"
 #include "cli/bench.h"
 #include "cli/commands.h"
 #include "cli/die.h"
@@ -23,16 +23,13 @@
 
 extern char **environ;
 
-#define USAGE                                                                                                  \
-    "deltafin bench --model DIR (--prompt TEXT [--chat] | --tokens IDS) [--max-new N] [--runs R] [--warmup] " \
-    "[--config \"NAME=VALUE[,NAME=VALUE...]\"]... [--chunk C] [--json FILE]"
-
 typedef struct {
     const char *model, *tokens, *text, *json;
     int64_t max_new, runs, chunk;
     int chat, warmup;
-    const char *configs[BENCH_MAX_CONFIGS];
-    int n_configs;
+    CliList configs;
+    char **base;             /* the children's environment before a configuration's overrides */
+    size_t n_owned;          /* its first entries, made from the options (the rest are environ's) */
 } BenchArgs;
 
 /* The first token each group of equal numerics produced: runs with the same numerics compare to it. */
@@ -42,55 +39,73 @@ typedef struct {
     const char *label;
 } Reference;
 
-/* Takes every "--config X" / "--config=X" out of argv (args_parse keeps one value per option). */
-static int take_configs(int argc, char **argv, char **rest, BenchArgs *a) {
-    int n = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *v = NULL;
-        if (!strcmp(argv[i], "--config")) {
-            if (i + 1 == argc) df_die("bench: --config needs a value");
-            v = argv[++i];
-        } else if (!strncmp(argv[i], "--config=", 9)) {
-            v = argv[i] + 9;
-        }
-        if (!v) {
-            rest[n++] = argv[i];
-            continue;
-        }
-        if (a->n_configs == BENCH_MAX_CONFIGS) df_die("bench: at most %d --config", BENCH_MAX_CONFIGS);
-        a->configs[a->n_configs++] = v;
+/* The children's base environment: this one, with the settings given to bench as options
+ * (--threads 2 is K3_THREADS=2 for every child; a configuration may still override it). */
+static char **base_environment(const Settings *set, size_t *n_owned) {
+    size_t n_env = 0, n_rows;
+    while (environ[n_env]) n_env++;
+    const Setting *rows = settings_table(&n_rows);
+    char **env = df_malloc(sizeof *env * (n_env + n_rows + 1));
+    size_t k = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        const char *from = settings_origin(set, &rows[i]);
+        if (!from || from[0] != '-') continue; /* only what the options set */
+        char value[4096];
+        settings_value_text(set, &rows[i], value, sizeof value);
+        size_t len = strlen(rows[i].name) + strlen(value) + 2;
+        env[k] = df_malloc(len);
+        snprintf(env[k++], len, "%s=%s", rows[i].name, value);
     }
-    return n;
+    size_t given = *n_owned = k;
+    for (size_t i = 0; i < n_env; i++) {
+        size_t name = strcspn(environ[i], "=");
+        int replaced = 0;
+        for (size_t j = 0; j < given && !replaced; j++) replaced = !strncmp(env[j], environ[i], name + 1);
+        if (!replaced) env[k++] = environ[i];
+    }
+    env[k] = NULL;
+    return env;
 }
 
-static void parse_args(int argc, char **argv, BenchArgs *a) {
+static void free_base(BenchArgs *a) {
+    for (size_t i = 0; i < a->n_owned; i++) free(a->base[i]);
+    free(a->base);
+}
+
+static void parse_args(Settings *set, int argc, char **argv, BenchArgs *a) {
     memset(a, 0, sizeof *a);
     a->max_new = 16, a->runs = 3, a->chunk = 64;
-    const char *config_help = NULL; /* listed for --help; take_configs collects the values */
-    ArgSpec specs[] = {
-        {"model", ARG_STR, &a->model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
-        {"tokens", ARG_STR, &a->tokens, "prompt as token ids, space-separated"},
-        {"prompt", ARG_STR, &a->text, "prompt text"},
-        {"chat", ARG_FLAG, &a->chat, "render --prompt in K3's chat format (run --chat)"},
-        {"max-new", ARG_INT, &a->max_new, "tokens to generate per run (2.., default 16)"},
-        {"runs", ARG_INT, &a->runs, "measured runs per configuration (1..1000, default 3)"},
-        {"warmup", ARG_FLAG, &a->warmup, "one unmeasured round first"},
-        {"config", ARG_STR, &config_help, "NAME=VALUE[,...] of K3_*/DELTAFIN_* settings; repeat for more (first: baseline)"},
-        {"chunk", ARG_INT, &a->chunk, "prefill positions per pass (1..64, default 64)"},
-        {"json", ARG_STR, &a->json, "also write the results as JSON to FILE"},
+    const CliOpt opts[] = {
+        CLI_STR("prompt", 'p', &a->text, "TEXT", "the prompt as text"),
+        CLI_STR("tokens", 0, &a->tokens, "IDS", "the prompt as token ids, space-separated"),
+        CLI_FLAG("chat", 0, &a->chat, "render the prompt in K3's chat format (run --chat)"),
+        CLI_INT_ALIAS("max-new", 'n', &a->max_new, "N", "tokens to generate per run (default 16; decode speed needs 2)", 2,
+         1 << 24, "n-predict"),
+        CLI_INT("runs", 0, &a->runs, "R", "measured runs per configuration (default 3)", 1, 1000),
+        CLI_FLAG("warmup", 0, &a->warmup, "one unmeasured round first"),
+        CLI_LIST("config", 0, &a->configs, "NAME=VALUE[,...]",
+         "K3_*/DELTAFIN_* settings of one configuration; the first is the baseline"),
+        CLI_INT("chunk", 0, &a->chunk, "N", "prompt positions per pass (default 64)", 1, 64),
+        CLI_STR("json", 0, &a->json, "FILE", "also write the results as JSON to FILE"),
     };
-    char **rest = df_malloc(sizeof *rest * (size_t)(argc + 1));
-    int n = take_configs(argc, argv, rest, a);
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(n, rest, specs, 10, pos, 0, &n_pos, USAGE)) df_die("%s", df_errmsg());
-    free(rest);
-    if (!a->tokens == !a->text) df_die("bench: give the prompt with exactly one of --prompt and --tokens");
-    if (a->chat && !a->text) df_die("bench: --chat needs --prompt");
-    if (a->max_new < 2 || a->max_new > (1 << 24)) df_die("bench: --max-new must be 2..16777216 (decode speed needs two tokens)");
-    if (a->runs < 1 || a->runs > 1000) df_die("bench: --runs must be 1..1000");
-    if (a->chunk < 1 || a->chunk > 64) df_die("bench: --chunk must be 1..64");
-    if (!a->n_configs) a->configs[a->n_configs++] = "";
+    static const char about[] =
+        "A reproducible benchmark: each --config runs as a fresh `deltafin run` child, rounds interleaved, and the "
+        "run fails unless every run with the same numerics produced the same tokens (lossy configurations are "
+        "labelled with how many tokens differ). One row per configuration: median and range of decode s/token and "
+        "prefill tokens/s, the ratio to the baseline, MB read per token when streaming. Settings given as options "
+        "apply to every configuration.";
+    const CliCommand cmd = {"bench", "[options] (-p TEXT [--chat] | --tokens IDS) [--config NAME=VALUE[,...]]...",
+                            about, opts, CLI_N(opts), 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    if (!a->tokens == !a->text) cli_usage_error(&cmd, "give the prompt with exactly one of -p/--prompt and --tokens");
+    if (a->chat && !a->text) cli_usage_error(&cmd, "--chat needs -p/--prompt");
+    if (a->configs.n > BENCH_MAX_CONFIGS) cli_usage_error(&cmd, "at most %d --config", BENCH_MAX_CONFIGS);
+    if (!a->configs.n) {
+        a->configs.v = df_malloc(sizeof *a->configs.v);
+        a->configs.v[a->configs.n++] = "";
+    }
+    a->model = set->root;
+    a->base = base_environment(set, &a->n_owned);
 }
 
 /* run's argv for every child; the last two slots are --stats-json and its path. */
@@ -99,8 +114,7 @@ static char **child_argv(const BenchArgs *a, const char *exe, const char *json_p
     int n = 0;
     snprintf(num[0], 24, "%lld", (long long)a->max_new);
     snprintf(num[1], 24, "%lld", (long long)a->chunk);
-    v[n++] = (char *)exe, v[n++] = "run";
-    if (a->model) v[n++] = "--model", v[n++] = (char *)a->model;
+    v[n++] = (char *)exe, v[n++] = "run"; /* the model and every setting option: in the environment */
     if (a->tokens) v[n++] = "--tokens", v[n++] = (char *)a->tokens;
     if (a->text) v[n++] = "--prompt", v[n++] = (char *)a->text;
     if (a->chat) v[n++] = "--chat";
@@ -164,7 +178,7 @@ static int measure(const BenchArgs *a, BenchConfig *cs, const BenchChild *ch) {
     Reference refs[BENCH_MAX_CONFIGS];
     int n_refs = 0, rounds = (int)a->runs;
     for (int round = a->warmup ? 0 : 1; round <= rounds; round++)
-        for (int i = 0; i < a->n_configs; i++) {
+        for (int i = 0; i < a->configs.n; i++) {
             int interrupted = 0;
             json_t *run = bench_child_run(ch, cs[i].envp, &interrupted);
             if (interrupted) return 130;
@@ -183,7 +197,7 @@ static int measure(const BenchArgs *a, BenchConfig *cs, const BenchChild *ch) {
 /* The facts that hold for every configuration: what ran, and the settings inherited by all. */
 static json_t *report_head(const BenchArgs *a, const BenchConfig *cs) {
     json_t *inherited = json_object();
-    for (char **e = environ; *e; e++)
+    for (char **e = a->base; *e; e++)
         if (!strncmp(*e, "K3_", 3) || !strncmp(*e, "DELTAFIN_", 9)) {
             const char *eq = strchr(*e, '=');
             char name[128];
@@ -204,7 +218,7 @@ static json_t *report_head(const BenchArgs *a, const BenchConfig *cs) {
 
 static void print_head(const BenchArgs *a, const BenchConfig *cs, json_t *head) {
     printf("bench: %s | prompt %lld tokens, %lld new | %lld runs per config, interleaved%s | %d cores, %s kernels\n",
-           a->model ? a->model : "$DELTAFIN_ROOT", json_integer_value(json_object_get(head, "prompt_tokens")),
+           a->model ? a->model : "(the default model)", json_integer_value(json_object_get(head, "prompt_tokens")),
            (long long)a->max_new, (long long)a->runs, a->warmup ? " after a warm-up round" : "",
            (int)json_integer_value(json_object_get(head, "cores")), json_string_value(json_object_get(head, "kernels")));
     const char *k;
@@ -216,8 +230,8 @@ static void print_head(const BenchArgs *a, const BenchConfig *cs, json_t *head) 
 static int report(const BenchArgs *a, const BenchConfig *cs) {
     json_t *head = report_head(a, cs);
     print_head(a, cs, head);
-    bench_report_table(cs, a->n_configs, stdout);
-    int rc = a->json ? bench_report_json(cs, a->n_configs, head, a->json) : 0;
+    bench_report_table(cs, a->configs.n, stdout);
+    int rc = a->json ? bench_report_json(cs, a->configs.n, head, a->json) : 0;
     json_decref(head);
     return rc;
 }
@@ -229,12 +243,12 @@ static char *make_workdir(const char *tmp) {
     return dir;
 }
 
-int cmd_bench(const Settings *set, int argc, char **argv) {
+int cmd_bench(Settings *set, int argc, char **argv) {
     BenchArgs a;
-    parse_args(argc, argv, &a);
+    parse_args(set, argc, argv, &a);
     BenchConfig cs[BENCH_MAX_CONFIGS];
-    for (int i = 0; i < a.n_configs; i++) {
-        if (bench_config_parse(&cs[i], a.configs[i], environ)) df_die("%s", df_errmsg());
+    for (int i = 0; i < a.configs.n; i++) {
+        if (bench_config_parse(&cs[i], a.configs.v[i], a.base)) df_die("%s", df_errmsg());
         for (int k = 0; k < cs[i].n_env; k++) {
             char name[128];
             snprintf(name, sizeof name, "%.*s", (int)(strchr(cs[i].env[k], '=') - cs[i].env[k]), cs[i].env[k]);
@@ -256,6 +270,8 @@ int cmd_bench(const Settings *set, int argc, char **argv) {
     free(json_path), free(err_path), free(dir), free(ch.argv);
     if (rc == 130) fprintf(stderr, "deltafin: bench: interrupted\n");
     else if (rc || report(&a, cs)) fprintf(stderr, "deltafin: %s\n", df_errmsg()), rc = 1;
-    for (int i = 0; i < a.n_configs; i++) bench_config_free(&cs[i]);
+    for (int i = 0; i < a.configs.n; i++) bench_config_free(&cs[i]);
+    free_base(&a);
+    cli_list_free(&a.configs);
     return rc;
 }

@@ -9,28 +9,36 @@
  * stops that too, and the message stays in the conversation unanswered: the State keeps the
  * prompt's chunks fed so far, and the next turn continues that prompt without its generation
  * prompt (never fed: session.h), so only what is left is fed. At the prompt Ctrl-C discards the
- * line. Ctrl-D or /exit ends the session; /reset starts a new conversation. */
+ * line. Ctrl-D or /exit ends the session; /reset starts a new conversation; /save and /load keep
+ * a conversation with its State in a file (chat_save.c); input comes through chat_input.h.
+ *
+ * Feedback (term.h): on a terminal a status line shows the reading of a long prompt and, while
+ * the thinking is hidden, a live count of its tokens; the answer then starts with "(thought for N
+ * tokens, T s)", and an answer cut short ends with why ([stopped], [--max-new N reached],
+ * [context full]). */
 #include <errno.h>
 #include <jansson.h>
+#include <locale.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/args.h"
+#include "cli/chat.h"
+#include "cli/chat_input.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/locate.h"
+#include "cli/opts.h"
 #include "cli/sample_args.h"
+#include "cli/term.h"
 #include "engine/engine.h"
 #include "engine/session.h"
 #include "serve/reply.h"
 #include "text/strbuf.h"
 #include "text/tokenizer.h"
-#include "text/xtml.h"
 #include "util/err.h"
-
-#define MAX_LINE (1 << 20)
 
 static volatile sig_atomic_t interrupted;
 
@@ -39,46 +47,20 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
-static int cancelled(void *ctx) {
-    (void)ctx;
-    return interrupted;
-}
-
+/* The cancel hook of prefill and decode: Ctrl-C, and the prompt's progress while it is read. */
 typedef struct {
-    Engine e;
-    Tokenizer *tok;
-    Session s;
-    json_t *msgs;       /* the conversation as OpenAI messages */
-    const char *system; /* --system, or NULL */
-    XtmlOptions xo;
-    int show_thinking, stats, tty, turn;
-    int64_t max_new;
-    TokIds tail;        /* tokens that close the last reply, fed at the start of the next turn */
-    TokIds unanswered;  /* the last turn stopped during its prefill: its prompt without the
-                         * generation prompt (the State holds a prefix of it); else empty */
-    Sampler sampler;    /* --temperature ...: the sampled choice */
-    int sampling;       /* 0: greedy */
-} Chat;
+    Session *s;
+    size_t prompt;  /* tokens of the prompt being read; 0 once the answer started */
+    PrefillMeter meter;
+} Watch;
 
-/* Reads one line (without the newline) into line. 1: got a line; 0: end of input; -1: Ctrl-C. */
-static int read_line(StrBuf *line) {
-    line->n = 0;
-    sb_add(line, "", 0);
-    for (;;) {
-        int c = getchar();
-        if (c == EOF) {
-            if (ferror(stdin) && errno == EINTR) {
-                clearerr(stdin);
-                return -1;
-            }
-            return line->n ? 1 : 0;
-        }
-        if (c == '\n') return 1;
-        if (line->n < MAX_LINE) {
-            char ch = (char)c;
-            sb_add(line, &ch, 1);
-        }
+static int cancelled(void *ctx) {
+    Watch *w = ctx;
+    if (w && w->prompt) {
+        if (!w->meter.started) prefill_meter_start(&w->meter, w->s->held.n, w->prompt);
+        prefill_meter_show(&w->meter, w->s->held.n);
     }
+    return interrupted;
 }
 
 /* The tokens of the conversation plus the user's new message, as a continuation of what the
@@ -113,22 +95,48 @@ static int next_prompt(Chat *c, const json_t *with_user, TokIds *prompt, int *co
     return rc;
 }
 
-static void show(Chat *c, const ReplyDelta *d, int *state) {
-    /* state: 0 nothing shown, 1 thinking shown/indicated, 2 answer started */
-    if (d->reasoning_len && *state < 2) {
+typedef struct {
+    int generated, state, done, full; /* tokens shown; 0 nothing shown, 1 thinking, 2 answer; ended
+                                       * itself; context full */
+    double t0;                        /* when the first token was picked */
+    double last_status;
+} Answer;
+
+static void out(const char *s) { term_write(stdout, s, strlen(s)); }
+
+/* "(thought for 212 tokens, 9.3 s)": what hidden thinking cost, before the answer or the stop. */
+static void thought(Chat *c, const Answer *a, const char *how) {
+    char line[128], d[32];
+    term_status_clear();
+    snprintf(line, sizeof line, "%s(%s %d token%s, %s)%s", c->tty ? "\033[2m" : "", how, a->generated,
+             a->generated == 1 ? "" : "s", term_duration(d, sizeof d, engine_now() - a->t0), c->tty ? "\033[0m" : "");
+    out(line);
+}
+
+/* Hidden thinking on a terminal: a live count on the status line (at most 10 times a second). */
+static void thinking_status(Chat *c, Answer *a) {
+    double now = engine_now();
+    if (c->show_thinking || a->state == 2 || now - a->last_status < 0.1) return;
+    char d[32];
+    a->last_status = now;
+    term_status("thinking: %d token%s, %s (--show-thinking shows it; Ctrl-C stops)", a->generated,
+                a->generated == 1 ? "" : "s", term_duration(d, sizeof d, now - a->t0));
+}
+
+static void show(Chat *c, const ReplyDelta *d, Answer *a) {
+    if (d->reasoning_len && a->state < 2) {
         if (c->show_thinking) {
-            if (*state == 0 && c->tty) fputs("\033[2m", stdout);
-            fwrite(d->reasoning, 1, d->reasoning_len, stdout);
-        } else if (*state == 0)
-            fputs(c->tty ? "\033[2m(thinking...)\033[0m" : "(thinking...)", stdout);
-        *state = 1;
+            if (a->state == 0 && c->tty) out("\033[2m");
+            term_write(stdout, d->reasoning, d->reasoning_len);
+        }
+        a->state = 1;
     }
     if (d->content_len) {
-        if (*state == 1) fputs(c->show_thinking ? (c->tty ? "\033[0m\n\n" : "\n\n") : (c->tty ? "\r\033[K" : "\n"), stdout);
-        *state = 2;
-        fwrite(d->content, 1, d->content_len, stdout);
+        if (a->state == 1 && c->show_thinking) out(c->tty ? "\033[0m\n\n" : "\n\n");
+        else if (a->state == 1) thought(c, a, "thought for"), out("\n");
+        a->state = 2;
+        term_write(stdout, d->content, d->content_len);
     }
-    fflush(stdout);
 }
 
 /* Closing markers for a reply cut short, so the State holds a well-formed conversation. */
@@ -140,14 +148,11 @@ static int closing_tail(Chat *c, int answered) {
     return tok_encode(c->tok, text, strlen(text), 1, &c->tail);
 }
 
-typedef struct {
-    int generated, state, done, full; /* tokens shown; show() state; ended itself; context full */
-} Answer;
-
 /* Generates and shows the answer after the prefill. Returns 0 or -1 with a message. */
 static int answer(Chat *c, Reply *reply, Answer *a) {
     Sampler *sm = c->sampling ? &c->sampler : NULL;
     if (sm) sampler_restart(sm); /* penalties count this answer's tokens */
+    a->t0 = engine_now();
     while (c->max_new < 0 || a->generated < c->max_new) {
         int more = c->max_new < 0 ? -1 : (int)(c->max_new - a->generated - 1);
         /* each turn draws from its own stretch of positions, so turns do not repeat each other */
@@ -160,18 +165,33 @@ static int answer(Chat *c, Reply *reply, Answer *a) {
         }
         ReplyDelta d;
         if (reply_feed(reply, tok, &d)) return -1;
-        show(c, &d, &a->state);
+        show(c, &d, a);
         if (d.done) {
             a->done = 1;
             return 0;
         }
         if (sm) sampler_accept(sm, tok);
         a->generated++;
+        thinking_status(c, a);
     }
     ReplyDelta d;
     reply_finish(reply, &d);
-    show(c, &d, &a->state);
+    show(c, &d, a);
     return 0;
+}
+
+/* How the answer ended, when it did not end by itself. */
+static void ending(Chat *c, const Answer *a, int stopped) {
+    char why[96] = "";
+    if (stopped) snprintf(why, sizeof why, " [stopped]");
+    else if (a->full) snprintf(why, sizeof why, " [context full: -c/--ctx-size]");
+    else if (!a->done && c->max_new >= 0 && a->generated >= c->max_new)
+        snprintf(why, sizeof why, " [--max-new %lld reached]", (long long)c->max_new);
+    if (a->state == 1 && c->show_thinking && c->tty) out("\033[0m");
+    if (a->state < 2 && !c->show_thinking && a->generated) thought(c, a, "still thinking after");
+    term_status_clear();
+    out(why);
+    out("\n");
 }
 
 /* Keeps the finished exchange in the conversation; a cut answer gets its closing markers. */
@@ -233,13 +253,13 @@ static int turn(Chat *c, const char *text) {
     size_t reused = 0;
     double p0 = c->s.prefill_s, d0 = c->s.decode_s;
     Answer a = {0};
-    rc = session_prefill(&c->s, prompt.v, prompt.n, cancelled, NULL, &reused);
+    Watch watch = {.s = &c->s, .prompt = prompt.n};
+    rc = session_prefill(&c->s, prompt.v, prompt.n, cancelled, &watch, &reused);
+    term_status_clear();
     size_t fed = c->s.held.n > reused ? c->s.held.n - reused : 0;
     int stopped_reading = rc == 1;
     if (!rc) rc = answer(c, &reply, &a);
-    if (a.state == 1 && c->show_thinking && c->tty) fputs("\033[0m", stdout);
-    fputs(rc == 1 || interrupted ? " [stopped]\n" : a.full ? " [context full]\n" : "\n", stdout);
-    fflush(stdout);
+    ending(c, &a, rc == 1 || interrupted);
     if (rc == 0) rc = remember(c, &with_user, &reply, &a);
     else if (rc == 1) rc = keep_unanswered(c, &with_user, &prompt);
     if (c->stats) {
@@ -267,77 +287,144 @@ static void restart(Chat *c) {
     c->turn = 0;
 }
 
-static void chat_loop(Chat *c) {
+static const char chat_help[] =
+    "  /help          this list\n"
+    "  /reset         start a new conversation (the model forgets everything said)\n"
+    "  /save FILE     write the conversation and the model's state to FILE\n"
+    "  /load FILE     continue a conversation saved with /save (same model and settings), without reading it again\n"
+    "  /exit, /quit   end the session (so does Ctrl-D)\n"
+    "  //text         send \"/text\" as a message\n"
+    "Ctrl-C stops an answer (or the reading of a long message); at the prompt it discards the line.\n";
+
+static const char *const chat_commands[] = {"help", "reset", "save", "load", "exit", "quit"};
+
+/* "/save FILE": the argument after the command word, or NULL. */
+static const char *argument(const char *line) {
+    const char *p = line + strcspn(line, " \t");
+    while (*p == ' ' || *p == '\t') p++;
+    return *p ? p : NULL;
+}
+
+/* The count of messages, for the confirmations. */
+static size_t n_messages(const Chat *c) { return json_array_size(c->msgs); }
+
+/* A line starting with '/'. Returns 1 to end the session, else 0. */
+static int command(Chat *c, const char *line) {
+    char word[32];
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(line + 1, " \t"), line + 1);
+    const char *arg = argument(line);
+    char msg[4200];
+    if (!strcmp(word, "exit") || !strcmp(word, "quit")) return 1;
+    if (!strcmp(word, "help")) {
+        out(chat_help);
+    } else if (!strcmp(word, "reset")) {
+        restart(c);
+        out("(a new conversation: the model has forgotten everything said so far)\n");
+    } else if (!strcmp(word, "save") || !strcmp(word, "load")) {
+        int save = word[0] == 's';
+        if (!arg) {
+            snprintf(msg, sizeof msg, "(/%s needs a file name: /%s FILE)\n", word, word);
+            out(msg);
+            return 0;
+        }
+        if (save ? chat_save(c, arg) : chat_load(c, arg)) {
+            fflush(stdout);
+            fprintf(stderr, "deltafin: %s: %s\n", word, df_errmsg());
+            return 0;
+        }
+        snprintf(msg, sizeof msg, "(%s %zu message%s, %zu tokens of model state, %s %s)\n", save ? "saved" : "loaded",
+                 n_messages(c), n_messages(c) == 1 ? "" : "s", c->s.held.n, save ? "to" : "from", arg);
+        out(msg);
+    } else {
+        const char *near = cli_suggest(word, chat_commands, 6);
+        snprintf(msg, sizeof msg, "(unknown command /%s%s%s%s; /help lists them, //text sends /text)\n", word,
+                 near ? ": did you mean /" : "", near ? near : "", near ? "?" : "");
+        out(msg);
+    }
+    return 0;
+}
+
+static void chat_loop(Chat *c, LineReader *in) {
     StrBuf line = {0};
     for (;;) {
-        fputs(c->tty ? "\033[1m>\033[0m " : "> ", stdout);
-        fflush(stdout);
-        int r = read_line(&line);
+        int r = line_reader_get(in, c->tty ? "\1\033[1m\1>\1\033[0m\1 " : "> ", &line);
         if (r == 0) break;
         if (r < 0) {
-            fputs("\n", stdout);
+            out("\n");
+            interrupted = 0;
             continue;
         }
-        if (!strcmp(line.p, "/exit") || !strcmp(line.p, "/quit")) break;
-        if (!strcmp(line.p, "/reset")) {
-            restart(c);
+        line_reader_remember(in, line.p);
+        if (line.p[0] == '/' && line.p[1] != '/') {
+            if (command(c, line.p)) break;
             continue;
         }
         if (!line.n) continue;
-        if (turn(c, line.p)) {
+        if (turn(c, line.p[0] == '/' ? line.p + 1 : line.p)) {
             fprintf(stderr, "deltafin: %s (the conversation starts over)\n", df_errmsg());
             restart(c);
         }
     }
     sb_free(&line);
-    fputs("\n", stdout);
+    out("\n");
 }
 
-int cmd_chat(const Settings *set, int argc, char **argv) {
-    const char *model = NULL, *system = NULL, *effort = set->effort;
+int cmd_chat(Settings *set, int argc, char **argv) {
+    const char *system = NULL, *load = NULL;
     Chat c;
     memset(&c, 0, sizeof c);
     int64_t max_new = -1;
-    ArgSpec specs[6 + SAMPLE_ARG_SPECS] = {
-        {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
-        {"system", ARG_STR, &system, "a system message that opens the conversation"},
-        {"show-thinking", ARG_FLAG, &c.show_thinking, "show the model's thinking (hidden by default)"},
-        {"effort", ARG_STR, &effort, "thinking effort: low | high | max (default $K3_REASONING_EFFORT or max)"},
-        {"max-new", ARG_INT, &max_new, "most tokens per answer (default: until the answer ends)"},
-        {"stats", ARG_FLAG, &c.stats, "print token counts and speed after each answer"},
+    CliOpt opts[5 + SAMPLE_ARG_SPECS] = {
+        CLI_STR("system", 0, &system, "TEXT", "a system message that opens the conversation"),
+        CLI_FLAG("show-thinking", 0, &c.show_thinking,
+                 "stream the model's thinking (hidden by default: a live count of its tokens instead)"),
+        CLI_INT_ALIAS("max-new", 'n', &max_new, "N", "most tokens per answer (default: until the answer ends)", 1,
+                      1 << 24, "n-predict"),
+        CLI_FLAG("stats", 0, &c.stats, "print token counts and speed after each answer"),
+        CLI_STR("load", 0, &load, "FILE", "continue a conversation saved with /save"),
     };
     SampleArgs sargs;
-    sample_args_specs(&sargs, specs + 6);
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 6 + SAMPLE_ARG_SPECS, pos, 0, &n_pos,
-                   "deltafin chat [--model DIR] [--show-thinking] [--stats] [--temperature T ...]"))
-        df_die("%s", df_errmsg());
+    sample_args_specs(&sargs, opts + 5);
+    static const char about[] =
+        "An interactive multi-turn chat. The model state is kept between turns: each turn reads only what is new, "
+        "never the history again. On a terminal: line editing, a history kept across sessions "
+        "($XDG_STATE_HOME/deltafin/chat_history), a pasted block of lines is one message, a status line shows the "
+        "reading of the prompt and the thinking's progress. /help lists the commands (/reset, /save FILE, /load "
+        "FILE, /exit). The thinking effort is --effort (K3_REASONING_EFFORT); answers are greedy and exact unless a "
+        "sampling option is given.";
+    const CliCommand cmd = {"chat", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
     SampleParams sp;
-    c.sampling = sample_args_finish(&sargs, &sp, stderr);
-    if (max_new < -1 || max_new > (1 << 24)) df_die("chat: --max-new must be 1..16777216");
-    if (effort && strcmp(effort, "low") && strcmp(effort, "high") && strcmp(effort, "max"))
-        df_die("chat: --effort must be low, high or max, not '%s'", effort);
+    c.sampling = sample_args_finish(&cmd, &sargs, &sp, stderr);
     c.max_new = max_new;
-    if (engine_open(&c.e, settings_dir(set, model), &set->engine)) df_die("%s", df_errmsg());
-    engine_print_settings(&c.e, stderr);
-    if (!(c.tok = tok_load(c.e.cat.dir))) df_die("%s", df_errmsg());
+    term_init();
+    cli_open_engine(&c.e, set, &set->engine, stderr);
+    if (!(c.tok = engine_tokenizer(&c.e))) df_die("%s", df_errmsg());
     session_init(&c.s, &c.e);
     if (c.sampling && sampler_init(&c.sampler, &sp, c.e.cat.cfg.vocab)) df_die("%s", df_errmsg());
     c.xo = (XtmlOptions)XTML_OPTIONS_DEFAULT;
-    c.xo.effort = effort;
+    c.xo.effort = set->effort;
     c.tty = isatty(STDOUT_FILENO);
     c.msgs = json_array();
     c.system = system;
     restart(&c);
+    if (load && chat_load(&c, load)) df_die("chat: %s", df_errmsg());
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C interrupts a read at the prompt */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
-    fprintf(stderr, "deltafin chat: Ctrl-C stops an answer, /reset starts over, Ctrl-D or /exit quits\n");
-    chat_loop(&c);
+    int edit = c.tty && isatty(STDIN_FILENO);
+    char history[4096];
+    if (edit) setlocale(LC_CTYPE, ""); /* line editing reads and shows the terminal's characters */
+    LineReader *in = line_reader_open(edit, edit && !settings_history_file(set, history, sizeof history) ? history : NULL,
+                                      &interrupted);
+    fprintf(stderr, "deltafin chat: /help lists the commands; Ctrl-C stops an answer, Ctrl-D or /exit quits\n");
+    if (load) printf("(loaded %zu messages, %zu tokens of model state, from %s)\n", n_messages(&c), c.s.held.n, load);
+    chat_loop(&c, in);
+    line_reader_close(in);
     json_decref(c.msgs);
+    free(c.system_copy);
     tokids_free(&c.tail);
     tokids_free(&c.unanswered);
     session_free(&c.s);

@@ -10,9 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/locate.h"
+#include "cli/opts.h"
 #include "engine/engine.h"
 #include "util/err.h"
 
@@ -106,23 +107,23 @@ static int quality_check(const Engine *bf, const char *dir, const EngineOptions 
     return 0;
 }
 
-int cmd_convert_spine(const Settings *set, int argc, char **argv) {
-    const char *model = NULL;
+int cmd_convert_spine(Settings *set, int argc, char **argv) {
     int no_check = 0;
-    ArgSpec specs[] = {
-        {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
-        {"no-check", ARG_FLAG, &no_check, "skip the bf16 vs int8 quality check"},
-    };
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 2, pos, 0, &n_pos, "deltafin convert-spine [--model DIR] [--no-check]"))
-        df_die("%s", df_errmsg());
+    const CliOpt opts[] = {CLI_FLAG("no-check", 0, &no_check, "skip the bf16 vs int8 quality check")};
+    static const char about[] =
+        "Writes the int8 spine (per-row int8 codes and an fp32 scale per row) into DIR/deltafin-int8/, resumably, "
+        "and ends with a bf16 vs int8 check on 32 fixed tokens (top-1 agreement, top-5 order, largest logit "
+        "difference, NLL difference). --spine int8 (K3_SPINE) then uses it: lossy, about half the spine bytes.";
+    const CliCommand cmd = {"convert-spine", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    ModelDir m;
+    if (locate_model(set, MODEL_INSTALL, &m)) df_die("%s", df_errmsg());
     /* the source is the BF16 spine, read through a mapped store */
     EngineOptions source = set->engine;
     source.spine = SPINE_BF16;
     source.store.kind = STORE_MAPPED;
     Engine e;
-    if (engine_open(&e, settings_dir(set, model), &source)) df_die("%s", df_errmsg());
+    if (engine_open(&e, m.dir, &source)) df_die("%s", df_errmsg());
     if (convert_all(&e) || (!no_check && quality_check(&e, e.cat.dir, &set->engine))) df_die("%s", df_errmsg());
     engine_close(&e);
     return 0;

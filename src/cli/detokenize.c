@@ -4,9 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/locate.h"
+#include "cli/opts.h"
 #include "text/tokenizer.h"
 #include "text/utf8stream.h"
 #include "util/err.h"
@@ -26,16 +27,15 @@ static int read_id(FILE *f, long long *id, long long index) {
     return 1;
 }
 
-int cmd_detokenize(const Settings *set, int argc, char **argv) {
-    const char *model = NULL;
-    ArgSpec specs[] = {
-        {"model", ARG_STR, &model, "model directory with tiktoken.model (default $DELTAFIN_ROOT or .)"},
-    };
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 1, pos, 0, &n_pos, "deltafin detokenize [--model DIR] < ids"))
-        df_die("%s", df_errmsg());
-    Tokenizer *tok = tok_load(settings_dir(set, model));
+int cmd_detokenize(Settings *set, int argc, char **argv) {
+    static const char about[] =
+        "Reads token ids (decimal, separated by white space) on stdin and prints their text with the model's "
+        "tokenizer, decoded as it streams (invalid UTF-8 becomes U+FFFD).";
+    const CliCommand cmd = {"detokenize", "[options] < IDS", about, NULL, 0, 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    ModelDir m;
+    if (locate_model(set, MODEL_TOKENIZER, &m)) df_die("%s", df_errmsg());
+    Tokenizer *tok = tok_load(m.dir);
     if (!tok) df_die("%s", df_errmsg());
     Utf8Stream st = UTF8STREAM_INIT;
     long long id = 0, index = 0;

@@ -6,9 +6,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/locate.h"
+#include "cli/opts.h"
 #include "cli/install_common.h"
 #include "fetch/installer.h"
 #include "fetch/progress.h"
@@ -43,14 +44,17 @@ static int check_files(Installer *in) {
     return bad;
 }
 
-int cmd_doctor(const Settings *set, int argc, char **argv) {
-    const char *root = NULL;
-    ArgSpec specs[] = {{"root", ARG_STR, &root, "install directory (default $DELTAFIN_ROOT or .)"}};
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 1, pos, 0, &n_pos, "deltafin doctor [--root DIR]")) df_die("%s", df_errmsg());
+int cmd_doctor(Settings *set, int argc, char **argv) {
+    static const char about[] =
+        "A read-only health check of an install, without network: which files are present, what is missing, and "
+        "anything inconsistent (sizes, headers, manifest). Exit status 0 when the install is usable.";
+    const CliCommand cmd = {"doctor", "[options]", about, NULL, 0, 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    ModelDir where;
+    if (locate_model(set, MODEL_INSTALL, &where)) df_die("%s", df_errmsg());
+    const char *root = where.dir;
     Installer *in;
-    if (installer_open(&in, settings_dir(set, root), INST_OFFLINE, 0, &set->engine.fetch)) {
+    if (installer_open(&in, root, INST_OFFLINE, 0, &set->engine.fetch)) {
         printf("NOT USABLE: %s\n", df_errmsg());
         installer_close(in);
         return 1;

@@ -3,28 +3,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/locate.h"
+#include "cli/opts.h"
 #include "cli/install_common.h"
 #include "fetch/installer.h"
 #include "fetch/progress.h"
 #include "util/err.h"
 
-int cmd_fetch(const Settings *set, int argc, char **argv) {
+int cmd_fetch(Settings *set, int argc, char **argv) {
     int dry = 0;
-    const char *root = NULL, *layers = NULL;
-    ArgSpec specs[] = {
-        {"layers", ARG_STR, &layers, "only the experts of these layers, e.g. 1-40,45"},
-        {"dry-run", ARG_FLAG, &dry, "print what would be fetched and write nothing"},
-        {"root", ARG_STR, &root, "install directory (default $DELTAFIN_ROOT or .)"},
+    const char *layers = NULL;
+    const CliOpt opts[] = {
+        CLI_STR("layers", 0, &layers, "LIST", "only the experts of these layers, e.g. 1-40,45"),
+        CLI_FLAG("dry-run", 0, &dry, "print what would be fetched and write nothing"),
     };
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 3, pos, 0, &n_pos, "deltafin fetch [--layers 1-40,45] [--dry-run] [--root DIR]"))
-        df_die("%s", df_errmsg());
+    static const char about[] =
+        "Completes a streaming install: every missing expert, or those of some layers. Resumable and runnable any "
+        "time; what is present is never fetched again.";
+    const CliCommand cmd = {"fetch", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    ModelDir where;
+    if (locate_model(set, MODEL_INSTALL, &where)) df_die("%s", df_errmsg());
+    const char *root = where.dir;
     Installer *in;
-    if (installer_open(&in, settings_dir(set, root), dry ? INST_OFFLINE : INST_ONLINE, 0, &set->engine.fetch)) df_die("fetch: %s", df_errmsg());
+    if (installer_open(&in, root, dry ? INST_OFFLINE : INST_ONLINE, 0, &set->engine.fetch)) df_die("fetch: %s", df_errmsg());
     if (installer_unmanaged(in)) df_die("fetch: %s has no %s: it was not installed by deltafin setup", installer_root(in), MANIFEST_FILE);
     const K3Config *cfg = &installer_catalog(in)->cfg;
     FetchPlan plan = {0};

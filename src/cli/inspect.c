@@ -2,9 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/locate.h"
+#include "cli/opts.h"
 #include "format/catalog.h"
 #include "format/schema.h"
 #include "util/err.h"
@@ -54,15 +55,24 @@ static void print_bytes(const Catalog *cat) {
            per_token_experts / 1e9, row);
 }
 
-int cmd_inspect(const Settings *set, int argc, char **argv) {
-    (void)set; /* reads no setting */
+int cmd_inspect(Settings *set, int argc, char **argv) {
+    static const char about[] =
+        "Validates a checkpoint (every tensor the config implies, dtypes, shapes, expert spans) and summarises it: "
+        "architecture, tensor counts, spine and expert bytes, bytes read per token. The directory is -m/--model "
+        "DIR, or given as the argument.";
+    const CliCommand cmd = {"inspect", "[options] [DIR]", about, NULL, 0, 1, "DIR", 0};
     const char *pos[1];
     int n_pos;
-    if (args_parse(argc, argv, NULL, 0, pos, 1, &n_pos, "deltafin inspect DIR")) df_die("%s", df_errmsg());
-    if (n_pos != 1) df_die("inspect: give the checkpoint directory (deltafin inspect DIR)");
+    cli_parse(&cmd, set, argc, argv, pos, &n_pos);
+    if (n_pos == 1 && set->root && strcmp(set->root, pos[0]))
+        cli_usage_error(&cmd, "two directories: %s and -m/--model %s", pos[0], set->root);
+    if (n_pos == 1) settings_set(set, settings_find("DELTAFIN_ROOT"), pos[0], "the argument");
+    ModelDir m;
+    if (locate_model(set, MODEL_READ, &m)) df_die("%s", df_errmsg());
     Catalog cat;
-    if (catalog_open(&cat, pos[0])) df_die("%s", df_errmsg());
-    printf("checkpoint  %s: valid K3-architecture checkpoint\n", pos[0]);
+    if (catalog_open(&cat, m.dir)) df_die("%s", df_errmsg());
+    printf("checkpoint  %s: valid K3-architecture checkpoint%s%s%s\n", m.dir, m.note[0] ? " [" : "", m.note,
+           m.note[0] ? "]" : "");
     print_architecture(&cat.cfg);
     print_counts(&cat);
     print_bytes(&cat);

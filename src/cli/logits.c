@@ -6,9 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/locate.h"
+#include "cli/opts.h"
 #include "cli/token_list.h"
 #include "engine/engine.h"
 #include "util/err.h"
@@ -26,23 +27,23 @@ static int keep_rows(void *ctx, size_t at, int T, const float *rows) {
     return 0;
 }
 
-int cmd_logits(const Settings *set, int argc, char **argv) {
-    const char *model = NULL, *tokens = NULL, *text = NULL, *out = NULL;
+int cmd_logits(Settings *set, int argc, char **argv) {
+    const char *tokens = NULL, *text = NULL, *out = NULL;
     int64_t chunk = MODEL_MAX_CHUNK;
-    ArgSpec specs[] = {
-        {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
-        {"tokens", ARG_STR, &tokens, "token ids, space-separated"},
-        {"text", ARG_STR, &text, "text to encode with the checkpoint's tokenizer (instead of --tokens)"},
-        {"out", ARG_STR, &out, "output file: little-endian fp32 [T][vocab]"},
-        {"chunk", ARG_INT, &chunk, "positions per forward pass (1..64, default 64)"},
+    const CliOpt opts[] = {
+        CLI_STR("tokens", 0, &tokens, "IDS", "token ids, space-separated"),
+        CLI_STR("text", 0, &text, "TEXT", "text to encode with the model's tokenizer (instead of --tokens)"),
+        CLI_STR("out", 'o', &out, "FILE", "output file: little-endian fp32 [T][vocab]"),
+        CLI_INT("chunk", 0, &chunk, "N", "positions per forward pass (default 64)", 1, MODEL_MAX_CHUNK),
     };
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 5, pos, 0, &n_pos, "deltafin logits --model DIR --tokens \"1 2 3\" --out FILE"))
-        df_die("%s", df_errmsg());
-    if (!tokens == !text || !out) df_die("logits: give --out and exactly one of --tokens and --text");
+    static const char about[] =
+        "Writes the fp32 logits of every position of a token sequence: row t is the prediction after token t. The "
+        "hook for quality checks against other implementations.";
+    const CliCommand cmd = {"logits", "[options] (--tokens \"1 2 3\" | --text TEXT) --out FILE", about, opts, CLI_N(opts), 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    if (!tokens == !text || !out) cli_usage_error(&cmd, "give --out and exactly one of --tokens and --text");
     Engine e;
-    if (engine_open(&e, settings_dir(set, model), &set->engine)) df_die("%s", df_errmsg());
+    cli_open_engine(&e, set, &set->engine, NULL);
     const int V = e.cat.cfg.vocab;
     int *ids = NULL, n;
     if (tokens) {
@@ -55,7 +56,6 @@ int cmd_logits(const Settings *set, int argc, char **argv) {
     }
     if (n < 0) df_die("%s", df_errmsg());
     if (n > e.max_context) df_die("logits: %d tokens exceed the context limit %d (K3_CONTEXT)", n, e.max_context);
-    if (chunk < 1 || chunk > MODEL_MAX_CHUNK) df_die("logits: --chunk must be 1..%d", MODEL_MAX_CHUNK);
     float *rows = df_malloc(sizeof *rows * (size_t)n * V);
     State *st = state_create(e.model);
     FeedTarget all = {rows, V};

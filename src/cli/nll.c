@@ -4,9 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/locate.h"
+#include "cli/opts.h"
 #include "cli/token_list.h"
 #include "engine/engine.h"
 #include "util/err.h"
@@ -45,26 +46,25 @@ static int read_text_tokens(const Engine *e, const char *path, int **ids) {
     return n < 0 ? df_failctx("%s", path) : n;
 }
 
-int cmd_nll(const Settings *set, int argc, char **argv) {
-    const char *model = NULL, *file = NULL, *text = NULL;
-    ArgSpec specs[] = {
-        {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
-        {"tokens-file", ARG_STR, &file, "file of whitespace-separated token ids"},
-        {"text", ARG_STR, &text, "file of UTF-8 text, encoded with the checkpoint's tokenizer"},
+int cmd_nll(Settings *set, int argc, char **argv) {
+    const char *file = NULL, *text = NULL;
+    const CliOpt opts[] = {
+        CLI_STR("tokens-file", 0, &file, "FILE", "a file of whitespace-separated token ids"),
+        CLI_STR("text", 0, &text, "FILE", "a file of UTF-8 text, encoded with the model's tokenizer"),
     };
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 3, pos, 0, &n_pos, "deltafin nll --model DIR (--tokens-file F | --text F)"))
-        df_die("%s", df_errmsg());
-    if (!file == !text) df_die("nll: give exactly one of --tokens-file and --text");
+    static const char about[] =
+        "Average negative log-likelihood (and perplexity) of a token sequence: the quality harness for comparing "
+        "the exact and the lossy modes (--spine int8, --moe-top-k N).";
+    const CliCommand cmd = {"nll", "[options] (--tokens-file FILE | --text FILE)", about, opts, CLI_N(opts), 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    if (!file == !text) cli_usage_error(&cmd, "give exactly one of --tokens-file and --text");
     Engine e;
-    if (engine_open(&e, settings_dir(set, model), &set->engine)) df_die("%s", df_errmsg());
-    engine_print_settings(&e, stderr); /* says which lossy modes (int8 spine, top-k) are on */
+    cli_open_engine(&e, set, &set->engine, stderr); /* says which lossy modes (int8 spine, top-k) are on */
     const int V = e.cat.cfg.vocab;
     int *ids;
     int n = file ? read_token_file(file, &ids, V) : read_text_tokens(&e, text, &ids);
     if (n < 0) df_die("%s", df_errmsg());
-    if (n < 2) df_die("nll: %s needs at least 2 tokens", file);
+    if (n < 2) df_die("nll: %s needs at least 2 tokens", file ? file : text);
     if (n > e.max_context) df_die("nll: %d tokens exceed the context limit %d (K3_CONTEXT)", n, e.max_context);
     State *st = state_create(e.model);
     Scoring sc = {ids, V, 0};

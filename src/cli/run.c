@@ -10,10 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/locate.h"
+#include "cli/opts.h"
 #include "cli/sample_args.h"
+#include "cli/term.h"
 #include "cli/token_list.h"
 #include "engine/stats.h"
 #include "text/utf8stream.h"
@@ -37,12 +39,26 @@ static void install_sigint(void) {
     sigaction(SIGINT, &sa, NULL);
 }
 
+/* GenOptions.cancel: polled before every prefill chunk (where the prompt's progress is shown)
+ * and every token. */
+typedef struct {
+    Session *s;
+    size_t prompt;      /* the prompt's tokens */
+    int decoding;       /* the first token was handed out: the prefill is over */
+    PrefillMeter meter;
+} Watch;
+
 static int interrupted(void *ctx) {
-    (void)ctx;
+    Watch *w = ctx;
+    if (!w->decoding) {
+        if (!w->meter.started) prefill_meter_start(&w->meter, w->s->held.n, w->prompt);
+        prefill_meter_show(&w->meter, w->s->held.n);
+    }
     return interrupts > 0;
 }
 
 typedef struct {
+    Watch *watch;
     Tokenizer *tok;       /* NULL: print ids */
     XtmlParser *chat;     /* chat mode: split thinking from answer */
     Utf8Stream text;
@@ -51,9 +67,7 @@ typedef struct {
     int n_ids, cap_ids;
 } Printer;
 
-static void put(FILE *f, const char *s, size_t n) {
-    if (n) fwrite(s, 1, n, f), fflush(f);
-}
+static void put(FILE *f, const char *s, size_t n) { term_write(f, s, n); }
 
 static void keep_id(Printer *p, int tok) {
     if (p->n_ids == p->cap_ids) {
@@ -65,11 +79,13 @@ static void keep_id(Printer *p, int tok) {
 
 static int print_token(void *ctx, int tok) {
     Printer *p = ctx;
+    if (!p->watch->decoding) term_status_clear();
+    p->watch->decoding = 1;
     if (p->cap_ids >= 0) keep_id(p, tok);
     if (!p->tok) {
-        printf(p->first ? "%d" : " %d", tok);
+        char id[16];
+        put(stdout, id, (size_t)snprintf(id, sizeof id, p->first ? "%d" : " %d", tok));
         p->first = 0;
-        fflush(stdout);
         return 0;
     }
     if (p->chat) {
@@ -97,8 +113,20 @@ static void finish_output(Printer *p) {
         const char *rest = utf8stream_finish(&p->text, &len);
         put(stdout, rest, len);
     }
-    printf("\n");
-    fflush(stdout); /* before the statistics on stderr */
+    put(stdout, "\n", 1); /* and flushed: before anything on stderr */
+}
+
+/* Why the generation ended, when it is not what the user asked for: a cut answer, a full context. */
+static void say_why_it_stopped(const Engine *e, const GenResult *res, int64_t max_new, int chat, int asked) {
+    char of[64] = "";
+    if (asked) snprintf(of, sizeof of, " of the %lld asked", (long long)max_new);
+    if (res->hit_context)
+        fprintf(stderr, "deltafin: stopped at the context limit of %d positions after %d tokens%s (raise it with "
+                        "-c/--ctx-size or K3_CONTEXT)\n",
+                e->max_context, res->generated, of);
+    else if (chat && !res->hit_stop && !res->interrupted && res->generated == max_new)
+        fprintf(stderr, "deltafin: the answer was cut at %s%lld tokens before it ended\n",
+                asked ? "-n/--max-new " : "", (long long)max_new);
 }
 
 /* The prompt's ids, from whichever of --tokens / --prompt / --chat was given. */
@@ -129,56 +157,66 @@ static void write_stats_json(Engine *e, const GenResult *res, const Printer *p, 
     json_decref(j);
 }
 
-int cmd_run(const Settings *set, int argc, char **argv) {
-    const char *model = NULL, *tokens = NULL, *text = NULL, *stats_json = NULL;
+int cmd_run(Settings *set, int argc, char **argv) {
+    const char *tokens = NULL, *text = NULL, *stats_json = NULL;
     int64_t max_new = -1, chunk = MODEL_MAX_CHUNK;
     int stats = 0, chat = 0;
-    ArgSpec specs[8 + SAMPLE_ARG_SPECS] = {
-        {"model", ARG_STR, &model, "checkpoint directory (default $DELTAFIN_ROOT or .)"},
-        {"tokens", ARG_STR, &tokens, "prompt as token ids, space-separated (output: ids)"},
-        {"prompt", ARG_STR, &text, "prompt text (output: text)"},
-        {"chat", ARG_FLAG, &chat, "render --prompt as a user message in K3's chat format; stop at <|end_of_msg|>"},
-        {"max-new", ARG_INT, &max_new, "tokens to generate (default 256 raw, the context limit with --chat)"},
-        {"chunk", ARG_INT, &chunk, "prefill positions per pass (1..64, default 64)"},
-        {"stats", ARG_FLAG, &stats, "print speed and a per-phase breakdown"},
-        {"stats-json", ARG_STR, &stats_json, "write the ids and the --stats numbers as JSON to FILE (for bench)"},
+    CliOpt opts[7 + SAMPLE_ARG_SPECS] = {
+        CLI_STR("prompt", 'p', &text, "TEXT", "the prompt as text (output: text)"),
+        CLI_STR("tokens", 0, &tokens, "IDS", "the prompt as token ids, space-separated (output: ids)"),
+        CLI_FLAG("chat", 0, &chat,
+                 "render the prompt as a user message in K3's chat format: the answer on stdout, the thinking on "
+                 "stderr; stops at <|end_of_msg|>"),
+        CLI_INT_ALIAS("max-new", 'n', &max_new, "N",
+                      "tokens to generate (default 256; with --chat until the answer ends or the context is full)", 0,
+                      1 << 24, "n-predict"),
+        CLI_INT("chunk", 0, &chunk, "N", "prompt positions per forward pass (default 64)", 1, MODEL_MAX_CHUNK),
+        CLI_FLAG("stats", 0, &stats, "print speed and a per-phase breakdown"),
+        CLI_STR("stats-json", 0, &stats_json, "FILE", "write the ids and the --stats numbers as JSON to FILE (for bench)"),
     };
     SampleArgs sargs;
-    sample_args_specs(&sargs, specs + 8);
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 8 + SAMPLE_ARG_SPECS, pos, 0, &n_pos,
-                   "deltafin run --model DIR (--prompt TEXT [--chat] | --tokens IDS) [--temperature T ...]"))
-        df_die("%s", df_errmsg());
+    sample_args_specs(&sargs, opts + 7);
+    static const char about[] =
+        "Generates from a prompt, printing the text as it is produced; characters split across tokens are held "
+        "until complete. Greedy and exact (fp32) unless a sampling option is given. On a terminal the prompt's "
+        "reading shows its progress on stderr. It stops at -n/--max-new tokens, at the end of the answer (--chat) "
+        "or at the context limit (-c/--ctx-size), and says so when that cuts the answer short. Ctrl-C stops cleanly "
+        "keeping the text (twice: at once).";
+    const CliCommand cmd = {"run", "[options] (-p TEXT [--chat] | --tokens IDS)", about, opts, CLI_N(opts), 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    if (!tokens == !text) cli_usage_error(&cmd, "give the prompt with exactly one of -p/--prompt and --tokens");
+    if (chat && !text) cli_usage_error(&cmd, "--chat needs -p/--prompt");
     SampleParams sp;
-    int sampling = sample_args_finish(&sargs, &sp, stderr);
-    if (!tokens == !text) df_die("run: give the prompt with exactly one of --prompt and --tokens");
-    if (chat && !text) df_die("run: --chat needs --prompt");
-    if (max_new < -1 || max_new > (1 << 24)) df_die("run: --max-new must be 0..16777216");
-    if (chunk < 1 || chunk > MODEL_MAX_CHUNK) df_die("run: --chunk must be 1..%d", MODEL_MAX_CHUNK);
+    int sampling = sample_args_finish(&cmd, &sargs, &sp, stderr);
+    term_init();
     Engine e;
-    if (engine_open(&e, settings_dir(set, model), &set->engine)) df_die("%s", df_errmsg());
-    engine_print_settings(&e, stderr);
-    Printer pr = {NULL, NULL, UTF8STREAM_INIT, 1, NULL, 0, stats_json ? 0 : -1};
+    cli_open_engine(&e, set, &set->engine, stderr);
+    Session s;
+    session_init(&s, &e);
+    s.chunk = (int)chunk;
+    Watch watch = {.s = &s};
+    Printer pr = {&watch, NULL, NULL, UTF8STREAM_INIT, 1, NULL, 0, stats_json ? 0 : -1};
     if (text && !(pr.tok = engine_tokenizer(&e))) df_die("%s", df_errmsg());
     if (chat) pr.chat = xtml_parser_new(pr.tok, 1);
     int *ids = NULL;
     int n = prompt_ids(&e, &pr, tokens, text, chat, &ids);
     if (n < 0) df_die("%s", df_errmsg());
-    if (n > e.max_context) df_die("run: the prompt's %d tokens exceed the context limit %d (K3_CONTEXT)", n, e.max_context);
+    if (n > e.max_context)
+        df_die("run: the prompt's %d tokens exceed the context limit %d (-c/--ctx-size, K3_CONTEXT)", n, e.max_context);
+    int asked = max_new >= 0;
     if (max_new < 0) max_new = chat ? e.max_context : 256;
+    watch.prompt = (size_t)n;
     install_sigint();
-    Session s;
-    session_init(&s, &e);
-    s.chunk = (int)chunk;
     Sampler sampler;
     if (sampling && sampler_init(&sampler, &sp, e.cat.cfg.vocab)) df_die("%s", df_errmsg());
-    GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, interrupted, NULL, sampling ? &sampler : NULL};
+    GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, interrupted, &watch, sampling ? &sampler : NULL};
     GenResult res;
     int rc = generate(&s, ids, (size_t)n, &opt, print_token, &pr, &res);
+    term_status_clear();
     finish_output(&pr);
     if (res.interrupted) fprintf(stderr, "deltafin: interrupted after %d tokens\n", res.generated);
     if (rc) df_die("%s", df_errmsg());
+    say_why_it_stopped(&e, &res, max_new, chat, asked);
     if (stats) generate_print_stats(&e, &res, stderr);
     if (stats_json) write_stats_json(&e, &res, &pr, stats_json);
     session_free(&s);

@@ -5,38 +5,36 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "cli/die.h"
 #include "util/err.h"
 
 #define UNSET (-1e300)
 
-void sample_args_specs(SampleArgs *a, ArgSpec *specs) {
+void sample_args_specs(SampleArgs *a, CliOpt *opts) {
     *a = (SampleArgs){UNSET, 1, 0, 0, 0, 0, INT64_MIN};
-    ArgSpec s[SAMPLE_ARG_SPECS] = {
-        {"temperature", ARG_DOUBLE, &a->temperature, "sample at this temperature (0..2; default greedy, exact)"},
-        {"top-p", ARG_DOUBLE, &a->top_p, "keep the most probable tokens holding this much mass (0..1)"},
-        {"top-k", ARG_INT, &a->top_k, "keep the k most probable tokens (0: all)"},
-        {"min-p", ARG_DOUBLE, &a->min_p, "keep tokens at least this fraction as probable as the best (0..1)"},
-        {"seed", ARG_INT, &a->seed, "seed of the sampled choices (default random, printed)"},
-        {"presence-penalty", ARG_DOUBLE, &a->presence, "subtract this from tokens already generated (-2..2)"},
-        {"frequency-penalty", ARG_DOUBLE, &a->frequency, "subtract this per earlier occurrence (-2..2)"},
+    const CliOpt s[SAMPLE_ARG_SPECS] = {
+        CLI_DOUBLE("temperature", 0, &a->temperature, "T", "sample at this temperature (0..2; default greedy, exact)"),
+        CLI_DOUBLE("top-p", 0, &a->top_p, "P", "keep the most probable tokens holding this much mass (0..1)"),
+        CLI_INT("top-k", 0, &a->top_k, "K", "keep the k most probable tokens (0: all)", 0, 1 << 20),
+        CLI_DOUBLE("min-p", 0, &a->min_p, "P", "keep tokens at least this fraction as probable as the best (0..1)"),
+        CLI_INT("seed", 0, &a->seed, "S", "seed of the sampled choices (default random, printed)", -INT64_MAX, INT64_MAX),
+        CLI_DOUBLE("presence-penalty", 0, &a->presence, "X", "subtract this from tokens already generated (-2..2)"),
+        CLI_DOUBLE("frequency-penalty", 0, &a->frequency, "X", "subtract this per earlier occurrence (-2..2)"),
     };
-    for (int i = 0; i < SAMPLE_ARG_SPECS; i++) specs[i] = s[i];
+    for (int i = 0; i < SAMPLE_ARG_SPECS; i++) opts[i] = s[i];
 }
 
-static void in_range(const char *name, double v, double lo, double hi) {
-    if (!(v >= lo && v <= hi)) df_die("--%s %g is outside %g..%g", name, v, lo, hi);
+static void in_range(const CliCommand *cmd, const char *name, double v, double lo, double hi) {
+    if (!(v >= lo && v <= hi)) cli_usage_error(cmd, "--%s: %g is not in %g..%g", name, v, lo, hi);
 }
 
-int sample_args_finish(SampleArgs *a, SampleParams *p, FILE *log) {
+int sample_args_finish(const CliCommand *cmd, SampleArgs *a, SampleParams *p, FILE *log) {
     *p = (SampleParams)SAMPLE_PARAMS_GREEDY;
     int temperature_given = a->temperature != UNSET;
-    if (temperature_given) in_range("temperature", a->temperature, 0, 2);
-    in_range("top-p", a->top_p, 0, 1);
-    in_range("min-p", a->min_p, 0, 1);
-    in_range("presence-penalty", a->presence, -2, 2);
-    in_range("frequency-penalty", a->frequency, -2, 2);
-    if (a->top_k < 0 || a->top_k > (1 << 20)) df_die("--top-k %lld is outside 0..1048576", (long long)a->top_k);
+    if (temperature_given) in_range(cmd, "temperature", a->temperature, 0, 2);
+    in_range(cmd, "top-p", a->top_p, 0, 1);
+    in_range(cmd, "min-p", a->min_p, 0, 1);
+    in_range(cmd, "presence-penalty", a->presence, -2, 2);
+    in_range(cmd, "frequency-penalty", a->frequency, -2, 2);
     p->temperature = temperature_given ? a->temperature : 0;
     p->top_p = a->top_p, p->top_k = (int)a->top_k, p->min_p = a->min_p;
     p->presence_penalty = a->presence, p->frequency_penalty = a->frequency;

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cli/args.h"
+#include "cli/opts.h"
 #include "engine/sampler.h"
 
 #define SAMPLE_ARG_SPECS 7
@@ -19,11 +19,11 @@ typedef struct {
     int64_t top_k, seed;  /* seed INT64_MIN: not given */
 } SampleArgs;
 
-/* Sets the defaults and writes the SAMPLE_ARG_SPECS option specs into specs. */
-void sample_args_specs(SampleArgs *a, ArgSpec *specs);
-/* Checks the values (exits with a message naming the option on a bad one) and fills *p. Prints
+/* Sets the defaults and writes the SAMPLE_ARG_SPECS option rows into opts. */
+void sample_args_specs(SampleArgs *a, CliOpt *opts);
+/* Checks the values (a usage error of cmd naming the option on a bad one) and fills *p. Prints
  * "sampling: ..." (with the seed) to log unless decoding is plain greedy. Returns 1 when a
  * Sampler is needed (sampling, or penalties), 0 for plain greedy. */
-int sample_args_finish(SampleArgs *a, SampleParams *p, FILE *log);
+int sample_args_finish(const CliCommand *cmd, SampleArgs *a, SampleParams *p, FILE *log);
 
 #endif

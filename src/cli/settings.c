@@ -4,10 +4,12 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "cli/args.h"
+#include "cli/opts.h"
 #include "cli/commands.h"
 #include "cli/die.h"
 #include "format/config.h"
@@ -79,6 +81,12 @@ static int check_host(const char *v, const char **stored) {
     return source_check_host(v, &loopback, &http);
 }
 
+/* XDG base directories are absolute (the XDG specification calls a relative one invalid). */
+static int check_absolute(const char *v, const char **stored) {
+    *stored = v;
+    return v[0] == '/' ? 0 : df_fail("'%s' is not an absolute path", v);
+}
+
 static int check_path(const char *v, const char **stored) { return *stored = v, source_check_path(v); }
 static int check_revision(const char *v, const char **stored) { return *stored = v, source_check_revision(v); }
 static int check_token(const char *v, const char **stored) { return *stored = v, source_check_token(v); }
@@ -86,93 +94,99 @@ static int check_token(const char *v, const char **stored) { return *stored = v,
 /* Every setting. A row without a default leaves its field at `unset` (0, or NULL for text): the
  * library reads that as "decide yourself" (all cores, a measured budget, the model's top-k...). */
 static const Setting table[] = {
-    {.name = "DELTAFIN_ROOT", .kind = SET_TEXT, .offset = F(root), .what = "a directory", .def = ".",
-     .help = "where the install lives"},
-    {.name = "K3_THREADS", .kind = SET_INT, .offset = F(engine.threads), .lo = 1, .hi = POOL_MAX_THREADS, .what = "a thread count", .def_text = "all cores",
+    {.name = "DELTAFIN_ROOT", .arg = "DIR", .flag = "model", .short_flag = 'm', .alias = "root", .kind = SET_TEXT, .offset = F(root), .what = "a directory",
+     .def_text = "the default install ($XDG_CACHE_HOME/deltafin, else ~/.cache/deltafin) when it holds a model, else the bundled model",
+     .help = "the model directory: an install (setup, fetch, warm and doctor work on it) or any checkpoint directory"},
+    {.name = "K3_THREADS", .flag = "threads", .short_flag = 't', .kind = SET_INT, .offset = F(engine.threads), .lo = 1, .hi = POOL_MAX_THREADS, .what = "a thread count", .def_text = "all cores",
      .help = "compute threads; results are bit-identical for any count"},
-    {.name = "K3_RAM_GB", .kind = SET_GB, .offset = F(engine.store.ram_bytes), .lo = 1, .hi = 1000000, .what = "a size in GB", .def_text = "auto",
+    {.name = "K3_RAM_GB", .flag = "ram-gb", .kind = SET_GB, .offset = F(engine.store.ram_bytes), .lo = 1, .hi = 1000000, .what = "a size in GB", .def_text = "auto",
      .help = "memory budget; auto = available memory and the cgroup limit, minus a reserve"},
-    {.name = "K3_STORE", .kind = SET_CHOICE, .offset = F(engine.store.kind), .choices = store_kinds, .what = "a store", .def = "auto",
+    {.name = "K3_STORE", .flag = "store", .kind = SET_CHOICE, .offset = F(engine.store.kind), .choices = store_kinds, .what = "a store", .def = "auto",
      .help = "stream (budgeted expert cache + spine streaming) when the model exceeds the budget, else mapped"},
-    {.name = "K3_PIN_LAYERS", .kind = SET_INT, .offset = F(engine.store.pin_layers), .lo = 0, .hi = K3_MAX_LAYERS, .what = "a layer count", .def_text = "auto", .unset = -1,
+    {.name = "K3_PIN_LAYERS", .flag = "pin-layers", .kind = SET_INT, .offset = F(engine.store.pin_layers), .lo = 0, .hi = K3_MAX_LAYERS, .what = "a layer count", .def_text = "auto", .unset = -1,
      .help = "spine layers kept resident when streaming (at most the model's layers)"},
-    {.name = "K3_CACHE_POLICY", .kind = SET_CHOICE, .offset = F(engine.store.policy), .choices = policies, .what = "a policy", .def = CACHE_POLICY_DEFAULT_NAME,
+    {.name = "K3_CACHE_POLICY", .flag = "cache-policy", .kind = SET_CHOICE, .offset = F(engine.store.policy), .choices = policies, .what = "a policy", .def = CACHE_POLICY_DEFAULT_NAME,
      .help = "expert cache eviction when streaming (crf: decayed use counts, layer-aware; lfu; lru)"},
-    {.name = "K3_IO_THREADS", .kind = SET_INT, .offset = F(engine.store.io_threads), .lo = 1, .hi = 256, .what = "a thread count", .def = "8",
+    {.name = "K3_IO_THREADS", .flag = "io-threads", .kind = SET_INT, .offset = F(engine.store.io_threads), .lo = 1, .hi = 256, .what = "a thread count", .def = "8",
      .help = "parallel expert reads when streaming (I/O threads, or reads in flight with K3_IO=uring)"},
-    {.name = "K3_IO", .kind = SET_CHOICE, .offset = F(engine.store.io), .choices = io_backends, .what = "an I/O backend", .def = "threads",
+    {.name = "K3_IO", .flag = "io", .kind = SET_CHOICE, .offset = F(engine.store.io), .choices = io_backends, .what = "an I/O backend", .def = "threads",
      .help = "streaming: how reads run: threads (blocking readers) or uring (io_uring, fixed buffers once the cache's pages are prepared)"},
-    {.name = "K3_POPULATE", .kind = SET_BOOL, .offset = F(engine.store.populate), .def = "1",
+    {.name = "K3_POPULATE", .flag = "populate", .kind = SET_BOOL, .offset = F(engine.store.populate), .def = "1",
      .help = "streaming: prepare the expert cache's pages on a background thread at start-up"},
-    {.name = "K3_PREFETCH", .kind = SET_BOOL, .offset = F(engine.store.prefetch), .def = "1",
+    {.name = "K3_PREFETCH", .flag = "prefetch", .kind = SET_BOOL, .offset = F(engine.store.prefetch), .def = "1",
      .help = "streaming: read the experts the next layer chose last time, and the next streamed layer, ahead"},
-    {.name = "K3_DIRECT", .kind = SET_BOOL, .offset = F(engine.store.direct), .def = "1",
+    {.name = "K3_DIRECT", .flag = "direct", .kind = SET_BOOL, .offset = F(engine.store.direct), .def = "1",
      .help = "streaming: O_DIRECT reads where the file system allows them (0: buffered + DONTNEED)"},
-    {.name = "K3_SPEC", .kind = SET_BOOL, .offset = F(engine.spec), .def = "1",
+    {.name = "K3_SPEC", .flag = "spec", .kind = SET_BOOL, .offset = F(engine.spec), .def = "1",
      .help = "lossless n-gram speculation in run, chat and serve (same tokens either way)"},
-    {.name = "K3_LOOKAHEAD", .kind = SET_BOOL, .offset = F(engine.store.lookahead), .def = "0",
+    {.name = "K3_LOOKAHEAD", .flag = "lookahead", .kind = SET_BOOL, .offset = F(engine.store.lookahead), .def = "0",
      .help = "streaming: guess the next layer's experts with its router and read them ahead"},
-    {.name = "K3_SPINE", .kind = SET_CHOICE, .offset = F(engine.spine), .choices = spines, .what = "a spine format", .def = "auto",
+    {.name = "K3_SPINE", .flag = "spine", .kind = SET_CHOICE, .offset = F(engine.spine), .choices = spines, .what = "a spine format", .def = "auto",
      .help = "int8: the converted int8 spine (lossy); bf16: exact; auto: int8 when all of it is converted"},
-    {.name = "K3_MOE_TOP_K", .kind = SET_INT, .offset = F(engine.top_k), .lo = 1, .hi = K3_MAX_TOP_K, .what = "an expert count", .def_text = "the model's",
+    {.name = "K3_MOE_TOP_K", .flag = "moe-top-k", .kind = SET_INT, .offset = F(engine.top_k), .lo = 1, .hi = K3_MAX_TOP_K, .what = "an expert count", .def_text = "the model's",
      .help = "route each token to only its N best experts (at most the model's), renormalised; lossy"},
-    {.name = "K3_PROFILE", .kind = SET_BOOL, .offset = F(engine.profile), .def = "0",
+    {.name = "K3_PROFILE", .flag = "profile", .kind = SET_BOOL, .offset = F(engine.profile), .def = "0",
      .help = "one line per forward: bytes read, cache hits, GB/s, time per phase"},
-    {.name = "K3_TRACE", .kind = SET_TEXT, .offset = F(engine.trace), .check = check_trace, .what = "a file name", .def_text = "off",
+    {.name = "K3_TRACE", .arg = "FILE", .flag = "router-trace", .kind = SET_TEXT, .offset = F(engine.trace), .check = check_trace, .what = "a file name", .def_text = "off",
      .help = "router selections to a JSON-lines file (1: router_trace.jsonl; 0: off)"},
-    {.name = "K3_REPLAY", .kind = SET_TEXT, .offset = F(engine.replay), .what = "a file name", .def_text = "off",
+    {.name = "K3_REPLAY", .arg = "FILE", .flag = "replay", .kind = SET_TEXT, .offset = F(engine.replay), .what = "a file name", .def_text = "off",
      .help = "benchmark only: a router trace whose selections replace the router's (mapped onto the model); the output is meaningless"},
-    {.name = "K3_REPLAY_LOOKAHEAD", .kind = SET_INT, .offset = F(engine.replay_lookahead), .lo = 0, .hi = 100, .what = "a recall in percent", .def_text = "off", .unset = -1,
+    {.name = "K3_REPLAY_LOOKAHEAD", .flag = "replay-lookahead", .kind = SET_INT, .offset = F(engine.replay_lookahead), .lo = 0, .hi = 100, .what = "a recall in percent", .def_text = "off", .unset = -1,
      .help = "with K3_REPLAY and K3_LOOKAHEAD=1: simulate router lookahead of this recall (percent) on the replayed routing"},
-    {.name = "K3_CONTEXT", .kind = SET_INT, .offset = F(engine.context), .lo = 1, .hi = 1 << 24, .what = "a position count", .def_text = "65536 (4096 with K3_MLA_CACHE=expanded)",
+    {.name = "K3_CONTEXT", .flag = "ctx-size", .short_flag = 'c', .alias = "context", .kind = SET_INT, .offset = F(engine.context), .lo = 1, .hi = 1 << 24, .what = "a position count", .def_text = "65536 (4096 with K3_MLA_CACHE=expanded)",
      .help = "positions a sequence may hold (within the model's limit)"},
-    {.name = "K3_MLA_CACHE", .kind = SET_CHOICE, .offset = F(engine.mla_cache), .choices = mla_caches, .what = "a cache layout", .def = "latent",
+    {.name = "K3_MLA_CACHE", .flag = "mla-cache", .kind = SET_CHOICE, .offset = F(engine.mla_cache), .choices = mla_caches, .what = "a cache layout", .def = "latent",
      .help = "MLA attention cache layout: latent (normalised latent and k_pe) or expanded (every head's key and value)"},
-    {.name = "K3_HF_HOST", .kind = SET_TEXT, .offset = F(engine.fetch.host), .check = check_host, .what = "a host", .def = "huggingface.co",
+    {.name = "K3_HF_HOST", .arg = "URL", .flag = "hf-host", .kind = SET_TEXT, .offset = F(engine.fetch.host), .check = check_host, .what = "a host", .def = "huggingface.co",
      .help = "where to install from (http:// only on loopback)"},
-    {.name = "K3_HF_PATH", .kind = SET_TEXT, .offset = F(engine.fetch.path), .check = check_path, .what = "a repository", .def = "moonshotai/Kimi-K3",
+    {.name = "K3_HF_PATH", .arg = "ORG/NAME", .flag = "hf-path", .kind = SET_TEXT, .offset = F(engine.fetch.path), .check = check_path, .what = "a repository", .def = "moonshotai/Kimi-K3",
      .help = "the repository to install"},
-    {.name = "K3_HF_REVISION", .kind = SET_TEXT, .offset = F(engine.fetch.revision), .check = check_revision, .what = "a revision", .def = "main",
+    {.name = "K3_HF_REVISION", .arg = "REV", .flag = "hf-revision", .kind = SET_TEXT, .offset = F(engine.fetch.revision), .check = check_revision, .what = "a revision", .def = "main",
      .help = "the revision to install"},
-    {.name = "HF_TOKEN", .kind = SET_TEXT, .offset = F(engine.fetch.token), .check = check_token, .what = "a token", .def_text = "none", .secret = 1,
+    {.name = "HF_TOKEN", .arg = "TOKEN", .flag = "hf-token", .kind = SET_TEXT, .offset = F(engine.fetch.token), .check = check_token, .what = "a token", .def_text = "none", .secret = 1,
      .help = "sent to the source as a bearer token"},
-    {.name = "K3_FETCH_CONNECT_TIMEOUT", .kind = SET_INT, .offset = F(engine.fetch.connect_timeout_s), .lo = 1, .hi = 3600, .what = "a number of seconds", .def = "20",
+    {.name = "K3_FETCH_CONNECT_TIMEOUT", .flag = "fetch-connect-timeout", .kind = SET_INT, .offset = F(engine.fetch.connect_timeout_s), .lo = 1, .hi = 3600, .what = "a number of seconds", .def = "20",
      .help = "seconds to connect to the source"},
-    {.name = "K3_FETCH_STALL_TIMEOUT", .kind = SET_INT, .offset = F(engine.fetch.stall_timeout_s), .lo = 1, .hi = 3600, .what = "a number of seconds", .def = "60",
+    {.name = "K3_FETCH_STALL_TIMEOUT", .flag = "fetch-stall-timeout", .kind = SET_INT, .offset = F(engine.fetch.stall_timeout_s), .lo = 1, .hi = 3600, .what = "a number of seconds", .def = "60",
      .help = "a transfer that receives nothing for this long is retried"},
-    {.name = "K3_FETCH_RETRIES", .kind = SET_INT, .offset = F(engine.fetch.retries), .lo = 0, .hi = 100, .what = "a retry count", .def = "6",
+    {.name = "K3_FETCH_RETRIES", .flag = "fetch-retries", .kind = SET_INT, .offset = F(engine.fetch.retries), .lo = 0, .hi = 100, .what = "a retry count", .def = "6",
      .help = "attempts after the first for a failed range"},
-    {.name = "K3_FETCH_BACKOFF_MS", .kind = SET_INT, .offset = F(engine.fetch.backoff_ms), .lo = 0, .hi = 600000, .what = "a number of milliseconds", .def = "1000",
+    {.name = "K3_FETCH_BACKOFF_MS", .flag = "fetch-backoff-ms", .kind = SET_INT, .offset = F(engine.fetch.backoff_ms), .lo = 0, .hi = 600000, .what = "a number of milliseconds", .def = "1000",
      .help = "first retry delay, doubled each time"},
-    {.name = "K3_FETCH_PARALLEL", .kind = SET_INT, .offset = F(engine.fetch.parallel), .lo = 1, .hi = 64, .what = "a connection count", .def = "8",
+    {.name = "K3_FETCH_PARALLEL", .flag = "fetch-parallel", .kind = SET_INT, .offset = F(engine.fetch.parallel), .lo = 1, .hi = 64, .what = "a connection count", .def = "8",
      .help = "concurrent connections to the source"},
-    {.name = "K3_FETCH_CHUNK_KB", .kind = SET_INT, .offset = F(engine.fetch.chunk_kb), .lo = 4, .hi = 4 << 20, .what = "a size in KiB", .def = "65536",
+    {.name = "K3_FETCH_CHUNK_KB", .flag = "fetch-chunk-kb", .kind = SET_INT, .offset = F(engine.fetch.chunk_kb), .lo = 4, .hi = 4 << 20, .what = "a size in KiB", .def = "65536",
      .help = "largest byte range one request asks for"},
-    {.name = "K3_DISK_FREE_BYTES", .kind = SET_INT64, .offset = F(engine.fetch.disk_free_bytes), .lo = 0, .hi = INT64_MAX, .what = "a byte count", .def_text = "measured", .unset = -1,
+    {.name = "K3_DISK_FREE_BYTES", .flag = "disk-free-bytes", .kind = SET_INT64, .offset = F(engine.fetch.disk_free_bytes), .lo = 0, .hi = INT64_MAX, .what = "a byte count", .def_text = "measured", .unset = -1,
      .help = "tests: the free disk space setup assumes"},
-    {.name = "K3_OFFLINE", .kind = SET_BOOL, .offset = F(engine.offline), .def = "0",
+    {.name = "K3_OFFLINE", .flag = "offline", .kind = SET_BOOL, .offset = F(engine.offline), .def = "0",
      .help = "1: never fetch; a missing expert of a streaming install is an error"},
-    {.name = "K3_SERVER_MAX_TOKENS", .kind = SET_INT64, .offset = F(server_max_tokens), .lo = 1, .hi = 1 << 24, .what = "a token count", .def_text = "unlimited", .unset = -1,
+    {.name = "K3_SERVER_MAX_TOKENS", .flag = "server-max-tokens", .kind = SET_INT64, .offset = F(server_max_tokens), .lo = 1, .hi = 1 << 24, .what = "a token count", .def_text = "unlimited", .unset = -1,
      .help = "ceiling on server generations"},
-    {.name = "K3_RESPONSE_MEMO_ENTRIES", .kind = SET_INT, .offset = F(memo_entries), .lo = 0, .hi = MEMO_MAX_ENTRIES, .what = "an entry count", .def = "32",
+    {.name = "K3_RESPONSE_MEMO_ENTRIES", .flag = "memo-entries", .kind = SET_INT, .offset = F(memo_entries), .lo = 0, .hi = MEMO_MAX_ENTRIES, .what = "an entry count", .def = "32",
      .help = "exact replay cache for identical server requests (0 disables)"},
-    {.name = "K3_PROMPT_SNAPSHOT", .kind = SET_BOOL, .offset = F(prompt_snapshot), .def = "1",
+    {.name = "K3_PROMPT_SNAPSHOT", .flag = "prompt-snapshot", .kind = SET_BOOL, .offset = F(prompt_snapshot), .def = "1",
      .help = "server: keep a copy of the decode state at the end of each prompt (0 disables)"},
-    {.name = "DELTAFIN_API_KEY", .kind = SET_TEXT, .offset = F(api_key), .check = check_key, .what = "a key", .def_text = "none",
+    {.name = "DELTAFIN_API_KEY", .arg = "KEY", .flag = "api-key", .kind = SET_TEXT, .offset = F(api_key), .check = check_key, .what = "a key", .def_text = "none",
      .secret = 1, .nonempty = 1, .help = "serve: require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (set but empty is refused)"},
-    {.name = "K3_REASONING_EFFORT", .kind = SET_TEXT, .offset = F(effort), .check = check_effort, .what = "an effort", .def_text = "max",
+    {.name = "K3_REASONING_EFFORT", .arg = "low|high|max", .flag = "effort", .kind = SET_TEXT, .offset = F(effort), .check = check_effort, .what = "an effort", .def_text = "max",
      .help = "chat thinking effort (low, high, max)"},
-    {.name = "K3_A_LOG", .kind = SET_CHOICE, .offset = F(engine.a_log), .choices = a_logs, .what = "an indexing", .def = "per-head",
+    {.name = "K3_A_LOG", .flag = "a-log", .kind = SET_CHOICE, .offset = F(engine.a_log), .choices = a_logs, .what = "an indexing", .def = "per-head",
      .help = "KDA decay-gate indexing; per-channel reproduces the original engine's reading (compatibility only)"},
-    {.name = "K3_KERNELS", .kind = SET_TEXT, .offset = F(engine.kernels), .check = check_kernels, .what = "a kernel set", .def = "auto",
+    {.name = "K3_KERNELS", .arg = "auto|avx512|avx2|portable", .flag = "kernels", .kind = SET_TEXT, .offset = F(engine.kernels), .check = check_kernels, .what = "a kernel set", .def = "auto",
      .help = "avx512, avx2 or portable (all bit-identical); auto: the widest the CPU runs"},
-    {.name = "K3_DEV", .kind = SET_CHOICE, .offset = F(engine.device), .choices = devices, .what = "a device", .def = "auto",
+    {.name = "K3_DEV", .flag = "device", .kind = SET_CHOICE, .offset = F(engine.device), .choices = devices, .what = "a device", .def = "auto",
      .help = "cuda when the binary has the CUDA backend and a GPU answers, else cpu"},
-    {.name = "TMPDIR", .kind = SET_TEXT, .offset = F(tmpdir), .what = "a directory", .def = "/tmp",
+    {.name = "TMPDIR", .arg = "DIR", .flag = "tmpdir", .kind = SET_TEXT, .offset = F(tmpdir), .what = "a directory", .def = "/tmp",
      .help = "where bench keeps its children's output while it runs"},
+    {.name = "XDG_CACHE_HOME", .arg = "DIR", .kind = SET_TEXT, .offset = F(cache_home), .check = check_absolute, .what = "a directory", .def_text = "~/.cache",
+     .help = "where per-user caches live: the default install is its deltafin folder (environment only, shared with other programs)"},
+    {.name = "XDG_STATE_HOME", .arg = "DIR", .kind = SET_TEXT, .offset = F(state_home), .check = check_absolute, .what = "a directory", .def_text = "~/.local/state",
+     .help = "where per-user state lives: chat's line history is deltafin/chat_history in it (environment only)"},
 };
 
 #define N_SETTINGS (sizeof table / sizeof table[0])
+_Static_assert(N_SETTINGS <= SETTINGS_MAX, "raise SETTINGS_MAX");
 
 const Setting *settings_table(size_t *n) {
     *n = N_SETTINGS;
@@ -182,6 +196,13 @@ const Setting *settings_table(size_t *n) {
 const Setting *settings_find(const char *name) {
     for (size_t i = 0; i < N_SETTINGS; i++)
         if (!strcmp(table[i].name, name)) return &table[i];
+    return NULL;
+}
+
+const Setting *settings_find_flag(const char *flag) {
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        if ((table[i].flag && !strcmp(table[i].flag, flag)) || (table[i].alias && !strcmp(table[i].alias, flag)))
+            return &table[i];
     return NULL;
 }
 
@@ -256,18 +277,32 @@ static int parse_into(Settings *s, const Setting *row, const char *v) {
 }
 
 int settings_set(Settings *s, const Setting *row, const char *value, const char *origin) {
+    size_t i = (size_t)(row - table);
     if (!value || !*value) {
+        s->origin[i] = NULL;
         if (!row->def) return set_unset(s, row), 0;
         value = row->def;
+    } else {
+        s->origin[i] = origin;
     }
     return parse_into(s, row, value) ? df_failctx("%s", origin) : 0;
 }
+
+const char *settings_origin(const Settings *s, const Setting *row) { return s->origin[row - table]; }
 
 void settings_defaults(Settings *s) {
     memset(s, 0, sizeof *s);
     for (size_t i = 0; i < N_SETTINGS; i++)
         if (settings_set(s, &table[i], NULL, table[i].name)) /* a default the table cannot parse */
             abort();
+}
+
+/* HOME, else the password database's home directory; NULL when neither has an absolute one. */
+static const char *home_dir(void) {
+    const char *h = getenv("HOME");
+    if (h && h[0] == '/') return h;
+    struct passwd *pw = getpwuid(getuid());
+    return pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
 }
 
 int settings_from_env(Settings *s) {
@@ -278,19 +313,33 @@ int settings_from_env(Settings *s) {
             return df_fail("%s is set but empty: give %s, or unset it", table[i].name, table[i].what);
         if (v && *v && settings_set(s, &table[i], v, table[i].name)) return -1;
     }
+    s->home = home_dir();
     return 0;
 }
 
-const char *settings_dir(const Settings *s, const char *given) { return given && *given ? given : s->root; }
+/* base (an XDG variable's value) or $HOME/fallback, then "/deltafin" and tail. */
+static int xdg_path(const Settings *s, const char *base, const char *fallback, const char *tail, char *buf, size_t n) {
+    int len = base ? snprintf(buf, n, "%s/deltafin%s", base, tail)
+              : s->home ? snprintf(buf, n, "%s/%s/deltafin%s", s->home, fallback, tail)
+                        : -1;
+    if (len < 0) return df_fail("no home directory (HOME is not set): set DELTAFIN_ROOT or give -m/--model DIR");
+    if ((size_t)len >= n) return df_fail("the path under %s is too long", base ? base : s->home);
+    return 0;
+}
 
-/* The current value as the environment would spell it. */
-static void value_text(const Settings *s, const Setting *row, char *buf, size_t n) {
+int settings_default_root(const Settings *s, char *buf, size_t n) { return xdg_path(s, s->cache_home, ".cache", "", buf, n); }
+
+int settings_history_file(const Settings *s, char *buf, size_t n) {
+    return xdg_path(s, s->state_home, ".local/state", "/chat_history", buf, n);
+}
+
+void settings_value_text(const Settings *s, const Setting *row, char *buf, size_t n) {
     const void *p = (const char *)s + row->offset;
     switch (row->kind) {
     case SET_INT: snprintf(buf, n, "%d", *(const int *)p); break;
     case SET_INT64: snprintf(buf, n, "%lld", (long long)*(const int64_t *)p); break;
     case SET_BOOL: snprintf(buf, n, "%d", *(const int *)p); break;
-    case SET_GB: snprintf(buf, n, "%g", *(const uint64_t *)p / 1e9); break;
+    case SET_GB: snprintf(buf, n, "%.12g", *(const uint64_t *)p / 1e9); break;
     case SET_TEXT: snprintf(buf, n, "%s", *(const char *const *)p ? *(const char *const *)p : ""); break;
     case SET_CHOICE:
         snprintf(buf, n, "?");
@@ -305,20 +354,28 @@ void settings_print(const Settings *s, FILE *f) {
     settings_defaults(&d);
     for (size_t i = 0; i < N_SETTINGS; i++) {
         const Setting *row = &table[i];
-        char now[256], def[256];
-        value_text(s, row, now, sizeof now);
-        value_text(&d, row, def, sizeof def);
+        char now[256], def[256], flag[64] = "";
+        settings_value_text(s, row, now, sizeof now);
+        settings_value_text(&d, row, def, sizeof def);
         int is_default = !strcmp(now, def);
         const char *shown = is_default && !row->def ? row->def_text : row->secret ? "(set, not shown)" : now;
-        fprintf(f, "%s=%s%s\n    %s (default: %s)\n", row->name, shown, is_default ? "" : "   [set]", row->help,
-                row->def ? row->def : row->def_text);
+        const char *from = s->origin[i];
+        if (row->flag) snprintf(flag, sizeof flag, "; option --%s", row->flag);
+        fprintf(f, "%s=%s%s%s%s\n    %s (default: %s%s)\n", row->name, shown, is_default ? "" : "   [set]",
+                !is_default && from && strcmp(from, row->name) ? " by " : "",
+                !is_default && from && strcmp(from, row->name) ? from : "", row->help, row->def ? row->def : row->def_text,
+                flag);
     }
 }
 
-int cmd_settings(const Settings *set, int argc, char **argv) {
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, NULL, 0, pos, 0, &n_pos, "deltafin settings")) df_die("%s", df_errmsg());
+int cmd_settings(Settings *set, int argc, char **argv) {
+    static const CliCommand cmd = {
+        "settings", "[options]",
+        "Lists every setting with its value now, its default and what it does. Each is an environment "
+        "variable and an option of every command (the option overrides the variable); keys and tokens "
+        "are never printed.",
+        NULL, 0, 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
     settings_print(set, stdout);
     return 0;
 }

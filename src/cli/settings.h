@@ -7,10 +7,12 @@
  * environment: commands hand it the plain values or the options structs below (EngineOptions with
  * its StoreOptions and FetchOptions; ServeConfig's fields).
  *
- * Command-line flags are a second source for the same rows: settings_set takes a value and the
- * name of where it came from ("K3_THREADS", or a flag such as "--threads"), validates it exactly
- * as for the environment, and names that origin in its message. Only the CLI includes this
- * header. */
+ * Command-line flags are a second source for the same rows: every row has a flag (--threads for
+ * K3_THREADS; a few have a short form, -t), which the option parser (cli/opts.h) gives every
+ * command. settings_set takes a value and the name of where it came from ("K3_THREADS", or
+ * "--threads"), validates it exactly as for the environment, names that origin in its message
+ * and remembers it; main() reads the environment first, so a flag overrides its variable. Only
+ * the CLI includes this header. */
 #ifndef DF_SETTINGS_H
 #define DF_SETTINGS_H
 
@@ -20,8 +22,11 @@
 
 #include "engine/engine.h"
 
+#define SETTINGS_MAX 64 /* rows the table may have (a static check in settings.c) */
+
 typedef struct {
-    const char *root;         /* DELTAFIN_ROOT: where the install lives */
+    const char *root;         /* DELTAFIN_ROOT (or -m/--model): the model directory; NULL: not given
+                               * (cli/locate.h then looks for the default install and the bundled model) */
     EngineOptions engine;     /* K3_* of the engine, its store and its on-demand fetch */
     const char *api_key;      /* DELTAFIN_API_KEY, or NULL */
     int64_t server_max_tokens; /* K3_SERVER_MAX_TOKENS; -1: no ceiling */
@@ -29,6 +34,12 @@ typedef struct {
     int prompt_snapshot;      /* K3_PROMPT_SNAPSHOT */
     const char *effort;       /* K3_REASONING_EFFORT, or NULL: the chat format's default (max) */
     const char *tmpdir;       /* TMPDIR: where bench keeps its children's files */
+    const char *cache_home;   /* XDG_CACHE_HOME, or NULL: $HOME/.cache */
+    const char *state_home;   /* XDG_STATE_HOME, or NULL: $HOME/.local/state */
+    const char *home;         /* HOME (or the password database's entry): not a setting, the base of
+                               * the two above; NULL when neither knows one */
+    const char *origin[SETTINGS_MAX]; /* per table row: the variable or flag its value came from,
+                                       * NULL while it has its default */
 } Settings;
 
 typedef enum {
@@ -47,6 +58,10 @@ typedef struct {
 
 typedef struct {
     const char *name;         /* the environment variable */
+    const char *flag;         /* its command-line option, without "--"; NULL: environment only */
+    char short_flag;          /* its one-letter option (-t), or 0 */
+    const char *alias;        /* an older spelling of the flag that is still accepted, or NULL */
+    const char *arg;          /* what a value looks like in help ("DIR"); NULL: from the kind */
     SettingKind kind;
     size_t offset;            /* of the field in Settings */
     long long lo, hi;         /* SET_INT, SET_INT64, SET_GB */
@@ -68,6 +83,8 @@ typedef struct {
 const Setting *settings_table(size_t *n);
 /* The row of a variable name, or NULL. */
 const Setting *settings_find(const char *name);
+/* The row of a flag name (without "--"; its alias too), or NULL. */
+const Setting *settings_find_flag(const char *flag);
 
 /* Every setting at its default. */
 void settings_defaults(Settings *s);
@@ -75,12 +92,20 @@ void settings_defaults(Settings *s);
  * rows marked nonempty). Returns 0, or -1 with a message naming the first bad one. */
 int settings_from_env(Settings *s);
 /* Parses value for row into s. origin names the source in the message ("K3_THREADS",
- * "--threads"); an empty value means the default. Returns 0, or -1 with a message. */
+ * "--threads") and is remembered in s->origin (borrowed); an empty value means the default.
+ * Returns 0, or -1 with a message. */
 int settings_set(Settings *s, const Setting *row, const char *value, const char *origin);
+/* Where row's value came from: the variable or flag, or NULL for the default. */
+const char *settings_origin(const Settings *s, const Setting *row);
+/* The current value of row as the environment would spell it ("" for an unset text). */
+void settings_value_text(const Settings *s, const Setting *row, char *buf, size_t n);
 
-/* The directory a command works on: given (its --model or --root) when not NULL or empty, else
- * DELTAFIN_ROOT (default: the current directory). */
-const char *settings_dir(const Settings *s, const char *given);
+/* The default install directory: $XDG_CACHE_HOME/deltafin, else $HOME/.cache/deltafin. Returns
+ * 0, or -1 with a message when neither variable (nor the password database) gives a home. */
+int settings_default_root(const Settings *s, char *buf, size_t n);
+/* Where chat keeps its line history: $XDG_STATE_HOME/deltafin/chat_history, else
+ * $HOME/.local/state/deltafin/chat_history. Returns 0, or -1 as above. */
+int settings_history_file(const Settings *s, char *buf, size_t n);
 
 /* `deltafin settings`: every setting with its value now, its default and what it does. */
 void settings_print(const Settings *s, FILE *f);

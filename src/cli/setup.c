@@ -3,30 +3,35 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/locate.h"
+#include "cli/opts.h"
 #include "cli/install_common.h"
 #include "fetch/installer.h"
 #include "fetch/progress.h"
 #include "util/err.h"
 
-int cmd_setup(const Settings *set, int argc, char **argv) {
+int cmd_setup(Settings *set, int argc, char **argv) {
     int full = 0, stream = 0, dry = 0;
-    const char *root = NULL;
-    ArgSpec specs[] = {
-        {"full", ARG_FLAG, &full, "install every expert (default when the disk allows)"},
-        {"stream", ARG_FLAG, &stream, "install metadata, headers and the spine; experts on demand"},
-        {"dry-run", ARG_FLAG, &dry, "print the plan (bytes, files, disk) and write nothing"},
-        {"root", ARG_STR, &root, "install directory (default $DELTAFIN_ROOT or .)"},
+    const CliOpt opts[] = {
+        CLI_FLAG("full", 0, &full, "install every expert (the default when the disk allows)"),
+        CLI_FLAG("stream", 0, &stream, "install metadata, headers and the spine; experts on demand"),
+        CLI_FLAG("dry-run", 0, &dry, "print the plan (bytes, files, disk) and write nothing"),
     };
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 4, pos, 0, &n_pos, "deltafin setup [--full | --stream] [--dry-run] [--root DIR]"))
-        df_die("%s", df_errmsg());
+    static const char about[] =
+        "Installs K3 from Hugging Face or a mirror (--hf-host, K3_HF_HOST) into -m/--model DIR, else "
+        "DELTAFIN_ROOT, else $XDG_CACHE_HOME/deltafin (~/.cache/deltafin), where every command looks for it: "
+        "metadata, tokenizer, shard headers, the spine and, in full mode, every expert. Resumable after any "
+        "interruption; sizes and published SHA-256 verified.";
+    const CliCommand cmd = {"setup", "[--full | --stream] [options]", about, opts, CLI_N(opts), 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    ModelDir where;
+    if (locate_model(set, MODEL_INSTALL, &where)) df_die("%s", df_errmsg());
+    const char *root = where.dir;
     if (full && stream) df_die("setup: give at most one of --full and --stream");
     Installer *in;
-    if (installer_open(&in, settings_dir(set, root), INST_REFRESH, dry, &set->engine.fetch)) df_die("setup: %s", df_errmsg());
+    if (installer_open(&in, root, INST_REFRESH, dry, &set->engine.fetch)) df_die("setup: %s", df_errmsg());
     FetchPlan spine = {0}, all = {0};
     plan_headers_and_spine(in, &spine);
     plan_everything(in, &all);

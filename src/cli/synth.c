@@ -2,35 +2,35 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/opts.h"
 #include "synth/synth.h"
 #include "util/err.h"
 
-int cmd_synth(const Settings *set, int argc, char **argv) {
-    (void)set; /* reads no setting */
+int cmd_synth(Settings *set, int argc, char **argv) {
     const char *preset = NULL, *out = NULL;
     int64_t seed = 1, layers = 0;
     double size_gb = 0, embed_scale = 1;
     int quiet = 0;
-    ArgSpec specs[] = {
-        {"preset", ARG_STR, &preset, "tiny | small | big | k3"},
-        {"out", ARG_STR, &out, "output directory"},
-        {"seed", ARG_INT, &seed, "random seed (default 1); same seed, byte-identical files"},
-        {"size-gb", ARG_DOUBLE, &size_gb, "big: total size in GB"},
-        {"layers", ARG_INT, &layers, "number of layers (k3: default 2)"},
-        {"embed-scale", ARG_DOUBLE, &embed_scale,
-         "multiply the embedding by X (0.001..10000, default 1); a large X such as 1024 "
-         "makes greedy output fall into loops, for measuring speculation"},
-        {"quiet", ARG_FLAG, &quiet, "no progress lines"},
+    const CliOpt opts[] = {
+        CLI_STR("preset", 0, &preset, "NAME", "tiny | small | big | k3"),
+        CLI_STR("out", 'o', &out, "DIR", "the directory to write"),
+        CLI_INT("seed", 0, &seed, "S", "random seed (default 1); the same seed writes byte-identical files", 0, INT64_MAX),
+        CLI_DOUBLE("size-gb", 0, &size_gb, "X", "big: the total size in GB"),
+        CLI_INT("layers", 0, &layers, "N", "number of layers (k3: default 2)", 0, 1 << 20),
+        CLI_DOUBLE("embed-scale", 0, &embed_scale, "X",
+         "multiply the embedding by X (0.001..10000, default 1); a large X such as 1024 makes greedy output fall "
+         "into loops, for measuring speculation"),
+        CLI_FLAG("quiet", 'q', &quiet, "no progress lines"),
     };
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 7, pos, 0, &n_pos, "deltafin synth --preset NAME --out DIR [--seed S]"))
-        df_die("%s", df_errmsg());
-    if (!preset || !out) df_die("synth: --preset and --out are required");
-    if (seed < 0) df_die("synth: --seed must be non-negative");
+    static const char about[] =
+        "Writes a random-weight checkpoint in the exact K3 file layout (shards, index, config, tokenizer): tiny for "
+        "tests, big for models larger than RAM, k3 for full-width layers. The text such a model writes is "
+        "meaningless; the bundled k3-mini is a trained one.";
+    const CliCommand cmd = {"synth", "--preset NAME --out DIR [options]", about, opts, CLI_N(opts), 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    if (!preset || !out) cli_usage_error(&cmd, "--preset and --out are required");
     SynthPreset p;
     SynthOptions opt = {size_gb, (int)layers};
     if (synth_preset(&p, preset, &opt) || synth_set_embed_scale(&p, embed_scale) ||

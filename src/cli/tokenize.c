@@ -6,39 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/input.h"
+#include "cli/locate.h"
+#include "cli/opts.h"
 #include "text/tokenizer.h"
 #include "text/xtml.h"
 #include "util/err.h"
-#include "util/fileio.h"
 
 #define MAX_INPUT_BYTES (1ull << 30)
 #define MAX_CHAT_BYTES (256u << 20)
-
-static int read_stdin(char **out, size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = df_malloc(cap);
-    for (;;) {
-        if (n == cap) {
-            if (cap >= MAX_INPUT_BYTES) {
-                free(buf);
-                return df_fail("stdin: more than %llu bytes", MAX_INPUT_BYTES);
-            }
-            buf = df_realloc(buf, cap *= 2);
-        }
-        size_t got = fread(buf + n, 1, cap - n, stdin);
-        n += got;
-        if (got == 0) break;
-    }
-    if (ferror(stdin)) {
-        free(buf);
-        return df_fail("stdin: read failed: %s", strerror(errno));
-    }
-    *out = buf, *len = n;
-    return 0;
-}
 
 typedef struct {
     const char *effort;         /* --effort */
@@ -52,7 +30,7 @@ static int render_chat(const Tokenizer *tok, const char *path, const ChatFlags *
                        size_t *text_len) {
     char *raw;
     size_t n;
-    if (file_read_all(path, MAX_CHAT_BYTES, &raw, &n)) return -1;
+    if (read_input(path, MAX_CHAT_BYTES, &raw, &n)) return -1;
     json_error_t e;
     json_t *root = json_loadb(raw, n, 0, &e);
     free(raw);
@@ -99,32 +77,38 @@ static int encode_lines(const Tokenizer *tok, const char *text, size_t len, int 
     return 0;
 }
 
-int cmd_tokenize(const Settings *set, int argc, char **argv) {
-    const char *model = NULL, *chat = NULL;
+int cmd_tokenize(Settings *set, int argc, char **argv) {
+    const char *chat = NULL;
     int special = 0, jsonl = 0;
-    ChatFlags f = {.default_effort = set->effort};
-    ArgSpec specs[] = {
-        {"model", ARG_STR, &model, "model directory with tiktoken.model (default $DELTAFIN_ROOT or .)"},
-        {"chat", ARG_STR, &chat, "render this chat JSON (messages array, or request with messages/tools)"},
-        {"special", ARG_FLAG, &special, "stdin text is trusted: special-token spellings become special ids"},
-        {"jsonl", ARG_FLAG, &jsonl, "stdin holds one JSON string per line; print one line of ids for each"},
-        {"effort", ARG_STR, &f.effort, "--chat: thinking effort low | high | max (default max)"},
-        {"no-thinking", ARG_FLAG, &f.no_thinking, "--chat: render without the thinking channel"},
-        {"no-generation-prompt", ARG_FLAG, &f.no_gen, "--chat: do not end with the assistant prompt"},
-        {"text", ARG_FLAG, &f.as_text, "--chat: print the rendered text instead of ids"},
+    ChatFlags f = {0};
+    const CliOpt opts[] = {
+        CLI_STR("chat", 0, &chat, "FILE",
+         "render this chat JSON (a messages array, or a request with messages and tools; - or a pipe: stdin)"),
+        CLI_FLAG("special", 0, &special, "stdin text is trusted: special-token spellings become special ids"),
+        CLI_FLAG("jsonl", 0, &jsonl, "stdin holds one JSON string per line; print one line of ids for each"),
+        CLI_FLAG("no-thinking", 0, &f.no_thinking, "--chat: render without the thinking channel"),
+        CLI_FLAG("no-generation-prompt", 0, &f.no_gen, "--chat: do not end with the assistant prompt"),
+        CLI_FLAG("text", 0, &f.as_text, "--chat: print the rendered text instead of ids"),
     };
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 8, pos, 0, &n_pos, "deltafin tokenize [--model DIR] [--chat FILE.json] < text"))
-        df_die("%s", df_errmsg());
-    Tokenizer *tok = tok_load(settings_dir(set, model));
+    static const char about[] =
+        "Prints the token ids of the text on stdin, space-separated on one line, or of a chat rendered in K3's "
+        "format (--chat; its thinking effort: --effort, else the request's reasoning_effort, else "
+        "K3_REASONING_EFFORT, else max).";
+    const CliCommand cmd = {"tokenize", "[options] [--chat FILE.json] < TEXT", about, opts, CLI_N(opts), 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    const char *from = settings_origin(set, settings_find("K3_REASONING_EFFORT"));
+    f.effort = from && from[0] == '-' ? set->effort : NULL; /* given as --effort: before the request's */
+    f.default_effort = set->effort;
+    ModelDir m;
+    if (locate_model(set, MODEL_TOKENIZER, &m)) df_die("%s", df_errmsg());
+    Tokenizer *tok = tok_load(m.dir);
     if (!tok) df_die("%s", df_errmsg());
     TokIds ids = {0};
     char *text = NULL;
     size_t len;
     int rc;
     if (chat) rc = render_chat(tok, chat, &f, &ids, &text, &len);
-    else if (!(rc = read_stdin(&text, &len))) {
+    else if (!(rc = read_stream(stdin, "stdin", MAX_INPUT_BYTES, &text, &len))) {
         rc = jsonl ? encode_lines(tok, text, len, special) : tok_encode(tok, text, len, special, &ids);
         free(text);
         text = NULL;

@@ -3,9 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/locate.h"
+#include "cli/opts.h"
 #include "cli/install_common.h"
 #include "fetch/installer.h"
 #include "fetch/trace.h"
@@ -23,23 +24,25 @@ static int by_count(const void *a, const void *b) {
     return x->layer != y->layer ? x->layer - y->layer : x->expert - y->expert;
 }
 
-int cmd_warm(const Settings *set, int argc, char **argv) {
-    const char *root = NULL, *trace = NULL;
+int cmd_warm(Settings *set, int argc, char **argv) {
+    const char *trace = NULL;
     int64_t n_fetch = 64;
     int dry = 0;
-    ArgSpec specs[] = {
-        {"trace", ARG_STR, &trace, "router trace (default ROOT/router_trace.jsonl)"},
-        {"fetch", ARG_INT, &n_fetch, "fetch the N most used missing experts (default 64)"},
-        {"dry-run", ARG_FLAG, &dry, "print the ranking and fetch nothing"},
-        {"root", ARG_STR, &root, "install directory (default $DELTAFIN_ROOT or .)"},
+    const CliOpt opts[] = {
+        CLI_STR("trace", 0, &trace, "FILE", "the router trace to rank by (default DIR/router_trace.jsonl)"),
+        CLI_INT("fetch", 0, &n_fetch, "N", "fetch the N most used missing experts (default 64)", 0, INT32_MAX),
+        CLI_FLAG("dry-run", 0, &dry, "print the ranking and fetch nothing"),
     };
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 4, pos, 0, &n_pos, "deltafin warm [--trace FILE] [--fetch N] [--root DIR]"))
-        df_die("%s", df_errmsg());
-    if (n_fetch < 0) df_die("warm: --fetch must be >= 0");
+    static const char about[] =
+        "Ranks the experts a streaming install lacks by how often recorded router traces (--router-trace FILE, "
+        "K3_TRACE) selected them, and fetches the most used, so the common paths read from local disk.";
+    const CliCommand cmd = {"warm", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
+    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    ModelDir where;
+    if (locate_model(set, MODEL_INSTALL, &where)) df_die("%s", df_errmsg());
+    const char *root = where.dir;
     Installer *in;
-    if (installer_open(&in, settings_dir(set, root), dry ? INST_OFFLINE : INST_ONLINE, 0, &set->engine.fetch)) df_die("warm: %s", df_errmsg());
+    if (installer_open(&in, root, dry ? INST_OFFLINE : INST_ONLINE, 0, &set->engine.fetch)) df_die("warm: %s", df_errmsg());
     if (installer_unmanaged(in)) df_die("warm: %s has no %s: it was not installed by deltafin setup", installer_root(in), MANIFEST_FILE);
     const K3Config *cfg = &installer_catalog(in)->cfg;
     size_t n_all = (size_t)cfg->n_layers * cfg->n_experts;

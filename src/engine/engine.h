@@ -52,6 +52,8 @@ typedef struct {
                               * 1 + extra_states States: the plan counts them all. 0: one;
                               * ENGINE_SLOTS_AUTO: as many as a quarter of the memory budget holds,
                               * 1..ENGINE_SLOTS_AUTO_MAX. extra_states and slots are not settings */
+    const char *model_note;  /* how the caller found the model, for the start-up line ("the bundled
+                              * k3-mini: ..."), or NULL. Not a setting */
 } EngineOptions;
 
 #define ENGINE_SLOTS_AUTO (-1)

@@ -19,10 +19,11 @@ void engine_print_settings(const Engine *e, FILE *f) {
     MatDevice *dev = device_current();
     if (dev) snprintf(device, sizeof device, "%s", dev->desc);
     else snprintf(device, sizeof device, "cpu (%s kernels)%s", kern_isa(), e->device_note);
-    fprintf(f, "deltafin: model %s (%d layers, %d experts, top-%d) | device %s | threads %d | "
+    fprintf(f, "deltafin: model %s%s%s%s (%d layers, %d experts, top-%d) | device %s | threads %d | "
                "spine %s | experts local %llu/%llu (%s)%s | context %d (MLA cache %s) | A_log %s | speculation %s | "
                "fp32 greedy\n",
-            e->cat.dir, c->n_layers, c->n_experts, e->top_k_full, device, e->threads,
+            e->cat.dir, e->opt.model_note ? " [" : "", e->opt.model_note ? e->opt.model_note : "",
+            e->opt.model_note ? "]" : "", c->n_layers, c->n_experts, e->top_k_full, device, e->threads,
             e->spine_int8 ? "int8 (lossy)" : "bf16 (exact)",
             (unsigned long long)local,
             (unsigned long long)total, e->streaming ? "streamed" : "mapped", topk, e->max_context,

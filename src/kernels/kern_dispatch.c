@@ -2,6 +2,7 @@
  * and the caller's choice (K3_KERNELS: auto | avx512 | avx2 | portable). auto, also what the
  * first product picks when nobody chose, takes the widest the CPU supports. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,3 +61,13 @@ KernIsa kern_selected(void) {
 }
 
 const char *kern_isa(void) { return kern_isa_name(kern_selected()); }
+
+void kern_describe(char *buf, size_t n) {
+    char have[64] = "", runs[64] = "";
+    for (int i = KERN_N_ISA - 1; i >= 0; i--) {
+        size_t h = strlen(have), r = strlen(runs);
+        snprintf(have + h, sizeof have - h, "%s%s", h ? " " : "", isa_names[i]);
+        if (kern_isa_available((KernIsa)i)) snprintf(runs + r, sizeof runs - r, "%s%s", r ? " " : "", isa_names[i]);
+    }
+    snprintf(buf, n, "%s (this CPU: %s)", have, runs);
+}

@@ -42,5 +42,8 @@ int kern_select(const char *name);
 /* Which implementation runs: "avx512", "avx2" or "portable". All three give bit-identical
  * results; the exact reduction order is written down in kernels_impl.h. */
 const char *kern_isa(void);
+/* The implementations this binary has and which of them this CPU runs, for --version:
+ * "avx512 avx2 portable (this CPU: avx2 portable)". */
+void kern_describe(char *buf, size_t n);
 
 #endif

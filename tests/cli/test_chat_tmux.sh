@@ -2,13 +2,19 @@
 # deltafin chat in a real terminal (tmux): two turns where the second feeds only the new tokens
 # (the first turn's prompt and answer are not prefilled again: counts from --stats against
 # `deltafin tokenize`), Ctrl-C stopping a long answer, back at the prompt with the state kept, and
-# Ctrl-C while a long message is still being read: kept, and continued by the next turn.
+# Ctrl-C while a long message is still being read: kept, and continued by the next turn. Then
+# line editing: a pasted block of lines is one message, arrows edit the line and recall the
+# history (kept across sessions in XDG_STATE_HOME), Ctrl-C discards a line, /help and /reset
+# answer, an unknown /command is not sent; /save in one session and /load in another resume the
+# conversation without reading it again, and the answer is that of the session that never
+# stopped; /load refuses another model's file.
 set -eu
 t="$DF_TEST_TMP/chat_tmux"
 mkdir -p "$t"
 m="$t/tiny"
 "$DF" synth --preset tiny --seed 4 --out "$m" --quiet >/dev/null
 sock="dfchat$$"
+export XDG_STATE_HOME="$t/state" LANG=C.UTF-8
 tm() { tmux -L "$sock" "$@"; }
 trap 'tmux -L "$sock" kill-server 2>/dev/null || true' EXIT
 
@@ -40,7 +46,7 @@ tm send-keys -t chat "$u1" Enter
 wait_for "$t/stats.1" "turn 1:"
 tm send-keys -t chat "$u2" Enter
 wait_for "$t/stats.1" "turn 2:"
-wait_for pane "(thinking...)"
+wait_for pane "(still thinking after 6 tokens, .*) \[--max-new 6 reached\]"
 tm send-keys -t chat C-d
 cat "$t/stats.1"
 p1=$(field "$t/stats.1" 1 1) f1=$(field "$t/stats.1" 1 2) g1=$(field "$t/stats.1" 1 4)
@@ -78,7 +84,7 @@ tm kill-session -t chat 2>/dev/null || true
 tm new-session -d -s chat -x 160 -y 40 "'$DF' chat --model '$m' --stats 2>'$t/stats.2'"
 wait_for pane "^>" 30
 tm send-keys -t chat "$long" Enter
-wait_for pane "(thinking...)"
+wait_for pane "thinking: [0-9]* tokens, [0-9.]* s" # the live count (stderr is a file: on stdout)
 tm send-keys -t chat C-c
 wait_for "$t/stats.2" "turn 1:"
 wait_for pane "\[stopped\]"
@@ -138,9 +144,98 @@ grep -q "turn 1:.*stopped while reading the prompt" "$t/stats.3" && [ "$f1" -gt 
 "$PYTHON" - "$t/out.3" "$t/want.answer" <<'PY'
 import sys
 got, answer = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
-want = b">  [stopped]\n> " + answer + b"\n> \n"
+want = b">  [stopped]\n> " + answer + b" [--max-new 12 reached]\n> \n"
 assert got == want, (got, want)
 PY
+
+# --- line editing: a paste of three lines is one message; arrows edit; Ctrl-C drops a line;
+# the history is kept across sessions
+m="$t/tiny"
+pasted=$'line one\nline two\nline three'
+tm kill-session -t chat 2>/dev/null || true
+# (the sanitizer build: libedit's path runs under ASan/UBSan too)
+tm new-session -d -s chat -x 160 -y 40 "exec '$DF_ASAN' chat --model '$m' --max-new 4 --stats 2>'$t/stats.4'"
+wait_for pane "^>" 30
+tm send-keys -t chat "never sent" C-c
+tm set-buffer -b paste "$pasted"
+tm paste-buffer -p -b paste -t chat
+tm send-keys -t chat Enter
+wait_for "$t/stats.4" "turn 1:"
+tm send-keys -t chat "abc" Left Left "X" End "d" Enter   # "aXbcd"
+wait_for "$t/stats.4" "turn 2:"
+tm send-keys -t chat "/help" Enter
+wait_for pane "/save FILE"
+tm send-keys -t chat "/sav" Enter
+wait_for pane "unknown command /sav: did you mean /save?"
+tm send-keys -t chat "/save $t/s1.chat" Enter
+wait_for pane "(saved 4 messages, [0-9]* tokens of model state, to $t/s1.chat)"
+tm send-keys -t chat "/reset" Enter
+wait_for pane "(a new conversation"
+tm send-keys -t chat "/exit" Enter
+for i in $(seq 50); do tm has-session -t chat 2>/dev/null || break; sleep 0.1; done
+cat "$t/stats.4"
+[ "$(grep -c '^stats: turn' "$t/stats.4")" -eq 2 ] || { echo "expected 2 turns (paste = 1, no /command sent)"; exit 1; }
+if grep -q Sanitizer "$t/stats.4"; then echo "sanitizer report"; exit 1; fi
+p1=$(field "$t/stats.4" 1 1)
+want=$(count_chat "$("$PYTHON" -c 'import json, sys; print(json.dumps([{"role": "user", "content": sys.argv[1]}]))' "$pasted")")
+[ "$p1" -eq "$want" ] || { echo "the pasted message rendered to $p1 tokens, as one message $want"; exit 1; }
+# the saved conversation holds the messages as typed
+"$PYTHON" - "$t/s1.chat" "$pasted" <<'PY'
+import json, sys
+d = open(sys.argv[1], "rb").read()
+assert d[:8] == b"DFCHAT1\n", d[:8]
+conv, _ = json.JSONDecoder().raw_decode(d[160:].decode("utf-8", "replace"))
+users = [m["content"] for m in conv["messages"] if m["role"] == "user"]
+assert users == [sys.argv[2], "aXbcd"], users
+PY
+grep -q '^line\\040one\\012line\\040two\\012line\\040three$' "$t/state/deltafin/chat_history" ||
+    { echo "history file: $(cat "$t/state/deltafin/chat_history")"; exit 1; }
+if grep -q "never sent" "$t/state/deltafin/chat_history"; then echo "a discarded line reached the history"; exit 1; fi
+# a new session recalls the history with the arrows: Up Up is the pasted message
+tm new-session -d -s chat -x 160 -y 40 "exec '$DF' chat --model '$m' --max-new 4 --stats 2>'$t/stats.5'"
+wait_for pane "^>" 30
+# newest first: /exit, /reset, /save ..., /sav, /help, aXbcd, the paste
+tm send-keys -t chat Up Up Up Up Up Up Up Enter
+wait_for "$t/stats.5" "turn 1:" 30
+tm send-keys -t chat "/exit" Enter
+[ "$(field "$t/stats.5" 1 1)" -eq "$want" ] || { echo "history recall: $(cat "$t/stats.5")"; exit 1; }
+
+# --- /save in one session, /load in another: nothing read again, the same answer as a session
+# that never stopped (that one through a pipe), and another model's file is refused
+m="$t/small"
+q1="Tell me about rivers." q2="And lakes?" q3="Which is deeper?"
+printf '%s\n%s\n%s\n' "$q1" "$q2" "$q3" | "$DF" chat --model "$m" --max-new 8 --stats --show-thinking >"$t/ref.out" 2>"$t/ref.err"
+tm kill-session -t chat 2>/dev/null || true
+tm new-session -d -s chat -x 160 -y 40 "exec '$DF' chat --model '$m' --max-new 8 --stats --show-thinking 2>'$t/stats.6'"
+wait_for pane "^>" 30
+tm send-keys -t chat "$q1" Enter
+wait_for "$t/stats.6" "turn 1:"
+tm send-keys -t chat "$q2" Enter
+wait_for "$t/stats.6" "turn 2:"
+tm send-keys -t chat "/save $t/s2.chat" Enter
+wait_for pane "(saved 4 messages"
+tm send-keys -t chat "/exit" Enter
+for i in $(seq 50); do tm has-session -t chat 2>/dev/null || break; sleep 0.1; done
+tm new-session -d -s chat -x 160 -y 40 \
+    "exec '$DF' chat --model '$m' --max-new 8 --stats --show-thinking >'$t/out.7' 2>'$t/stats.7'"
+wait_for "$t/out.7" "^>" 30
+tm send-keys -t chat "/load $t/s2.chat" Enter
+wait_for "$t/out.7" "(loaded 4 messages"
+tm send-keys -t chat "$q3" Enter
+wait_for "$t/stats.7" "turn 3:"
+tm send-keys -t chat "/exit" Enter
+for i in $(seq 50); do tm has-session -t chat 2>/dev/null || break; sleep 0.1; done
+cat "$t/stats.7"
+# turn 3 fed exactly what the uninterrupted session fed: the history was not read again
+ref3=$(grep "turn 3:" "$t/ref.err" | sed 's/ in [0-9.]* s//; s/, [0-9.]* s\/token//')
+got3=$(grep "turn 3:" "$t/stats.7" | sed 's/ in [0-9.]* s//; s/, [0-9.]* s\/token//')
+[ -n "$ref3" ] && [ "$got3" = "$ref3" ] || { echo "turn 3 after /load: '$got3', uninterrupted: '$ref3'"; exit 1; }
+# and answered the same
+[ "$(sed -n 2p "$t/out.7")" = "$(sed -n 3p "$t/ref.out")" ] ||
+    { echo "answer after /load differs:"; cat "$t/out.7"; echo ---; cat "$t/ref.out"; exit 1; }
+# another model's file is refused, and the conversation is unchanged
+printf '/load %s\n' "$t/s2.chat" | "$DF" chat --model "$t/tiny" 2>"$t/other.err" >/dev/null
+grep -q "load: $t/s2.chat was saved with another model" "$t/other.err" || { cat "$t/other.err"; exit 1; }
 
 # --- the sanitizer build over a pipe: turns, /reset, a system message, shown thinking
 printf 'hello\nand again\n/reset\nfresh start\n' |

@@ -34,7 +34,7 @@ grep -q "interrupted after" "$t/int.err"
 [ "$(wc -w <"$t/int.out")" -ge 1 ]
 # errors name the problem
 ! "$DF" run --model "$m" 2>"$t/err"
-grep -q "exactly one of --prompt and --tokens" "$t/err"
+grep -q "exactly one of -p/--prompt and --tokens" "$t/err"
 ! "$DF" run --model "$t/nowhere" --tokens 1 2>"$t/err"
 grep -q "nowhere" "$t/err"
 echo PASS

@@ -62,14 +62,18 @@ expect_error() { # pattern, command...
     grep -q -- "$pattern" "$T/err.txt" || fail "expected '$pattern', got: $(cat "$T/err.txt")"
     [ "$(wc -l < "$T/err.txt")" -eq 1 ] || fail "error must be one line: $(cat "$T/err.txt")"
 }
-[ "$(cd "$T/m" && DELTAFIN_ROOT= "$DF" tokenize < "$T/in.txt")" = "$(cat "$T/ids.txt")" ] || fail "model dir defaults to ."
+[ "$(cd "$T/m" && DELTAFIN_ROOT= "$DF" tokenize -m . < "$T/in.txt")" = "$(cat "$T/ids.txt")" ] || fail "-m ."
+mkdir -p "$T/xdg" && cp -r "$T/m" "$T/xdg/deltafin"
+[ "$(env -C "$T" XDG_CACHE_HOME="$T/xdg" DELTAFIN_ROOT= "$DF" tokenize < "$T/in.txt")" = "$(cat "$T/ids.txt")" ] ||
+    fail "the model dir defaults to the install in XDG_CACHE_HOME/deltafin"
 [ "$(DELTAFIN_ROOT="$T/m" "$DF" tokenize < "$T/in.txt")" = "$(cat "$T/ids.txt")" ] || fail "model dir from DELTAFIN_ROOT"
-expect_error "deltafin: $T/none/tiktoken.model: cannot open" "$DF" tokenize --model "$T/none" < /dev/null
-expect_error "deltafin: ./tiktoken.model: cannot open" env -C "$T" DELTAFIN_ROOT= "$DF" detokenize < /dev/null
+expect_error "deltafin: $T/none (--model): no such directory" "$DF" tokenize --model "$T/none" < /dev/null
+mkdir -p "$T/empty"
+expect_error "deltafin: $T/empty (DELTAFIN_ROOT) has no tiktoken.model" env DELTAFIN_ROOT="$T/empty" "$DF" detokenize < /dev/null
 echo "1 2 x3" | expect_error "deltafin: stdin: token 2: expected a decimal token id" "$DF" detokenize --model "$T/m"
 echo "1 99999" | expect_error "deltafin: stdin: token 1: id 99999 is outside the vocabulary (0..767)" "$DF" detokenize --model "$T/m"
 printf '[{"role": "user", "content": "x"}' > "$T/broken.json"
 expect_error "deltafin: $T/broken.json:1: invalid JSON" "$DF" tokenize --model "$T/m" --chat "$T/broken.json"
-expect_error "thinking effort 'medium' is not supported (use low, high or max)" "$DF" tokenize --model "$T/m" --chat "$T/chat.json" --effort medium
+expect_error "deltafin: tokenize: --effort: 'medium' is not low, high or max" "$DF" tokenize --model "$T/m" --chat "$T/chat.json" --effort medium
 printf '"a"\n3\n' | expect_error "deltafin: stdin:2: expected a JSON string per line" "$DF" tokenize --model "$T/m" --jsonl
 echo "tokenizer CLI: ok"

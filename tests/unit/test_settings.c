@@ -40,7 +40,7 @@ static void the_defaults_are_the_documented_ones(void) {
     Settings s;
     settings_defaults(&s);
     const EngineOptions *e = &s.engine;
-    CHECK(!strcmp(s.root, ".") && !strcmp(s.tmpdir, "/tmp") && !s.api_key && !s.effort);
+    CHECK(s.root == NULL && !strcmp(s.tmpdir, "/tmp") && !s.api_key && !s.effort && !s.cache_home && !s.state_home);
     CHECK(e->threads == 0 && e->context == 0 && e->top_k == 0 && e->spec == 1 && e->profile == 0 && e->offline == 0);
     CHECK(e->mla_cache == MLA_CACHE_LATENT && e->a_log == ALOG_PER_HEAD && e->spine == SPINE_AUTO && e->device == DEV_AUTO);
     CHECK(!strcmp(e->kernels, "auto") && e->trace == NULL && e->replay == NULL && e->replay_lookahead == -1);
@@ -132,6 +132,38 @@ static void the_origin_is_named(void) {
     CHECK(settings_set(&s, row("K3_THREADS"), "many", "--threads") == -1 && !strncmp(df_errmsg(), "--threads: 'many'", 17));
     CHECK(settings_set(&s, row("K3_THREADS"), "4", "--threads") == 0 && s.engine.threads == 4);
     CHECK(settings_set(&s, row("K3_THREADS"), "", "--threads") == 0 && s.engine.threads == 0);
+    CHECK(settings_origin(&s, row("K3_THREADS")) == NULL); /* back to the default */
+    CHECK(settings_set(&s, row("K3_CONTEXT"), "512", "-c") == 0 && !strcmp(settings_origin(&s, row("K3_CONTEXT")), "-c"));
+}
+
+/* Every setting with a flag is found by it (and by its older spelling); flags are unique. */
+static void every_flag_is_found(void) {
+    size_t n;
+    const Setting *t = settings_table(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i].flag) continue;
+        CHECK_MSG(settings_find_flag(t[i].flag) == &t[i], "--%s", t[i].flag);
+        if (t[i].alias) CHECK_MSG(settings_find_flag(t[i].alias) == &t[i], "--%s", t[i].alias);
+    }
+    CHECK(settings_find_flag("threads") == row("K3_THREADS") && settings_find_flag("ctx-size") == row("K3_CONTEXT"));
+    CHECK(settings_find_flag("model") == row("DELTAFIN_ROOT") && settings_find_flag("root") == row("DELTAFIN_ROOT"));
+    CHECK(settings_find_flag("no-such-flag") == NULL);
+}
+
+/* The default install: XDG_CACHE_HOME/deltafin, else HOME/.cache/deltafin; the history likewise. */
+static void default_places_follow_xdg(void) {
+    Settings s;
+    char buf[256];
+    settings_defaults(&s);
+    s.home = "/home/u";
+    CHECK(settings_default_root(&s, buf, sizeof buf) == 0 && !strcmp(buf, "/home/u/.cache/deltafin"));
+    CHECK(settings_history_file(&s, buf, sizeof buf) == 0 && !strcmp(buf, "/home/u/.local/state/deltafin/chat_history"));
+    CHECK(settings_set(&s, row("XDG_CACHE_HOME"), "/var/cache/x", "XDG_CACHE_HOME") == 0);
+    CHECK(settings_default_root(&s, buf, sizeof buf) == 0 && !strcmp(buf, "/var/cache/x/deltafin"));
+    refused_as("XDG_CACHE_HOME", "relative/dir", 1);
+    s.home = NULL;
+    s.cache_home = NULL;
+    CHECK(settings_default_root(&s, buf, sizeof buf) == -1 && strstr(df_errmsg(), "HOME"));
 }
 
 static void the_environment_is_read_once(void) {
@@ -140,8 +172,7 @@ static void the_environment_is_read_once(void) {
     setenv("DELTAFIN_ROOT", "/srv/k3", 1);
     Settings s;
     CHECK(settings_from_env(&s) == 0 && s.engine.store.io_threads == 3 && s.engine.store.kind == STORE_AUTO);
-    CHECK(!strcmp(settings_dir(&s, NULL), "/srv/k3") && !strcmp(settings_dir(&s, ""), "/srv/k3"));
-    CHECK(!strcmp(settings_dir(&s, "here"), "here"));
+    CHECK(!strcmp(s.root, "/srv/k3") && !strcmp(settings_origin(&s, row("DELTAFIN_ROOT")), "DELTAFIN_ROOT"));
     setenv("K3_POPULATE", "maybe", 1);
     CHECK(settings_from_env(&s) == -1 && strstr(df_errmsg(), "K3_POPULATE: 'maybe' is not 0 or 1"));
     unsetenv("K3_IO_THREADS"), unsetenv("K3_STORE"), unsetenv("DELTAFIN_ROOT"), unsetenv("K3_POPULATE");
@@ -154,6 +185,8 @@ int main(void) {
     RUN(every_kind_parses_and_refuses);
     RUN(text_settings_are_checked);
     RUN(the_origin_is_named);
+    RUN(every_flag_is_found);
+    RUN(default_places_follow_xdg);
     RUN(the_environment_is_read_once);
     return check_summary();
 }

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/args.h"
+#include "cli/opts.h"
 #include "cli/die.h"
 #include "jsonl.h"
 #include "text/tokenizer.h"
@@ -151,16 +151,18 @@ static int encode_chats(const Tokenizer *tok, JsonlReader *r, Out *o, json_t *st
 
 int main(int argc, char **argv) {
     const char *tok_dir = NULL, *in = NULL, *out = NULL, *mask = NULL;
-    ArgSpec specs[] = {
-        {"tokenizer", ARG_STR, &tok_dir, "directory with tiktoken.model and tokenizer_config.json"},
-        {"in", ARG_STR, &in, "JSON Lines input: documents (docs) or conversations (chats)"},
-        {"out", ARG_STR, &out, "token ids, uint16 little-endian"},
-        {"mask", ARG_STR, &mask, "chats: one byte per id, 1 on the assistant's generated tokens"},
+    const CliOpt opts[] = {
+        CLI_STR("tokenizer", 0, &tok_dir, "DIR", "directory with tiktoken.model and tokenizer_config.json"),
+        CLI_STR("in", 0, &in, "FILE", "JSON Lines input: documents (docs) or conversations (chats)"),
+        CLI_STR("out", 0, &out, "FILE", "token ids, uint16 little-endian"),
+        CLI_STR("mask", 0, &mask, "FILE", "chats: one byte per id, 1 on the assistant's generated tokens"),
     };
+    const CliCommand cmd = {"encode_data", "docs|chats --tokenizer DIR --in FILE --out FILE [--mask FILE]",
+                            "Encodes the training data with the engine's tokenizer and chat format.", opts, CLI_N(opts), 1,
+                            "docs or chats", 1};
     const char *pos[1];
     int n_pos;
-    if (args_parse(argc, argv, specs, 4, pos, 1, &n_pos, "encode_data docs|chats --tokenizer DIR --in FILE --out FILE"))
-        df_die("%s", df_errmsg());
+    cli_parse(&cmd, NULL, argc, argv, pos, &n_pos);
     int chats = n_pos == 1 && !strcmp(pos[0], "chats");
     if (n_pos != 1 || (!chats && strcmp(pos[0], "docs"))) df_die("say what to encode: docs or chats (see --help)");
     if (!tok_dir || !in || !out || (chats && !mask)) df_die("--tokenizer, --in, --out (and --mask for chats) are required");

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/args.h"
+#include "cli/opts.h"
 #include "cli/die.h"
 #include "jsonl.h"
 #include "text/bpe_train.h"
@@ -66,15 +66,14 @@ static int read_docs(const char *path, Docs *d) {
 int main(int argc, char **argv) {
     const char *docs_path = NULL, *out = NULL;
     int64_t mergeable = 8192;
-    ArgSpec specs[] = {
-        {"docs", ARG_STR, &docs_path, "JSON Lines corpus, one {\"text\": ...} per document"},
-        {"out", ARG_STR, &out, "directory for tiktoken.model and tokenizer_config.json (created)"},
-        {"mergeable", ARG_INT, &mergeable, "mergeable tokens including the 256 bytes (default 8192)"},
+    const CliOpt opts[] = {
+        CLI_STR("docs", 0, &docs_path, "FILE", "JSON Lines corpus, one {\"text\": ...} per document"),
+        CLI_STR("out", 0, &out, "DIR", "directory for tiktoken.model and tokenizer_config.json (created)"),
+        CLI_INT("mergeable", 0, &mergeable, "N", "mergeable tokens including the 256 bytes (default 8192)", 0, 0),
     };
-    const char *pos[1];
-    int n_pos;
-    if (args_parse(argc, argv, specs, 3, pos, 0, &n_pos, "train_bpe --docs FILE.jsonl --out DIR [--mergeable N]"))
-        df_die("%s", df_errmsg());
+    const CliCommand cmd = {"train_bpe", "--docs FILE.jsonl --out DIR [--mergeable N]",
+                            "Trains the byte-pair tokenizer on a corpus.", opts, CLI_N(opts), 0, NULL, 1};
+    cli_parse(&cmd, NULL, argc, argv, NULL, NULL);
     if (!docs_path || !out) df_die("--docs and --out are required (see --help)");
     if (mergeable < 257 || mergeable > MAX_MERGEABLE)
         df_die("--mergeable %lld: must be 257..%d", (long long)mergeable, MAX_MERGEABLE);
