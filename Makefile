@@ -97,8 +97,12 @@ asan:
 cuda:
 	$(MAKE) B=build-cuda all
 
+# The build dependencies only (make demo), or those and the tests' (make test).
+build-deps:
+	bash scripts/install-deps.sh build
+
 deps:
-	bash scripts/install-deps.sh
+	bash scripts/install-deps.sh test
 
 JOBS ?= $(shell nproc)
 
@@ -111,9 +115,39 @@ test: deps check-layers
 	$(MAKE) -j$(JOBS) asan
 	bash tests/run.sh
 
-demo: deps
-	$(MAKE) -j$(JOBS) all
+demo: build-deps
+	$(MAKE) -j$(JOBS) $(B)/deltafin
 	bash scripts/demo.sh
+
+# deltafin(1), made from the program's help text.
+$(B)/deltafin.1: $(B)/deltafin scripts/manpage.sh
+	bash scripts/manpage.sh $(B)/deltafin >$@.tmp && mv $@.tmp $@
+
+man: $(B)/deltafin.1
+
+PREFIX        ?= /usr/local
+BUNDLED_MODEL ?= models/k3-mini
+INSTALL_MODEL  = $(DESTDIR)$(PREFIX)/share/deltafin/models/k3-mini
+
+# The installed binary finds the model in PREFIX/share/deltafin/models/k3-mini (cli/locate.h).
+install: $(B)/deltafin $(B)/deltafin.1
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 755 $(B)/deltafin $(DESTDIR)$(PREFIX)/bin/deltafin
+	install -m 644 $(B)/deltafin.1 $(DESTDIR)$(PREFIX)/share/man/man1/deltafin.1
+	install -m 644 scripts/deltafin.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/deltafin
+	@if [ -f $(BUNDLED_MODEL)/config.json ]; then \
+	    echo "install -m 644 $(BUNDLED_MODEL)/* $(INSTALL_MODEL)/"; \
+	    install -d $(INSTALL_MODEL) && find $(BUNDLED_MODEL) -maxdepth 1 -type f -exec install -m 644 {} $(INSTALL_MODEL)/ \; ; \
+	else \
+	    echo "make install: no bundled model in $(BUNDLED_MODEL) (config.json missing): installed without it"; \
+	fi
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/deltafin $(DESTDIR)$(PREFIX)/share/man/man1/deltafin.1 \
+	    $(DESTDIR)$(PREFIX)/share/bash-completion/completions/deltafin
+	rm -rf $(INSTALL_MODEL)
+	-rmdir $(DESTDIR)$(PREFIX)/share/deltafin/models $(DESTDIR)$(PREFIX)/share/deltafin 2>/dev/null
 
 clean:
 	rm -rf build build-asan build-cuda

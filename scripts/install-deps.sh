@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Installs the build and test dependencies (Debian/Ubuntu packages and the Node.js test peers).
-# Safe to run repeatedly; does nothing that is already done.
+# Installs the dependencies (Debian/Ubuntu packages, and the Node.js test peers for the tests).
+#   scripts/install-deps.sh build   what building deltafin needs (make demo)
+#   scripts/install-deps.sh test    that and what the tests need (make test; the default)
+# Safe to run repeatedly; does nothing that is already done, so it needs neither root nor the
+# network when everything is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pkgs=(build-essential pkg-config libjansson-dev libpcre2-dev libcurl4-openssl-dev libmicrohttpd-dev
-      liburing-dev python3 python3-numpy python3-torch nginx-light time tmux groff-base)
+what="${1:-test}"
+build=(build-essential pkg-config libjansson-dev libpcre2-dev libcurl4-openssl-dev libssl-dev libmicrohttpd-dev
+       liburing-dev libedit-dev)
+tests=(python3 python3-numpy python3-torch nginx-light time tmux groff-base)
+case "$what" in
+build) pkgs=("${build[@]}") ;;
+test) pkgs=("${build[@]}" "${tests[@]}") ;;
+*) echo "usage: scripts/install-deps.sh [build|test]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Node.js may come from another source than Debian (it brings npm along): only install if absent.
-command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+if [ "$what" = test ] && ! { command -v node && command -v npm; } >/dev/null 2>&1; then missing+=(nodejs npm); fi
 if [ ${#missing[@]} -gt 0 ]; then
     sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
@@ -20,6 +30,6 @@ node_missing() {
         const deps = Object.keys(require("./package.json").dependencies || {});
         process.exit(deps.every((d) => require("fs").existsSync("node_modules/" + d)) ? 1 : 0);')
 }
-if [ -f tests/node/package.json ] && node_missing; then
+if [ "$what" = test ] && [ -f tests/node/package.json ] && node_missing; then
     (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
