@@ -116,14 +116,13 @@ int cmd_convert_spine(Settings *set, int argc, char **argv) {
         "difference, NLL difference). --spine int8 (K3_SPINE) then uses it: lossy, about half the spine bytes.";
     const CliCommand cmd = {"convert-spine", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
-    ModelDir m;
-    if (locate_model(set, MODEL_INSTALL, &m)) df_die("%s", df_errmsg());
+    const char *dir = cli_install_dir(set); /* never the bundled model: this writes beside it */
     /* the source is the BF16 spine, read through a mapped store */
     EngineOptions source = set->engine;
     source.spine = SPINE_BF16;
     source.store.kind = STORE_MAPPED;
     Engine e;
-    if (engine_open(&e, m.dir, &source)) df_die("%s", df_errmsg());
+    if (engine_open(&e, dir, &source)) df_die("%s", df_errmsg());
     if (convert_all(&e) || (!no_check && quality_check(&e, e.cat.dir, &set->engine))) df_die("%s", df_errmsg());
     engine_close(&e);
     return 0;

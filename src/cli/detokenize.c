@@ -34,7 +34,7 @@ int cmd_detokenize(Settings *set, int argc, char **argv) {
     const CliCommand cmd = {"detokenize", "[options] < IDS", about, NULL, 0, 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     ModelDir m;
-    if (locate_model(set, MODEL_TOKENIZER, &m)) df_die("%s", df_errmsg());
+    cli_model_dir(set, MODEL_TOKENIZER, &m);
     Tokenizer *tok = tok_load(m.dir);
     if (!tok) df_die("%s", df_errmsg());
     Utf8Stream st = UTF8STREAM_INIT;

@@ -50,9 +50,7 @@ int cmd_doctor(Settings *set, int argc, char **argv) {
         "anything inconsistent (sizes, headers, manifest). Exit status 0 when the install is usable.";
     const CliCommand cmd = {"doctor", "[options]", about, NULL, 0, 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
-    ModelDir where;
-    if (locate_model(set, MODEL_INSTALL, &where)) df_die("%s", df_errmsg());
-    const char *root = where.dir;
+    const char *root = cli_install_dir(set);
     Installer *in;
     if (installer_open(&in, root, INST_OFFLINE, 0, &set->engine.fetch)) {
         printf("NOT USABLE: %s\n", df_errmsg());

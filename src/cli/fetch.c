@@ -24,9 +24,7 @@ int cmd_fetch(Settings *set, int argc, char **argv) {
         "time; what is present is never fetched again.";
     const CliCommand cmd = {"fetch", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
-    ModelDir where;
-    if (locate_model(set, MODEL_INSTALL, &where)) df_die("%s", df_errmsg());
-    const char *root = where.dir;
+    const char *root = cli_install_dir(set);
     Installer *in;
     if (installer_open(&in, root, dry ? INST_OFFLINE : INST_ONLINE, 0, &set->engine.fetch)) df_die("fetch: %s", df_errmsg());
     if (installer_unmanaged(in)) df_die("fetch: %s has no %s: it was not installed by deltafin setup", installer_root(in), MANIFEST_FILE);

@@ -68,7 +68,7 @@ int cmd_inspect(Settings *set, int argc, char **argv) {
         cli_usage_error(&cmd, "two directories: %s and -m/--model %s", pos[0], set->root);
     if (n_pos == 1) settings_set(set, settings_find("DELTAFIN_ROOT"), pos[0], "the argument");
     ModelDir m;
-    if (locate_model(set, MODEL_READ, &m)) df_die("%s", df_errmsg());
+    cli_model_dir(set, MODEL_READ, &m);
     Catalog cat;
     if (catalog_open(&cat, m.dir)) df_die("%s", df_errmsg());
     printf("checkpoint  %s: valid K3-architecture checkpoint%s%s%s\n", m.dir, m.note[0] ? " [" : "", m.note,

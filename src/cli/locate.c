@@ -110,9 +110,19 @@ int locate_model(const Settings *s, ModelUse use, ModelDir *m) {
                    root, looked);
 }
 
+void cli_model_dir(const Settings *s, ModelUse use, ModelDir *m) {
+    if (locate_model(s, use, m)) df_die("%s", df_errmsg());
+}
+
+const char *cli_install_dir(const Settings *s) {
+    static ModelDir m;
+    cli_model_dir(s, MODEL_INSTALL, &m);
+    return m.dir;
+}
+
 void cli_open_engine(Engine *e, const Settings *s, const EngineOptions *o, FILE *startup) {
     static ModelDir m; /* the engine borrows the note for its lifetime */
-    if (locate_model(s, MODEL_READ, &m)) df_die("%s", df_errmsg());
+    cli_model_dir(s, MODEL_READ, &m);
     EngineOptions with = *o;
     with.model_note = m.note[0] ? m.note : NULL;
     if (engine_open(e, m.dir, &with)) df_die("%s", df_errmsg());

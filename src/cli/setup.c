@@ -26,9 +26,7 @@ int cmd_setup(Settings *set, int argc, char **argv) {
         "interruption; sizes and published SHA-256 verified.";
     const CliCommand cmd = {"setup", "[--full | --stream] [options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
-    ModelDir where;
-    if (locate_model(set, MODEL_INSTALL, &where)) df_die("%s", df_errmsg());
-    const char *root = where.dir;
+    const char *root = cli_install_dir(set);
     if (full && stream) df_die("setup: give at most one of --full and --stream");
     Installer *in;
     if (installer_open(&in, root, INST_REFRESH, dry, &set->engine.fetch)) df_die("setup: %s", df_errmsg());

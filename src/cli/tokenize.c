@@ -100,7 +100,7 @@ int cmd_tokenize(Settings *set, int argc, char **argv) {
     f.effort = from && from[0] == '-' ? set->effort : NULL; /* given as --effort: before the request's */
     f.default_effort = set->effort;
     ModelDir m;
-    if (locate_model(set, MODEL_TOKENIZER, &m)) df_die("%s", df_errmsg());
+    cli_model_dir(set, MODEL_TOKENIZER, &m);
     Tokenizer *tok = tok_load(m.dir);
     if (!tok) df_die("%s", df_errmsg());
     TokIds ids = {0};

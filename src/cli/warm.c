@@ -38,9 +38,7 @@ int cmd_warm(Settings *set, int argc, char **argv) {
         "K3_TRACE) selected them, and fetches the most used, so the common paths read from local disk.";
     const CliCommand cmd = {"warm", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
-    ModelDir where;
-    if (locate_model(set, MODEL_INSTALL, &where)) df_die("%s", df_errmsg());
-    const char *root = where.dir;
+    const char *root = cli_install_dir(set);
     Installer *in;
     if (installer_open(&in, root, dry ? INST_OFFLINE : INST_ONLINE, 0, &set->engine.fetch)) df_die("warm: %s", df_errmsg());
     if (installer_unmanaged(in)) df_die("warm: %s has no %s: it was not installed by deltafin setup", installer_root(in), MANIFEST_FILE);

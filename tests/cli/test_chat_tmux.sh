@@ -31,6 +31,11 @@ wait_for() { # file-or-pane, pattern, seconds
         sleep 0.1
     done
 }
+session_ends() { # the chat in the tmux session has exited (within 5 s)
+    for i in $(seq 50); do tm has-session -t chat 2>/dev/null || return 0; sleep 0.1; done
+    echo "chat did not end"
+    exit 1
+}
 count_chat() { # messages JSON, extra flags -> number of tokens
     printf '%s' "$1" >"$t/req.json"
     shift
@@ -96,8 +101,7 @@ cat "$t/stats.2"
 pl=$(field "$t/stats.2" 1 1) r=$(field "$t/stats.2" 2 3)
 [ "$r" -eq $((pl + g - 1)) ] || { echo "after Ctrl-C the next turn reused $r, expected $((pl + g - 1))"; exit 1; }
 tm send-keys -t chat "/exit" Enter
-for i in $(seq 50); do tm has-session -t chat 2>/dev/null || break; sleep 0.1; done
-! tm has-session -t chat 2>/dev/null
+session_ends
 
 # --- Ctrl-C while the model is still reading a long message: the message stays in the
 # conversation and the State keeps what it read, so the next turn feeds only the rest (counts
@@ -133,7 +137,7 @@ wait_for "$t/stats.3" "turn 1:"
 tm send-keys -t chat "$u2" Enter
 wait_for "$t/stats.3" "turn 2:"
 tm send-keys -t chat "/exit" Enter
-for i in $(seq 50); do tm has-session -t chat 2>/dev/null || break; sleep 0.1; done
+session_ends
 cat "$t/stats.3"
 p1=$(field "$t/stats.3" 1 1) f1=$(field "$t/stats.3" 1 2)
 p2=$(field "$t/stats.3" 2 1) f2=$(field "$t/stats.3" 2 2) r2=$(field "$t/stats.3" 2 3)
@@ -172,7 +176,7 @@ wait_for pane "(saved 4 messages, [0-9]* tokens of model state, to $t/s1.chat)"
 tm send-keys -t chat "/reset" Enter
 wait_for pane "(a new conversation"
 tm send-keys -t chat "/exit" Enter
-for i in $(seq 50); do tm has-session -t chat 2>/dev/null || break; sleep 0.1; done
+session_ends
 cat "$t/stats.4"
 [ "$(grep -c '^stats: turn' "$t/stats.4")" -eq 2 ] || { echo "expected 2 turns (paste = 1, no /command sent)"; exit 1; }
 if grep -q Sanitizer "$t/stats.4"; then echo "sanitizer report"; exit 1; fi
@@ -215,7 +219,7 @@ wait_for "$t/stats.6" "turn 2:"
 tm send-keys -t chat "/save $t/s2.chat" Enter
 wait_for pane "(saved 4 messages"
 tm send-keys -t chat "/exit" Enter
-for i in $(seq 50); do tm has-session -t chat 2>/dev/null || break; sleep 0.1; done
+session_ends
 tm new-session -d -s chat -x 160 -y 40 \
     "exec '$DF' chat --model '$m' --max-new 8 --stats --show-thinking >'$t/out.7' 2>'$t/stats.7'"
 wait_for "$t/out.7" "^>" 30
@@ -224,7 +228,7 @@ wait_for "$t/out.7" "(loaded 4 messages"
 tm send-keys -t chat "$q3" Enter
 wait_for "$t/stats.7" "turn 3:"
 tm send-keys -t chat "/exit" Enter
-for i in $(seq 50); do tm has-session -t chat 2>/dev/null || break; sleep 0.1; done
+session_ends
 cat "$t/stats.7"
 # turn 3 fed exactly what the uninterrupted session fed: the history was not read again
 ref3=$(grep "turn 3:" "$t/ref.err" | sed 's/ in [0-9.]* s//; s/, [0-9.]* s\/token//')
@@ -245,5 +249,5 @@ grep "^stats: turn" "$t/asan.err" >"$t/asan.turns"
 [ "$(wc -l <"$t/asan.turns")" -eq 3 ]
 sed -n 2p "$t/asan.turns" | grep -q "turn 2:.*(reused [1-9]"   # the second turn continued the first
 sed -n 3p "$t/asan.turns" | grep -q "turn 1:.*(reused 0 "      # /reset started over
-! grep -q Sanitizer "$t/asan.err"
+if grep -q Sanitizer "$t/asan.err"; then echo "sanitizer report"; exit 1; fi
 echo PASS
