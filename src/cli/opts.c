@@ -222,7 +222,7 @@ static void set_setting(const Table *t, Settings *set, const Entry *e, const cha
     else snprintf(origin, sizeof origins[0], "--%s", e->name);
     if (e->kind == KIND_SETTING_OFF) v = "0";
     else if (e->row->kind == SET_BOOL && !v) v = "1";
-    if (!*v) cli_usage_error(t->cmd, "%s needs a value", origin);
+    if (!*v) cli_usage_error(t->cmd, "%s is empty: give a value, or leave the option out", origin);
     if (settings_set(set, e->row, v, origin)) cli_usage_error(t->cmd, "%s", df_errmsg());
 }
 
