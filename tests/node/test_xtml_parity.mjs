@@ -185,6 +185,6 @@ test("effort medium is refused with a clear message", () => {
     execFileSync(DF, ["tokenize", "--model", dir, "--chat", file, "--effort", "medium"], { stdio: "pipe" });
     assert.fail("medium was accepted");
   } catch (e) {
-    assert.match(String(e.stderr), /thinking effort 'medium' is not supported \(use low, high or max\)/);
+    assert.match(String(e.stderr), /--effort: 'medium' is not low, high or max/);
   }
 });
