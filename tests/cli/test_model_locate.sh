@@ -22,6 +22,7 @@ cp "$DF" "$t/lonely/bin/deltafin"
 "$DF" synth --preset tiny --seed 12 --out "$t/other" --quiet >/dev/null
 bundled="$t/tree/models/k3-mini"
 prompt="The capital of France is"
+printf '%s\n' "$prompt Paris, and the capital of Italy is Rome." >"$t/text.txt"
 
 # --- nothing anywhere: one line, where it looked, what to run; exit 1
 set +e
@@ -43,13 +44,13 @@ grep -qF "model $bundled [the bundled k3-mini: no -m/--model or DELTAFIN_ROOT, n
     "$t/b.err" || fail "run's start-up line: $(cat "$t/b.err")"
 echo hi | "$t/tree/build/deltafin" chat -n 2 >/dev/null 2>"$t/c.err"
 grep -qF "[the bundled k3-mini" "$t/c.err" || fail "chat: $(cat "$t/c.err")"
-"$t/tree/build/deltafin" nll --text "$root/README.md" >/dev/null 2>"$t/n.err"
+"$t/tree/build/deltafin" nll --text "$t/text.txt" >/dev/null 2>"$t/n.err"
 grep -qF "[the bundled k3-mini" "$t/n.err" || fail "nll: $(cat "$t/n.err")"
 "$t/tree/build/deltafin" logits --tokens "1 2 3" -o "$t/l.bin" 2>"$t/l.err"
 grep -qF "[the bundled k3-mini" "$t/l.err" || fail "logits: $(cat "$t/l.err")"
 "$t/tree/build/deltafin" serve --port 0 >"$t/s.out" 2>"$t/s.err" &
 spid=$!
-for _ in $(seq 100); do grep -q "listening\|http://" "$t/s.err" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q "serve: listening on" "$t/s.err" && break; sleep 0.1; done
 kill "$spid" 2>/dev/null || true
 wait "$spid" 2>/dev/null || true
 grep -qF "[the bundled k3-mini" "$t/s.err" || fail "serve: $(cat "$t/s.err")"
@@ -92,7 +93,7 @@ one_line "$t/other/model.safetensors.index.json (-m) is a file: give the model's
 one_line "$t/nowhere (--model): no such directory" "$DF" run --model "$t/nowhere" -p x
 mkdir -p "$t/emptydir"
 one_line "$t/emptydir (DELTAFIN_ROOT) has no config.json: not a model directory" env DELTAFIN_ROOT="$t/emptydir" "$DF" run -p x
-one_line "$t/emptydir (--root) has no config.json" "$DF" nll --root "$t/emptydir" --text "$root/README.md"
+one_line "$t/emptydir (--root) has no config.json" "$DF" nll --root "$t/emptydir" --text "$t/text.txt"
 
 # --- make install: the binary finds the installed model; the man page and completion work
 make -s -C "$root" install PREFIX="$t/prefix" BUNDLED_MODEL="$bundled" >"$t/install.log" 2>&1 ||
