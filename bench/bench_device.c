@@ -1,7 +1,8 @@
 /* bench_device.c - matrix products on the process's device (K3_DEV: cpu or cuda), one shape at a
  * time: microseconds per mat_mul and the weight bytes per second they stand for, for a resident
- * weight (the same matrix every call: the spine) and for a weight the device does not keep (an
- * MXFP4 expert, copied at every use as the streaming store's refilled slots are), plus the fixed cost of a call
+ * weight (the same matrix and residency key every call: the spine) and for a weight whose bytes
+ * are new at every use (an MXFP4 expert whose key's generation moves on each call, as a streaming
+ * store's refilled cache slot does: the device copies it again), plus the fixed cost of a call
  * (a 16 x 16 product). Medians over the repetitions.
  *
  *   build-cuda/bench/bench_device [reps]        (K3_DEV=cuda; the same binary with K3_DEV=cpu) */
@@ -29,6 +30,11 @@ static void fill(uint8_t *p, size_t n, WeightFormat fmt, int aux, Rng *r) {
     }
 }
 
+/* The matrices stay allocated until the device closes: it keeps copies under their keys. */
+static Mat kept[16];
+static int n_kept;
+static uint32_t bench_store;
+
 static Mat make_mat(WeightFormat fmt, int rows, int cols, Rng *r) {
     size_t n = (size_t)rows * cols, data = fmt == WF_BF16 ? 2 * n : fmt == WF_MXFP4 ? n / 2 : n;
     size_t aux = fmt == WF_MXFP4 ? n / 32 : fmt == WF_I8ROW ? 4 * (size_t)rows : 0;
@@ -37,12 +43,8 @@ static Mat make_mat(WeightFormat fmt, int rows, int cols, Rng *r) {
     if (fmt == WF_I8ROW)
         for (int i = 0; i < rows; i++) ((float *)a)[i] = 0.01f;
     else if (a) fill(a, aux, fmt, 1, r);
-    return (Mat){fmt, rows, cols, d, a};
+    return (Mat){fmt, rows, cols, d, a, {bench_store, 0, (uint64_t)n_kept, 0}};
 }
-
-/* The matrices stay allocated until the device closes: it keys its copies by host address. */
-static Mat kept[16];
-static int n_kept;
 
 static void time_shape(Pool *pool, const char *name, WeightFormat fmt, int rows, int cols, int T, int reps, Rng *r) {
     float *X = df_malloc(sizeof(float) * (size_t)T * cols), *Y = df_malloc(sizeof(float) * (size_t)T * rows);
@@ -51,6 +53,7 @@ static void time_shape(Pool *pool, const char *name, WeightFormat fmt, int rows,
     double *t = df_malloc(sizeof(double) * (size_t)reps);
     mat_mul(pool, Y, &W, X, T); /* warm-up: a resident weight is copied here */
     for (int i = 0; i < reps; i++) {
+        if (fmt == WF_MXFP4) W.key.gen++; /* a refilled cache slot: new bytes under the same item */
         double t0 = bench_now();
         mat_mul(pool, Y, &W, X, T);
         t[i] = bench_now() - t0;
@@ -71,6 +74,7 @@ int main(int argc, char **argv) {
     MatDevice *dev = device_current();
     printf("device: %s\n", dev ? dev->desc : "cpu");
     Pool *pool = pool_create(set.engine.threads);
+    bench_store = mat_store_id();
     Rng r;
     rng_seed(&r, 7);
     time_shape(pool, "call cost (16 x 16 f32)", WF_F32, 16, 16, 1, reps, &r);

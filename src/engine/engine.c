@@ -55,11 +55,12 @@ static int spine_choice(Engine *e) {
     return 0;
 }
 
-/* The mapped store's int8 spine: every file mapped, the model's matrices rebound to it. */
-static int map_int8_spine(Engine *e, TensorBytesFn bytes, void *provider) {
+/* The mapped store's int8 spine: every file mapped, handed out in place of the BF16 matrices. */
+static int map_int8_spine(Engine *e) {
     if (!e->spine_int8 || e->streaming) return 0;
     if (i8spine_open(&e->i8, &e->cat)) return -1;
-    return model_override_mats(e->model, bytes, provider, i8spine_mat, &e->i8);
+    mapped_use_int8(&e->store, &e->i8);
+    return 0;
 }
 
 /* A streaming install (made by setup --stream) may lack experts, never the spine. K3_OFFLINE=1
@@ -125,9 +126,11 @@ static int open_store(Engine *e) {
     if (stream_wanted(&e->cat, &needs, &e->opt.store, &e->streaming)) return -1;
     if (e->streaming) {
         if (stream_open(&e->stream, &e->cat, &needs, &e->opt.store)) return -1;
+        e->spine = &e->stream.spine.src;
         e->experts = &e->stream.experts.src;
     } else {
-        if (mapped_open(&e->store, &e->cat)) return -1;
+        if (mapped_open(&e->store, &e->cat) || map_int8_spine(e)) return -1;
+        e->spine = &e->store.spine;
         e->experts = &e->store.src;
     }
     if (e->inst) {
@@ -146,9 +149,6 @@ static int open_store(Engine *e) {
     return 0;
 }
 
-/* ExpertStore.refill: the device drops its copies of a slot about to be overwritten. */
-static void slot_refilled(void *dev, int slot) { ((MatDevice *)dev)->slot_refilled((MatDevice *)dev, slot); }
-
 /* Bytes of the spine's matrices as the device will hold them (BF16 or int8). */
 static size_t spine_matrix_bytes(const Engine *e) {
     if (e->streaming) return (size_t)(e->stream.plan.spine_bytes + e->stream.plan.globals);
@@ -161,35 +161,22 @@ static size_t spine_matrix_bytes(const Engine *e) {
     return sum;
 }
 
-/* K3_DEV. The CUDA device keeps each spine matrix in GPU memory keyed by its host address, so
- * every spine layer must stay at one address: a streamed spine layer (two buffers refilled per
- * token) would be read stale. */
+/* K3_DEV. The device keeps copies of weights under their residency keys, which the stores renew
+ * whenever bytes change (a streamed spine layer read again, an expert slot refilled), so every
+ * store layout may run on it; the buffers the stores refill are offered for page-locking. */
 static int open_device(Engine *e) {
     DeviceKind kind;
-    int asked = e->opt.device != DEV_AUTO;
     if (device_resolve(e->opt.device, &kind)) return -1;
     if (kind == DEV_CPU || device_current()) return 0; /* an engine opened inside another shares its device */
-    if (e->streaming && e->stream.plan.pinned < e->cat.cfg.n_layers) {
-        int streamed = e->cat.cfg.n_layers - e->stream.plan.pinned;
-        if (!asked) {
-            snprintf(e->device_note, sizeof e->device_note,
-                     " (GPU unused: %d of %d spine layers are streamed, and the GPU needs them all resident)", streamed,
-                     e->cat.cfg.n_layers);
-            return 0;
-        }
-        return df_fail("K3_DEV=cuda keeps the spine in GPU memory and needs every spine layer resident in host memory "
-                       "too: %d of %d layers are streamed under this budget (raise K3_RAM_GB, or use K3_STORE=mapped)",
-                       streamed, e->cat.cfg.n_layers);
-    }
     if (device_open(kind)) return -1;
     e->device_open = 1;
     MatDevice *dev = device_current();
     dev->spine_bytes = spine_matrix_bytes(e);
-    if (!e->streaming) dev->stable_experts = 1; /* expert spans are the mapped shards' own pages */
-    else if (e->stream.experts.arena) { /* page-locking touches the whole cache now: start-up time for copy speed */
-        ExpertStore *es = &e->stream.experts;
-        dev->expert_cache(dev, es->arena, es->slot_bytes, (int)(es->arena_bytes / es->slot_bytes));
-        es->refill = slot_refilled, es->refill_ctx = dev;
+    if (e->streaming) {
+        const ExpertStore *es = &e->stream.experts;
+        const SpineStore *sp = &e->stream.spine;
+        if (es->arena) dev->host_buffer(dev, es->arena, es->arena_bytes);
+        for (int i = 0; sp->bufs && i < 2; i++) dev->host_buffer(dev, spine_stream_buf(sp, i), e->stream.plan.stream_buf);
     }
     return 0;
 }
@@ -204,18 +191,12 @@ int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
     if (open_store(e)) return engine_close(e), -1;
     e->pool = pool_create(o->threads);
     e->threads = pool_threads(e->pool);
-    TensorBytesFn bytes = e->streaming ? e->stream.spine.src.bytes : mapped_tensor_bytes;
-    void *provider = e->streaming ? (void *)&e->stream.spine : (void *)&e->store;
-    if (model_create(&e->model, &e->cat, bytes, provider, e->experts, e->pool, e->opt.a_log, e->max_context)) {
+    if (model_create(&e->model, &e->cat, e->spine, e->experts, e->pool, e->opt.a_log, e->max_context)) {
         engine_close(e);
         return -1;
     }
     model_set_mla_cache(e->model, e->opt.mla_cache);
-    if (map_int8_spine(e, bytes, provider)) return engine_close(e), -1;
-    if (e->streaming) {
-        if (model_set_spine(e->model, &e->stream.spine.src)) return engine_close(e), -1;
-        stream_end_load(&e->stream);
-    }
+    if (e->streaming) stream_end_load(&e->stream);
     if (open_device(e)) return engine_close(e), -1;
     e->max_context = model_max_context(e->model);
     e->prof_t = engine_now();

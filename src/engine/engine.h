@@ -69,6 +69,7 @@ typedef struct {
     FetchingSource fetching; /* streaming install: fetches missing experts before they are read */
     TraceSource trace;       /* K3_TRACE: wraps the expert source */
     ReplaySource replay;     /* K3_REPLAY: wraps it outermost */
+    SpineSource *spine;      /* the store's spine */
     ExpertSource *experts;
     ModelStats prof_stats;   /* totals at the previous profile line */
     StreamCounters prof_io;
@@ -78,7 +79,6 @@ typedef struct {
     int threads;             /* compute threads the pool has */
     int max_context;         /* positions a State may hold (K3_CONTEXT, within the model's limit) */
     int device_open;         /* K3_DEV opened an accelerator (device.h), closed with the engine */
-    char device_note[128];   /* why K3_DEV=auto stayed on the CPU, for the start-up line */
     I8Spine i8;              /* K3_SPINE: mapped int8 spine when spine_int8 */
     int spine_int8;          /* 1: the spine matrices are the lossy int8 ones */
     int top_k_full;          /* the checkpoint's experts per token; cat.cfg.top_k is K3_MOE_TOP_K's */

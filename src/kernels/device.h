@@ -1,18 +1,17 @@
 /* device.h - where matrix products run: the CPU kernels, or an accelerator that takes them over
- * (K3_DEV). This is the seam a GPU backend slots into: model code calls mat_mul and never knows.
+ * (K3_DEV). This is the seam a GPU backend slots into: model code calls the products of mat.h and
+ * never knows.
  *
  * The device is process-wide state, chosen once at start-up (device_open) before any forward and
- * released when the engine closes (device_close); mat_mul reads it. A device computes exactly what the CPU
- * kernels compute: the same weight expansion and the same reduction order (kernels_impl.h), so
- * logits are bit-identical on every device, and results stay independent of thread counts.
+ * released when the engine closes (device_close); the products read it. A device computes exactly
+ * what the CPU kernels compute: the same weight expansion and the same reduction order
+ * (kernels_impl.h), so logits are bit-identical on every device, and results stay independent of
+ * thread counts.
  *
- * A device may keep copies of weights in its own memory, keyed by where their bytes live on the
- * host: the caller promises that a matrix's host bytes do not change while the device is open
- * unless the matrix's format is MXFP4 (routed experts), and may widen the promise to MXFP4 too
- * (stable_experts: the mapped store, whose expert spans are the shards' own pages). The streaming
- * store's expert cache is described by expert_cache, and every refill of one of its slots is
- * announced by slot_refilled before the slot's bytes change, so copies of the experts in it may
- * stay too. The engine keeps the spine's side of the promise by refusing a streamed spine. */
+ * A device may keep copies of weights in its own memory under their residency keys (mat.h): a
+ * key names one version of a matrix's bytes, and the stores change a key's generation whenever
+ * those bytes change (a streamed spine layer read again, an expert cache slot refilled), so a copy
+ * kept under a key is never stale. Matrices without a key are copied for each use. */
 #ifndef DF_DEVICE_H
 #define DF_DEVICE_H
 
@@ -23,21 +22,21 @@
 typedef struct MatDevice MatDevice;
 struct MatDevice {
     char desc[192];   /* for the start-up line, e.g. "cuda (NVIDIA H200, 139.8 GB)" */
-    /* Y[T][rows] = X[T][cols] . W^T, as mat_mul (pool: for the CPU kernels, which the device may
-     * fall back to when it cannot hold a weight). After a device fault it writes zeros. */
+    /* The products of mat.h (pool: for the CPU kernels, which the device may fall back to when it
+     * cannot hold a weight). After a device fault they write zeros. */
     void (*mul)(MatDevice *d, Pool *pool, float *Y, const Mat *W, const float *X, int T);
+    void (*mul_heads)(MatDevice *d, Pool *pool, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T);
+    void (*tmul_heads)(MatDevice *d, Pool *pool, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T);
     /* NULL, or the message of the device's first fault (a failed copy, launch or sync): from then
      * on it computes nothing, and every forward reports the fault (device_fault). */
     const char *(*fault)(MatDevice *d);
     /* Bytes of weights it holds resident, and bytes it copied for single uses, so far. */
     void (*counters)(MatDevice *d, size_t *resident, size_t *streamed);
     void (*close)(MatDevice *d);
-    /* The streaming store's expert cache: n_slots slots of slot_bytes from arena. The device may
-     * lock the memory for fast copies (best effort: failure only costs speed) and keep copies of
-     * the experts in it until slot_refilled(slot) says that slot is about to be overwritten. */
-    void (*expert_cache)(MatDevice *d, void *arena, size_t slot_bytes, int n_slots);
-    void (*slot_refilled)(MatDevice *d, int slot);
-    int stable_experts;   /* MXFP4 host bytes never change either: they may stay resident too */
+    /* Host memory that a store fills again and again and hands out matrices from (the expert
+     * cache, the spine's stream buffers): the device may page-lock it for faster copies (best
+     * effort: a refusal only costs speed). It must stay allocated until the device closes. */
+    void (*host_buffer)(MatDevice *d, void *p, size_t bytes);
     size_t spine_bytes;   /* device memory to leave for the spine when experts stay resident */
 };
 

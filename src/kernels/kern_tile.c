@@ -8,8 +8,6 @@
 #define CHUNK_BYTES (256u << 10)
 #define CHUNK_MIN_ROWS 4
 #define CHUNK_MAX_ROWS 64
-/* Below this many multiply-adds a pool wake-up costs more than the second thread saves. */
-#define PARALLEL_MIN_MACS (1u << 18)
 /* Chunks per thread when parallel: enough to even out threads that start late. */
 #define CHUNKS_PER_THREAD 4
 
@@ -40,7 +38,7 @@ static int rows_per_chunk(const KernJob *j, int threads) {
 void kern_run(Pool *pool, const KernJob *j) {
     if (j->T <= 0 || j->rows <= 0) return;
     uint64_t macs = (uint64_t)j->rows * (uint64_t)j->cols * (uint64_t)j->T;
-    int threads = macs >= PARALLEL_MIN_MACS ? pool_threads(pool) : 1;
+    int threads = macs >= KERN_PARALLEL_MIN_MACS ? pool_threads(pool) : 1;
     Chunks ch = {j, rows_per_chunk(j, threads)};
     int n = (j->rows + ch.rows_per_chunk - 1) / ch.rows_per_chunk;
     if (threads > 1 && n > 1) {

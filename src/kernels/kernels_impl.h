@@ -24,6 +24,8 @@
 #include "kernels/kernels.h"
 
 #define KERN_LANES 16
+/* Below this many multiply-adds a pool wake-up costs more than a second thread saves. */
+#define KERN_PARALLEL_MIN_MACS (1u << 18)
 #define KERN_TT 4 /* X rows per weight-row pass */
 
 /* Whether the x86 SIMD paths are compiled in (they are selected at run time, never by -march). */

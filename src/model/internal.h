@@ -45,7 +45,7 @@ struct Model {
     const Catalog *cat;
     Weights w;
     ExpertSource *experts;
-    SpineSource *spine;     /* NULL: the spine stays where model_create bound it */
+    SpineSource *spine;     /* where the spine tensors come from (borrowed) */
     Pool *pool;
     Scratch s;
     int max_context;

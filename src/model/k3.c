@@ -1,12 +1,11 @@
-/* k3.c - one chunk of positions through the whole model, top to bottom (k3-model.md 3.1):
+/* k3.c - one chunk of positions through the whole model, top to bottom (docs/MODEL.md 4.1):
  * embed; per layer { AttnRes -> attention (KDA or MLA), AttnRes -> FFN (dense or MoE) }; tail.
- * The storage and kernel details sit behind Weights, ExpertSource and mat_mul. */
+ * The storage and kernel details sit behind SpineSource, ExpertSource and the Mat products. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "format/numfmt.h"
 #include "kernels/device.h"
 #include "kernels/mat.h"
 #include "model/internal.h"
@@ -30,16 +29,17 @@ ModelMemory model_memory(const K3Config *c, MlaCacheMode mla, int max_context) {
     return mm;
 }
 
-int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *provider, ExpertSource *experts,
-                 Pool *pool, ALogMode mode, int max_context) {
+int model_create(Model **out, const Catalog *cat, SpineSource *spine, ExpertSource *experts, Pool *pool, ALogMode mode,
+                 int max_context) {
     Model *m = df_calloc(1, sizeof *m);
     m->cfg = cat->cfg;
     m->cat = cat;
+    m->spine = spine;
     m->experts = experts;
     m->pool = pool;
     m->look_layer = -1;
     m->max_context = model_context(&m->cfg, max_context);
-    if (weights_bind(&m->w, cat, bytes, provider, mode)) {
+    if (weights_bind(&m->w, cat, spine, mode)) {
         free(m);
         return -1;
     }
@@ -55,26 +55,12 @@ void model_destroy(Model *m) {
     free(m);
 }
 
-int model_set_spine(Model *m, SpineSource *src) {
-    m->spine = src;
-    return src->mat ? weights_override_mats(&m->w, m->cat, src->bytes, src, src->mat, src->mat_ctx) : 0;
-}
-
-int model_override_mats(Model *m, TensorBytesFn bytes, void *provider, MatOverrideFn fn, void *ctx) {
-    return weights_override_mats(&m->w, m->cat, bytes, provider, fn, ctx);
-}
-
 const K3Config *model_config(const Model *m) { return &m->cfg; }
 int model_max_context(const Model *m) { return m->max_context; }
 ModelStats *model_stats(Model *m) { return &m->stats; }
 
-static void embed(Model *m, const int *tokens, int T) {
-    const int H = m->cfg.hidden;
-    for (int t = 0; t < T; t++) {
-        const uint16_t *row = m->w.embed + (size_t)tokens[t] * H;
-        for (int d = 0; d < H; d++) m->s.P[(size_t)t * H + d] = bf16_to_f32(row[d]);
-    }
-}
+/* Each token's embedding row, widened exactly to fp32. */
+static void embed(Model *m, const int *tokens, int T) { mat_gather_rows(&m->w.embed, tokens, T, m->s.P); }
 
 /* x[t] = AttnRes over (anchors[0..n), P[t]) with pseudo-query q; with no anchors, x = P. */
 static void attn_res(Model *m, int n_anchors, const float *q, int T, float *x) {
@@ -167,14 +153,15 @@ static int check_tokens(const Model *m, const int *tokens, int T) {
     return 0;
 }
 
-/* With a streamed spine, layer l's bytes may sit in a different buffer on every pass. */
+/* With a streamed spine, layer l's bytes may sit in a different buffer, or be other bytes, on
+ * every pass: its Mats (and their residency keys) are asked for again. */
 static int acquire_spine_layer(Model *m, int l) {
-    if (!m->spine) return 0;
+    if (!m->spine->acquire_layer) return 0;
     double t0 = model_now();
     int moved = m->spine->acquire_layer(m->spine, l);
     m->stats.spine_wait_s += model_now() - t0;
     if (moved < 0) return -1;
-    if (moved && weights_bind_layer_mats(&m->w, m->cat, l, m->spine->bytes, m->spine, m->spine->mat, m->spine->mat_ctx)) {
+    if (moved && weights_bind_layer_mats(&m->w, m->cat, l, m->spine)) {
         m->spine->release_layer(m->spine, l);
         return -1;
     }
@@ -193,7 +180,7 @@ static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens
         if (acquire_spine_layer(m, l)) return -1;
         n_anchors = attention_block(m, seqs, n_seqs, l, n_anchors, T);
         int rc = ffn_block(m, l, n_anchors, T);
-        if (m->spine) m->spine->release_layer(m->spine, l);
+        if (m->spine->release_layer) m->spine->release_layer(m->spine, l);
         if (rc) return -1;
     }
     for (int q = 0; q < n_seqs; q++) seqs[q].st->len += seqs[q].rows;

@@ -27,7 +27,7 @@ void lookahead(Model *m, int layer, const float *u, int T) {
     m->look_layer = -1;
     int next = layer + 1;
     if (!m->experts->predict || next >= c->n_layers || !m->w.layers[next].moe) return;
-    if (m->spine && next >= m->spine->resident_layers) return;
+    if (next >= m->spine->resident_layers) return;
     const MoeWeights *w = &m->w.layers[next].moe_w;
     mat_mul(m->pool, s->router, &w->router, u, T); /* the router scratch is free once sel is known */
     for (int t = 0; t < T; t++)

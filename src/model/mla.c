@@ -1,4 +1,4 @@
-/* mla.c - gated multi-head latent attention without positional encoding (k3-model.md 3.4),
+/* mla.c - gated multi-head latent attention without positional encoding (docs/MODEL.md 4.4),
  * for T new positions appended after `base` cached ones. Heads run as pool tasks.
  *
  * Two cache layouts (model.h, MlaCacheMode). Expanded: the cache holds every head's key and value,
@@ -14,7 +14,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
 #include "kernels/mat.h"
 #include "model/internal.h"
 #include "model/ops.h"
@@ -83,33 +82,49 @@ static void append_latent(const K3Config *c, LayerState *st, const Scratch *s, i
     }
 }
 
+/* Head h of the latent cache, for the sequence's rows: scores of its absorbed query (s->qlat)
+ * against the cached latents and k_pe, softmax, and the attended latent into s->lctx. */
 static void mla_head_latent(void *ctx, int h) {
     MlaTask *a = ctx;
     const K3Config *c = &a->m->cfg;
     Scratch *s = &a->m->s;
-    const Mat *kv_b = &a->w->kv_b;
-    const int NH = c->mla_heads, QK = config_mla_qk_dim(c), V = c->v_head, R = c->kv_lora, KVW = R + c->qk_rope;
-    const int kv_row0 = h * (c->qk_nope + V); /* this head's key rows in kv_b, then its value rows */
+    const int NH = c->mla_heads, QK = config_mla_qk_dim(c), R = c->kv_lora, KVW = R + c->qk_rope;
     const float scale = 1.0f / sqrtf((float)QK);
-    float *score = s->scores + (size_t)h * a->m->max_context, *qlat = s->qlat + (size_t)h * R, *lctx = s->lctx + (size_t)h * R;
+    float *score = s->scores + (size_t)h * a->m->max_context;
     for (int t = 0; t < a->T; t++) {
         const size_t row = (size_t)(a->row0 + t);
         const float *q = s->qf + (row * NH + h) * QK;
-        mat_rows_tmul(kv_b, kv_row0, c->qk_nope, q, qlat);
+        const float *qlat = s->qlat + (row * NH + h) * R;
+        float *lctx = s->lctx + (row * NH + h) * R;
         int n = a->base + t + 1;
         for (int u = 0; u < n; u++) {
             const float *lat = a->st->latent + (size_t)u * KVW;
-            score[u] = (kern_dot_f32(qlat, lat, R) + kern_dot_f32(q + c->qk_nope, lat + R, c->qk_rope)) * scale;
+            score[u] = (op_dot(qlat, lat, R) + op_dot(q + c->qk_nope, lat + R, c->qk_rope)) * scale;
         }
         op_softmax(score, n);
         for (int i = 0; i < R; i++) lctx[i] = 0;
-        for (int u = 0; u < n; u++) kern_axpy(lctx, score[u], a->st->latent + (size_t)u * KVW, R);
-        float *att = s->att + (row * NH + h) * V;
-        Mat w_uv = mat_rows(kv_b, kv_row0 + c->qk_nope, V);
-        mat_mul_cpu(NULL, att, &w_uv, lctx, 1); /* inside a pool task, and small */
-        const float *gate = s->g + (row * NH + h) * V;
-        for (int j = 0; j < V; j++) att[j] *= op_sigmoid(gate[j]);
+        for (int u = 0; u < n; u++) op_axpy(lctx, score[u], a->st->latent + (size_t)u * KVW, R);
     }
+}
+
+/* Latent cache, for the chunk's T rows: each head's query absorbed into kv_b's key rows,
+ * q_lat = W_uk[h]^T q_nope (one product over every row and head), each sequence's heads attending
+ * over its own latents, and each head's attended latent expanded through kv_b's value rows,
+ * att = W_uv[h] lctx (one product again); then the output gate. kv_b's rows are head-major: a
+ * head's qk_nope key rows, then its v_head value rows. */
+static void mla_latent(Model *m, const MlaWeights *w, int l, const Seq *seqs, int n, int T) {
+    const K3Config *c = &m->cfg;
+    Scratch *s = &m->s;
+    const int NH = c->mla_heads, V = c->v_head, R = c->kv_lora;
+    const MatHeads keys = {NH, 0, c->qk_nope + V, c->qk_nope, config_mla_qk_dim(c)};
+    const MatHeads values = {NH, c->qk_nope, c->qk_nope + V, V, R};
+    mat_tmul_heads(m->pool, s->qlat, &w->kv_b, &keys, s->qf, T);
+    for (int q = 0; q < n; q++) { /* the score scratch is per head: one sequence at a time */
+        MlaTask task = {m, w, &seqs[q].st->layers[l], seqs[q].st->len, seqs[q].row0, seqs[q].rows};
+        pool_run(m->pool, NH, mla_head_latent, &task);
+    }
+    mat_mul_heads(m->pool, s->att, &w->kv_b, &values, s->lctx, T);
+    for (size_t i = 0; i < (size_t)T * NH * V; i++) s->att[i] *= op_sigmoid(s->g[i]);
 }
 
 void mla_forward(Model *m, const LayerWeights *L, int l, const Seq *seqs, int n, const float *xn, int T, float *out) {
@@ -130,9 +145,11 @@ void mla_forward(Model *m, const LayerWeights *L, int l, const Seq *seqs, int n,
         else append_kv(c, st, s, seqs[q].st->len, seqs[q].row0, seqs[q].rows);
     }
     mat_mul(m->pool, s->g, &w->g, xn, T);
-    for (int q = 0; q < n; q++) { /* the score scratch is per head: one sequence at a time */
-        MlaTask task = {m, w, &seqs[q].st->layers[l], seqs[q].st->len, seqs[q].row0, seqs[q].rows};
-        pool_run(m->pool, c->mla_heads, m->mla_cache == MLA_CACHE_LATENT ? mla_head_latent : mla_head, &task);
-    }
+    if (m->mla_cache == MLA_CACHE_LATENT) mla_latent(m, w, l, seqs, n, T);
+    else
+        for (int q = 0; q < n; q++) { /* the score scratch is per head: one sequence at a time */
+            MlaTask task = {m, w, &seqs[q].st->layers[l], seqs[q].st->len, seqs[q].row0, seqs[q].rows};
+            pool_run(m->pool, c->mla_heads, mla_head, &task);
+        }
     mat_mul(m->pool, out, &w->o, s->att, T);
 }

@@ -1,11 +1,13 @@
-/* model.h - the K3 forward pass (k3-model.md section 3) for a chunk of T positions.
+/* model.h - the K3 forward pass (docs/MODEL.md section 4) for a chunk of T positions.
  *
- * A Model binds a validated catalog to weights (spine through Weights, routed experts through an
- * ExpertSource) and owns the scratch buffers of one chunk. A State is one sequence's decode state
- * (KDA conv windows and recurrent matrices, MLA key/value cache); several States can share a Model
- * as long as only one forward runs at a time. Everything is fp32; results do not depend on the
- * number of threads, and feeding a sequence in chunks of any size gives the same greedy tokens and
- * logits equal up to fp32 reduction order (bit-identical where the kernels are, see kernels.h). */
+ * A Model binds a validated catalog to weights: the spine through a SpineSource (into Weights) and
+ * the routed experts through an ExpertSource, all of them ready Mats from the stores, so the model
+ * knows no storage format; it owns the scratch buffers of one chunk. A State is one sequence's
+ * decode state (KDA conv windows and recurrent matrices, MLA key/value cache); several States can
+ * share a Model as long as only one forward runs at a time. Everything is fp32; results do not
+ * depend on the number of threads, and feeding a sequence in chunks of any size gives the same
+ * greedy tokens and logits equal up to fp32 reduction order (bit-identical where the kernels are,
+ * see kernels.h). */
 #ifndef DF_MODEL_H
 #define DF_MODEL_H
 
@@ -15,22 +17,28 @@
 #include "model/weights.h"
 #include "util/pool.h"
 
-/* Supplies routed experts. acquire makes the spans of experts ids[0..n) of `layer` readable and
- * stores a pointer to each span (catalog layout) in spans[i]; the pointers stay valid until the
- * next acquire. Returns 0, or -1 with a message (the forward then fails). max_batch > 0 caps n
- * (the model then acquires a layer's experts in several batches); 0 means no cap. route, when
- * not NULL, is told each layer's selections before its experts are acquired: sel[t][k] for the
- * chunk's T rows (router traces). predict, when not NULL, is told a guess at a later layer's
- * selections (router lookahead), in the same form; the source may start reading them, and must
- * keep serving the current layer's experts as if it had not been told. replace, when not NULL,
- * overwrites the router's selections (distinct ids per row) and weights before route sees them,
- * for the chunk's rows at positions pos .. pos + T - 1: a benchmark that drives the store with
- * recorded routing (replay.h); the model's output is then meaningless. ready_first, when not
- * NULL, may reorder ids[0..n) (a layer's experts not yet acquired) so that those readable without
- * waiting come first: the model computes experts in any order (each writes its own outputs), so
- * it computes what has arrived while the rest is still being read. */
+/* One routed expert as the store hands it out: gate w1 and up w3 [moe_inter][latent], down w2
+ * [latent][moe_inter] (MXFP4 on K3), each with its residency key (mat.h). */
+typedef struct {
+    Mat w1, w2, w3;
+} ExpertMats;
+
+/* Supplies routed experts. acquire makes experts ids[0..n) of `layer` readable and stores each
+ * one's matrices in out[i]; they stay valid until the next acquire. Returns 0, or -1 with a
+ * message (the forward then fails). max_batch > 0 caps n (the model then acquires a layer's
+ * experts in several batches); 0 means no cap. route, when not NULL, is told each layer's
+ * selections before its experts are acquired: sel[t][k] for the chunk's T rows (router traces).
+ * predict, when not NULL, is told a guess at a later layer's selections (router lookahead), in the
+ * same form; the source may start reading them, and must keep serving the current layer's
+ * experts as if it had not been told. replace, when not NULL, overwrites the router's selections
+ * (distinct ids per row) and weights before route sees them, for the chunk's rows at positions
+ * pos .. pos + T - 1: a benchmark that drives the store with recorded routing (replay.h); the
+ * model's output is then meaningless. ready_first, when not NULL, may reorder ids[0..n) (a
+ * layer's experts not yet acquired) so that those readable without waiting come first: the model
+ * computes experts in any order (each writes its own outputs), so it computes what has arrived
+ * while the rest is still being read. */
 typedef struct ExpertSource {
-    int (*acquire)(struct ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans);
+    int (*acquire)(struct ExpertSource *src, int layer, const int *ids, int n, ExpertMats *out);
     int max_batch;
     void (*route)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
     void (*predict)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
@@ -38,17 +46,19 @@ typedef struct ExpertSource {
     void (*ready_first)(struct ExpertSource *src, int layer, int *ids, int n);
 } ExpertSource;
 
-/* Supplies the spine one layer at a time when it is not all resident. acquire_layer makes layer
- * l's tensors readable through bytes (provider = the source) until release_layer(l), and returns
- * 1 when they may sit elsewhere than at the previous acquire (the model then rebinds the layer's
- * matrices), 0 when they have not moved, -1 with a message on failure. The model holds at most
- * one layer at a time and releases it before acquiring the next. */
+/* Supplies every other tensor (the spine: the embedding, the layers' matrices and vectors, the
+ * tail). mat gives tensor t as a ready matrix: format, shape, bytes and residency key, chosen by
+ * the store (BF16 or F32 as in the checkpoint, or the int8 spine's I8ROW); its data is NULL while t
+ * belongs to a streamed layer that is not acquired. Vectors are matrices too, expanded by the
+ * model at load.
+ * acquire_layer (NULL: every layer is always readable) makes layer l's tensors readable until
+ * release_layer(l), and returns 1 when their Mats may have changed since the previous acquire
+ * (the model then asks mat again), 0 when they have not, -1 with a message on failure. The model
+ * holds at most one layer at a time and releases it before acquiring the next. */
 typedef struct SpineSource {
+    Mat (*mat)(struct SpineSource *src, const TensorInfo *t);
     int (*acquire_layer)(struct SpineSource *src, int layer);
     void (*release_layer)(struct SpineSource *src, int layer);
-    TensorBytesFn bytes;
-    MatOverrideFn mat;      /* NULL, or another representation of some matrices (the int8 spine) */
-    void *mat_ctx;
     int resident_layers;    /* layers [0, resident_layers) never move: readable at any time */
 } SpineSource;
 
@@ -68,17 +78,11 @@ typedef struct {
 typedef struct Model Model;
 typedef struct State State;
 
-/* Borrows cat, spine tensor bytes (through bytes/provider), experts and pool for its lifetime.
- * max_context: positions a State may hold (model_context: clamped to max_position_embeddings). */
-int model_create(Model **out, const Catalog *cat, TensorBytesFn bytes, void *provider, ExpertSource *experts,
-                 Pool *pool, ALogMode mode, int max_context);
-/* Streams the spine through src (borrowed): every forward acquires each layer before using it,
- * and binds the matrices through src->mat where it has one. Without it, the matrices bound at
- * model_create stay in place. */
-int model_set_spine(Model *m, SpineSource *src);
-/* Rebinds the spine matrices through an override (weights_override_mats; bytes/provider as given
- * to model_create), e.g. to the mapped int8 spine. A streamed spine brings its own (SpineSource.mat). */
-int model_override_mats(Model *m, TensorBytesFn bytes, void *provider, MatOverrideFn fn, void *ctx);
+/* Borrows cat, the spine and the experts (their stores) and pool for its lifetime; binds every
+ * spine tensor now (vectors are copied, so a store may free them after this). max_context:
+ * positions a State may hold (model_context: clamped to max_position_embeddings). */
+int model_create(Model **out, const Catalog *cat, SpineSource *spine, ExpertSource *experts, Pool *pool, ALogMode mode,
+                 int max_context);
 void model_destroy(Model *m);
 const K3Config *model_config(const Model *m);
 int model_max_context(const Model *m);

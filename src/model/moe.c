@@ -1,5 +1,5 @@
 /* moe.c - the feed-forward half of a layer: the dense SiTU MLP (layer 0, and the fused shared
- * experts) and the latent MoE block (k3-model.md 3.5, 3.6).
+ * experts) and the latent MoE block (docs/MODEL.md 4.5, 4.6).
  *
  * Routed experts for a chunk are grouped by expert: each selected expert's weights are read once
  * and applied to all the chunk's rows that chose it. Each row then sums its experts' outputs in
@@ -43,17 +43,8 @@ void moe_route(const float *logits, const float *bias, int n_experts, int k, int
     for (int i = 0; i < k; i++) weights[i] /= denom;
 }
 
-static Mat expert_mat(const Catalog *cat, const uint8_t *span, int which) {
-    const K3Config *c = &cat->cfg;
-    const ExpertLayout *L = &cat->expert_layout;
-    uint64_t p = which == 1 ? L->w1p : which == 2 ? L->w2p : L->w3p;
-    uint64_t s = which == 1 ? L->w1s : which == 2 ? L->w2s : L->w3s;
-    int rows = which == 2 ? c->latent : c->moe_inter, cols = which == 2 ? c->moe_inter : c->latent;
-    return (Mat){WF_MXFP4, rows, cols, span + p, span + s};
-}
-
 /* Runs one expert on the rows (t, slot) that selected it, writing eo[t][slot][latent]. */
-static void run_expert(Model *m, const uint8_t *span, int expert, int T) {
+static void run_expert(Model *m, const ExpertMats *w, int expert, int T) {
     const K3Config *c = &m->cfg;
     Scratch *s = &m->s;
     int rows[MODEL_MAX_CHUNK], slots[MODEL_MAX_CHUNK], n = 0;
@@ -61,11 +52,10 @@ static void run_expert(Model *m, const uint8_t *span, int expert, int T) {
         for (int i = 0; i < c->top_k; i++)
             if (s->sel[t * c->top_k + i] == expert) rows[n] = t, slots[n++] = i;
     for (int r = 0; r < n; r++) memcpy(s->ex_in + (size_t)r * c->latent, s->z + (size_t)rows[r] * c->latent, sizeof(float) * (size_t)c->latent);
-    Mat w1 = expert_mat(m->cat, span, 1), w2 = expert_mat(m->cat, span, 2), w3 = expert_mat(m->cat, span, 3);
-    mat_mul(m->pool, s->ex_h1, &w1, s->ex_in, n);
-    mat_mul(m->pool, s->ex_h3, &w3, s->ex_in, n);
+    mat_mul(m->pool, s->ex_h1, &w->w1, s->ex_in, n);
+    mat_mul(m->pool, s->ex_h3, &w->w3, s->ex_in, n);
     situ_rows(c, s->ex_h1, s->ex_h3, (size_t)n * c->moe_inter);
-    mat_mul(m->pool, s->ex_out, &w2, s->ex_h1, n);
+    mat_mul(m->pool, s->ex_out, &w->w2, s->ex_h1, n);
     for (int r = 0; r < n; r++)
         memcpy(s->eo + ((size_t)rows[r] * c->top_k + slots[r]) * c->latent, s->ex_out + (size_t)r * c->latent,
                sizeof(float) * (size_t)c->latent);
@@ -87,7 +77,7 @@ static int distinct_experts(const Model *m, int T, int *ids) {
 
 static int routed_experts(Model *m, int layer, int T) {
     int ids[MODEL_MAX_ROUTED];
-    const uint8_t *spans[MODEL_MAX_ROUTED];
+    ExpertMats mats[MODEL_MAX_ROUTED];
     ExpertSource *src = m->experts;
     int n = distinct_experts(m, T, ids);
     int batch = src->max_batch > 0 ? src->max_batch : n;
@@ -95,9 +85,9 @@ static int routed_experts(Model *m, int layer, int T) {
         int count = n - at < batch ? n - at : batch;
         if (src->ready_first) src->ready_first(src, layer, ids + at, n - at);
         double t0 = model_now();
-        if (src->acquire(src, layer, ids + at, count, spans)) return -1;
+        if (src->acquire(src, layer, ids + at, count, mats)) return -1;
         double t1 = model_now();
-        for (int i = 0; i < count; i++) run_expert(m, spans[i], ids[at + i], T);
+        for (int i = 0; i < count; i++) run_expert(m, &mats[i], ids[at + i], T);
         m->stats.expert_wait_s += t1 - t0;
         m->stats.experts_s += model_now() - t1;
     }

@@ -13,6 +13,10 @@ float op_silu(float x);
 float op_situ(float a, float b, float beta, float beta_lin);
 /* Block Attention Residuals: out = sum_i softmax_i(w . rmsnorm(v_i)) v_i over n values. */
 void op_attnres(float *out, const float *const *values, int n, const float *w, int dim, float eps);
+/* a . b in the matrix kernels' reduction order (kernels.h), for attention over cached rows. */
+float op_dot(const float *a, const float *b, int n);
+/* y[i] += a * x[i] (one product, then one sum, per element). */
+void op_axpy(float *y, float a, const float *x, int n);
 /* In-place softmax over n entries. */
 void op_softmax(float *x, int n);
 /* Index of the largest value; the lowest index wins ties. */

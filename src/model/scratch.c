@@ -41,7 +41,7 @@ static int scratch_list(Scratch *s, const K3Config *c, int max_context, ScratchB
     ROWS(s->kvf, (long long)c->mla_heads * (c->qk_nope + c->v_head));
     ROWS(s->att, MV);
     FLOATS(s->scores, (long long)c->mla_heads * max_context);
-    FLOATS(s->qlat, (long long)c->mla_heads * c->kv_lora), FLOATS(s->lctx, (long long)c->mla_heads * c->kv_lora);
+    ROWS(s->qlat, (long long)c->mla_heads * c->kv_lora), ROWS(s->lctx, (long long)c->mla_heads * c->kv_lora);
     ROWS(s->h1, ffn), ROWS(s->h3, ffn);
     ROWS(s->router, c->n_experts), ROWS(s->z, c->latent), ROWS(s->y, c->latent);
     ROWS(s->eo, (long long)c->latent * c->top_k);

@@ -5,18 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format/numfmt.h"
 #include "format/schema.h"
+#include "model/model.h"
 #include "util/err.h"
 
 typedef struct {
     const Catalog *cat;
-    TensorBytesFn bytes;
-    void *provider;
+    SpineSource *src;
     int layer;
     int failed;
-    MatOverrideFn override; /* NULL, or a replacement for each matrix it has */
-    void *override_ctx;
 } Binder;
 
 static const TensorInfo *lookup(Binder *b, const char *suffix) {
@@ -30,27 +27,18 @@ static const TensorInfo *lookup(Binder *b, const char *suffix) {
 
 static Mat bind_mat(Binder *b, const char *suffix) {
     const TensorInfo *t = lookup(b, suffix);
-    if (!t) return (Mat){0};
-    Mat m;
-    if (b->override && b->override(b->override_ctx, t, &m)) return m;
-    int cols = (int)t->shape[t->ndim - 1], rows = (int)(t->nbytes / dtype_size(t->dtype) / (uint64_t)cols);
-    return (Mat){t->dtype == DT_F32 ? WF_F32 : WF_BF16, rows, cols, b->bytes(b->provider, t), NULL};
+    return t ? b->src->mat(b->src, t) : (Mat){0};
 }
 
-/* Any BF16 or F32 tensor, widened to a new fp32 array. */
+/* A vector (or any small tensor), expanded to a new fp32 array. */
 static float *bind_vec(Binder *b, const char *suffix) {
-    const TensorInfo *t = lookup(b, suffix);
-    if (!t) return NULL;
-    size_t n = (size_t)(t->nbytes / dtype_size(t->dtype));
-    float *v = df_malloc(sizeof *v * n);
-    const void *src = b->bytes(b->provider, t);
-    if (t->dtype == DT_F32) memcpy(v, src, n * sizeof *v);
-    else
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, (const uint8_t *)src + 2 * i, 2);
-            v[i] = bf16_to_f32(h);
-        }
+    Mat m = bind_mat(b, suffix);
+    if (!m.data) {
+        if (!b->failed) b->failed = 1, df_fail("%s: tensor %s is not readable at load", b->cat->dir, suffix);
+        return NULL;
+    }
+    float *v = df_malloc(sizeof *v * (size_t)m.rows * (size_t)m.cols);
+    mat_expand(&m, v);
     return v;
 }
 
@@ -149,29 +137,18 @@ static void bind_layer(Binder *b, LayerWeights *L, const K3Config *c, ALogMode m
     bind_layer_mats(b, L, c);
 }
 
-int weights_bind_layer_mats(Weights *w, const Catalog *cat, int layer, TensorBytesFn bytes, void *provider,
-                            MatOverrideFn fn, void *ctx) {
-    Binder b = {cat, bytes, provider, layer, 0, fn, ctx};
+int weights_bind_layer_mats(Weights *w, const Catalog *cat, int layer, SpineSource *src) {
+    Binder b = {cat, src, layer, 0};
     bind_layer_mats(&b, &w->layers[layer], &cat->cfg);
     return b.failed ? -1 : 0;
 }
 
-int weights_override_mats(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *provider, MatOverrideFn fn,
-                          void *ctx) {
-    Binder b = {cat, bytes, provider, -1, 0, fn, ctx};
-    w->lm_head = bind_mat(&b, "lm_head.weight");
-    for (b.layer = 0; b.layer < cat->cfg.n_layers && !b.failed; b.layer++)
-        bind_layer_mats(&b, &w->layers[b.layer], &cat->cfg);
-    return b.failed ? -1 : 0;
-}
-
-int weights_bind(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *provider, ALogMode mode) {
+int weights_bind(Weights *w, const Catalog *cat, SpineSource *src, ALogMode mode) {
     const K3Config *c = &cat->cfg;
     memset(w, 0, sizeof *w);
     w->a_log_mode = mode;
-    Binder b = {cat, bytes, provider, -1, 0, NULL, NULL};
-    const TensorInfo *emb = lookup(&b, "model.embed_tokens.weight");
-    w->embed = emb ? bytes(provider, emb) : NULL;
+    Binder b = {cat, src, -1, 0};
+    w->embed = bind_mat(&b, "model.embed_tokens.weight");
     w->final_norm = bind_vec(&b, "model.norm.weight");
     w->out_res_q = bind_res_query(&b, "model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight", c->hidden);
     w->lm_head = bind_mat(&b, "lm_head.weight");

@@ -1,8 +1,9 @@
 /* weights.h - one layer's weights as the forward pass reads them.
  *
- * Matrices are Mats into memory owned by the spine store; the small vectors (norm weights,
- * biases, conv taps, A_log) are expanded to fp32 once at load and owned by the Weights. The
- * AttnRes norm and projection vectors are folded into one pseudo-query per use (k3-model.md 3.1). */
+ * Matrices (the embedding included) are the Mats the spine store hands out, pointing into memory
+ * it owns; the small vectors (norm weights, biases, conv taps, A_log) are expanded to fp32 once at
+ * load and owned by the Weights. The AttnRes norm and projection vectors are folded into one
+ * pseudo-query per use (docs/MODEL.md 4.2). */
 #ifndef DF_WEIGHTS_H
 #define DF_WEIGHTS_H
 
@@ -46,34 +47,21 @@ typedef struct {
 } LayerWeights;
 
 typedef struct {
-    const uint16_t *embed;           /* [vocab][hidden] BF16 */
+    Mat embed;                       /* [vocab][hidden], read one row per token (mat_gather_rows) */
     float *final_norm, *out_res_q;
     Mat lm_head;
     LayerWeights *layers;            /* [n_layers] */
     ALogMode a_log_mode;
 } Weights;
 
-/* Where tensor bytes come from: returns a pointer to the tensor's bytes, valid for the lifetime
- * of the provider (a streaming provider: see SpineSource in model.h; it may return NULL for the
- * matrices of a layer it does not hold yet, which the model binds before use). */
-typedef const void *(*TensorBytesFn)(void *provider, const TensorInfo *t);
+struct SpineSource;
 
-/* Another representation of some matrices (the int8 spine): returns 1 and fills *m when it has
- * tensor t, else 0 (the matrix keeps its bytes). */
-typedef int (*MatOverrideFn)(void *ctx, const TensorInfo *t, Mat *m);
-
-/* Binds every non-expert tensor of the catalog. Small vectors are copied to fp32. */
-int weights_bind(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *provider, ALogMode mode);
-/* Rebinds layer `layer`'s matrices (not its vectors) to bytes from a new provider, or to fn's Mat
- * where it has one (fn may be NULL): the spine store may hold a streamed layer in a different
- * buffer on every pass. */
-int weights_bind_layer_mats(Weights *w, const Catalog *cat, int layer, TensorBytesFn bytes, void *provider,
-                            MatOverrideFn fn, void *ctx);
+/* Binds every non-expert tensor of the catalog through src (model.h). Small vectors are copied to
+ * fp32. */
+int weights_bind(Weights *w, const Catalog *cat, struct SpineSource *src, ALogMode mode);
+/* Binds layer `layer`'s matrices (not its vectors) again: a streamed spine may hold the layer in
+ * another buffer, or other bytes in the same one, on every pass. */
+int weights_bind_layer_mats(Weights *w, const Catalog *cat, int layer, struct SpineSource *src);
 void weights_free(Weights *w, const K3Config *c);
-
-/* Rebinds every matrix (all layers and lm_head): to fn's Mat where it has one, else to bytes from
- * the provider (the one weights_bind used). Call before any forward. */
-int weights_override_mats(Weights *w, const Catalog *cat, TensorBytesFn bytes, void *provider, MatOverrideFn fn,
-                          void *ctx);
 
 #endif

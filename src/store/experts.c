@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "store/mats.h"
 #include "util/err.h"
 
 enum { SLOT_EMPTY, SLOT_LOADING, SLOT_READY, SLOT_FAILED };
@@ -17,6 +18,7 @@ struct ExpertSlot {
     IoJob job;               /* first member: the I/O pool runs it */
     ExpertStore *es;
     uint8_t *buf;
+    uint64_t gen;            /* fills of this slot so far: its Mats' residency key generation */
     int layer, expert;
     int state, pinned, origin;
     char err[384];
@@ -24,9 +26,11 @@ struct ExpertSlot {
 
 uint64_t experts_slot_bytes(const Catalog *cat) { return shard_read_cap(SHARD_ALIGN - 1, cat->expert_bytes); }
 
-static const uint8_t *slot_span(const ExpertSlot *s) {
+/* The matrices of the expert a ready slot holds, keyed by the slot and its fill. */
+static ExpertMats slot_mats(const ExpertSlot *s) {
     const ExpertSpan *sp = catalog_expert(s->es->cat, s->layer, s->expert);
-    return s->buf + sp->offset % SHARD_ALIGN;
+    MatKey key = store_key(s->es->id, (uint64_t)(s - s->es->slots), s->gen);
+    return store_expert_mats(s->es->cat, s->buf + sp->offset % SHARD_ALIGN, key);
 }
 
 static void set_locked(ExpertStore *es, int i) {
@@ -55,7 +59,7 @@ static void slot_filled(IoJob *job, int rc) {
 static IoJob *start_read(ExpertStore *es, int i, int layer, int expert, int urgent) {
     ExpertSlot *s = &es->slots[i];
     const ExpertSpan *sp = catalog_expert(es->cat, layer, expert);
-    if (es->refill) es->refill(es->refill_ctx, i);
+    s->gen++; /* other bytes from now on: a device's copy of the old ones is stale */
     cidx_assign(&es->ci, i, layer * es->cat->cfg.n_experts + expert);
     s->layer = layer, s->expert = expert;
     s->state = SLOT_LOADING;
@@ -114,7 +118,7 @@ static void claim_missing(ExpertStore *es, int layer, int expert) {
     pin(es, i);
 }
 
-static int wait_pinned(ExpertStore *es, const uint8_t **spans) {
+static int wait_pinned(ExpertStore *es, ExpertMats *mats) {
     for (int j = 0; j < es->n_pinned; j++) {
         ExpertSlot *s = &es->slots[es->pinned[j]];
         while (s->state == SLOT_LOADING) pthread_cond_wait(&es->done, &es->mu);
@@ -124,7 +128,7 @@ static int wait_pinned(ExpertStore *es, const uint8_t **spans) {
             cidx_assign(&es->ci, es->pinned[j], -1);
             return -1;
         }
-        spans[j] = slot_span(s);
+        mats[j] = slot_mats(s);
     }
     return 0;
 }
@@ -246,7 +250,7 @@ static void experts_ready_first(ExpertSource *src, int layer, int *ids, int n) {
     pthread_mutex_unlock(&es->mu);
 }
 
-static int experts_acquire(ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans) {
+static int experts_acquire(ExpertSource *src, int layer, const int *ids, int n, ExpertMats *out) {
     ExpertStore *es = (ExpertStore *)src;
     if (layer < es->cat->cfg.first_dense || layer >= es->cat->cfg.n_layers) return df_fail("layer %d has no routed experts", layer);
     if (n > es->ci.n_slots) return df_fail("expert store: %d experts asked at once, the cache holds %d", n, es->ci.n_slots);
@@ -258,13 +262,13 @@ static int experts_acquire(ExpertSource *src, int layer, const int *ids, int n, 
         if (claim_cached(es, layer, ids[j]) < 0) order[n_miss++] = j;
     for (int j = 0; j < n_miss; j++) claim_missing(es, layer, ids[order[j]]);
     /* pinned[] is in claim order; map back to the caller's order */
-    const uint8_t *got[MODEL_MAX_ROUTED];
+    ExpertMats got[MODEL_MAX_ROUTED];
     int rc = wait_pinned(es, got);
     if (!rc) {
         int h = 0, m = n - n_miss;
         for (int j = 0, o = 0; j < n; j++) {
-            if (o < n_miss && order[o] == j) spans[j] = got[m + o++];
-            else spans[j] = got[h++];
+            if (o < n_miss && order[o] == j) out[j] = got[m + o++];
+            else out[j] = got[h++];
         }
     }
     pthread_mutex_unlock(&es->mu);
@@ -303,6 +307,7 @@ int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPo
     es->src.ready_first = experts_ready_first;
     es->routed_layer = -1;
     es->cat = cat, es->shards = shards, es->io = io, es->prefetch = prefetch;
+    es->id = mat_store_id();
     pthread_mutex_init(&es->mu, NULL);
     pthread_cond_init(&es->done, NULL);
     cidx_init(&es->ci, policy, n_slots, c->n_layers, c->n_experts);

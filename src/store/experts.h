@@ -9,8 +9,10 @@
  * CacheIndex policy. A failed read is reported by the acquire that needs the expert, naming the
  * shard and byte range; a failed prefetch that is never needed is dropped.
  *
- * Implements ExpertSource (the model's view). Spans returned by acquire stay valid until the next
- * acquire. One thread calls acquire; the I/O threads only fill slots. */
+ * Implements ExpertSource (the model's view). The matrices acquire hands out stay valid until the
+ * next acquire; their residency keys (kernels/mat.h) name the slot and how many times it has been
+ * filled, so a device never mistakes a refilled slot's bytes for the expert it held before. One
+ * thread calls acquire; the I/O threads only fill slots. */
 #ifndef DF_EXPERTS_H
 #define DF_EXPERTS_H
 
@@ -49,8 +51,7 @@ typedef struct {
     int prefetch;
     int routed[MODEL_MAX_ROUTED], n_routed, routed_layer; /* the last route's distinct experts */
     ExpertCounters c;        /* under mu */
-    void (*refill)(void *ctx, int slot); /* told (under mu) before a slot is overwritten, or NULL */
-    void *refill_ctx;
+    uint32_t id;             /* the store id of its residency keys */
     pthread_t populator;     /* prepares the arena's pages in the background (populate_arena) */
     int populating;
     atomic_int populate_stop;

@@ -47,14 +47,14 @@ static void fetching_predict(ExpertSource *src, int layer, const int *sel, int T
     fs->wrap.inner->predict(fs->wrap.inner, layer, have, T, k);
 }
 
-static int fetching_acquire(ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans) {
+static int fetching_acquire(ExpertSource *src, int layer, const int *ids, int n, ExpertMats *out) {
     FetchingSource *fs = (FetchingSource *)src;
     if (fs->failed) {
         fs->failed = 0;
         return -1;
     }
     if (fetch_missing(fs, layer, ids, n)) return -1;
-    return fs->wrap.inner->acquire(fs->wrap.inner, layer, ids, n, spans);
+    return fs->wrap.inner->acquire(fs->wrap.inner, layer, ids, n, out);
 }
 
 void fetching_wrap(FetchingSource *fs, ExpertSource *inner, Installer *inst) {

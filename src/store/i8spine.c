@@ -222,13 +222,12 @@ void i8spine_close(I8Spine *s) {
     memset(s, 0, sizeof *s);
 }
 
-int i8spine_mat(void *ctx, const TensorInfo *t, Mat *out) {
-    const I8Spine *s = ctx;
+int i8spine_mat(const I8Spine *s, const TensorInfo *t, Mat *out) {
     for (int i = 0; i < s->n; i++)
         if (s->t[i].t == t) {
             I8Header h = expected_header(t);
             const uint8_t *base = s->t[i].map + I8SPINE_HEADER;
-            *out = (Mat){WF_I8ROW, (int)h.rows, (int)h.cols, base + 4 * (uint64_t)h.rows, base};
+            *out = (Mat){WF_I8ROW, (int)h.rows, (int)h.cols, base + 4 * (uint64_t)h.rows, base, {0, 0, 0, 0}};
             return 1;
         }
     return 0;

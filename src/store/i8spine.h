@@ -12,8 +12,8 @@
  * A tensor file is written to "<name>.i8.tmp" and renamed when complete, so an interrupted
  * conversion leaves only whole files (and a stale .tmp that the rerun overwrites).
  *
- * I8Spine maps every file and owns the mappings; the Mats it hands out point into them and stay
- * valid until i8spine_close. */
+ * I8Spine maps every file and owns the mappings; the Mats it gives point into them and stay valid
+ * until i8spine_close. */
 #ifndef DF_I8SPINE_H
 #define DF_I8SPINE_H
 
@@ -62,7 +62,8 @@ int i8spine_check_scales(const uint8_t *scales, uint32_t rows, const char *where
 /* Maps every tensor's file, validating headers, sizes and scales. Fails naming the file. */
 int i8spine_open(I8Spine *s, const Catalog *cat);
 void i8spine_close(I8Spine *s);
-/* MatOverrideFn (weights.h): the int8 Mat of tensor t when it is a converted spine tensor. */
-int i8spine_mat(void *ctx, const TensorInfo *t, Mat *out);
+/* 1 and the int8 Mat of tensor t (no residency key: the store that hands it out gives it one)
+ * when t is a converted spine tensor, else 0. */
+int i8spine_mat(const I8Spine *s, const TensorInfo *t, Mat *out);
 
 #endif

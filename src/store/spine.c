@@ -10,6 +10,7 @@
 
 #include "format/schema.h"
 #include "store/i8spine.h"
+#include "store/mats.h"
 #include "util/err.h"
 
 #define CHUNK_BYTES (8ull << 20) /* one read request; large enough for full disk speed */
@@ -34,6 +35,7 @@ typedef struct {
 struct SpineBuf {
     SpineStore *ss;
     uint8_t *mem;
+    uint64_t gen;            /* which load of the store's this is (the residency keys' generation) */
     int group, state, in_use, pending, failed, n_chunks;
     int validated;           /* the int8 scales of this load were checked */
     char err[384];
@@ -197,6 +199,7 @@ static void chunk_read(IoJob *job, int rc) {
 /* Starts reading group g into b (caller holds mu): urgent when the forward waits for it. */
 static void start_group(SpineStore *ss, SpineBuf *b, int g, int urgent) {
     b->group = g, b->state = BUF_LOADING, b->failed = 0, b->pending = 0, b->validated = 0;
+    b->gen = ++ss->loads; /* new bytes: Mats handed out from here on carry the new generation */
     int n = 0;
     for (int r = 0; r < ss->run_count[g]; r++) {
         const SpineRun *run = &ss->runs[ss->run_first[g] + r];
@@ -240,7 +243,7 @@ static int wait_group(SpineStore *ss, SpineBuf *b) {
 
 /* Reads group g into a new resident buffer, now. */
 static int load_resident(SpineStore *ss, int g) {
-    SpineBuf b = {ss, NULL, -1, BUF_EMPTY, 0, 0, 0, 0, 0, {0}, NULL};
+    SpineBuf b = {ss, NULL, 0, -1, BUF_EMPTY, 0, 0, 0, 0, 0, {0}, NULL};
     b.mem = ss->resident[g] = df_aligned_alloc(SHARD_ALIGN, ss->group_bytes[g] ? ss->group_bytes[g] : SHARD_ALIGN);
     b.chunks = df_calloc((size_t)group_chunks(ss, g) + 1, sizeof *b.chunks);
     pthread_mutex_lock(&ss->mu);
@@ -258,6 +261,8 @@ uint64_t spine_stream_buf_bytes(const SpineStore *ss, int n_pinned) {
     for (int l = n_pinned; l < ss->cat->cfg.n_layers; l++) m = ss->group_bytes[l] > m ? ss->group_bytes[l] : m;
     return m;
 }
+
+uint8_t *spine_stream_buf(const SpineStore *ss, int i) { return ss->bufs ? ss->bufs[i].mem : NULL; }
 
 static SpineBuf *holding(SpineStore *ss, int g) {
     for (int i = 0; i < 2; i++)
@@ -308,27 +313,33 @@ static void spine_release(SpineSource *src, int l) {
     pthread_mutex_unlock(&ss->mu);
 }
 
-static const void *spine_bytes(void *provider, const TensorInfo *t) {
-    SpineStore *ss = provider;
+/* Where tensor t's bytes are now (NULL: a streamed layer not held), and their generation: 0 for
+ * what is resident for the store's lifetime, else the load of the buffer holding them. */
+static const uint8_t *tensor_bytes(const SpineStore *ss, const TensorInfo *t, uint64_t *gen) {
     int i = (int)(t - ss->cat->tensors), g = ss->tensor_group[i];
+    *gen = 0;
     if (g < 0) /* only the embedding is served outside the groups */
         return t->offset >= ss->embed_map_off && t->offset + t->nbytes <= ss->embed_map_off + ss->embed_map_len
                    ? ss->embed + (t->offset - ss->embed_map_off)
                    : NULL;
     if (ss->resident[g]) return ss->resident[g] + ss->tensor_off[i];
-    if (ss->cur && ss->cur->group == g) return ss->cur->mem + ss->tensor_off[i];
+    if (ss->cur && ss->cur->group == g) return *gen = ss->cur->gen, ss->cur->mem + ss->tensor_off[i];
     return NULL;
 }
 
-/* MatOverrideFn: an int8 tensor's Mat (data NULL while its streamed layer is not held). */
-static int spine_mat(void *ctx, const TensorInfo *t, Mat *out) {
-    SpineStore *ss = ctx;
-    int k = ss->tensor_i8 ? ss->tensor_i8[t - ss->cat->tensors] : -1;
-    if (k < 0) return 0;
-    const uint8_t *p = spine_bytes(ss, t);
+/* SpineSource.mat: a BF16/F32 tensor's Mat, or a converted tensor's int8 one (scales, then codes,
+ * in the buffer); data NULL (and no key) while its streamed layer is not held. */
+static Mat spine_mat(SpineSource *src, const TensorInfo *t) {
+    SpineStore *ss = (SpineStore *)src;
+    uint64_t gen;
+    const uint8_t *p = tensor_bytes(ss, t, &gen);
+    int i = (int)(t - ss->cat->tensors), k = ss->tensor_i8 ? ss->tensor_i8[i] : -1;
+    MatKey key = p ? store_key(ss->id, (uint64_t)i, gen) : (MatKey){0, 0, 0, 0};
+    if (k < 0) return store_tensor_mat(t, p, key);
     uint32_t rows = i8spine_rows(t);
-    *out = (Mat){WF_I8ROW, (int)rows, (int)t->shape[t->ndim - 1], p ? p + 4 * (uint64_t)rows : NULL, p};
-    return 1;
+    key.part = p ? MAT_PART_INT8 : 0;
+    Mat m = {WF_I8ROW, (int)rows, (int)t->shape[t->ndim - 1], p ? p + 4 * (uint64_t)rows : NULL, p, key};
+    return m;
 }
 
 static int open_int8_files(SpineStore *ss, int want_direct) {
@@ -367,9 +378,8 @@ int spine_start(SpineStore *ss, const Shards *shards, IoPool *io, int n_pinned, 
     ss->src.acquire_layer = spine_acquire;
     ss->src.resident_layers = n_pinned;
     ss->src.release_layer = spine_release;
-    ss->src.bytes = spine_bytes;
-    ss->src.mat = ss->int8 ? spine_mat : NULL;
-    ss->src.mat_ctx = ss;
+    ss->src.mat = spine_mat;
+    ss->id = mat_store_id();
     pthread_mutex_init(&ss->mu, NULL);
     pthread_cond_init(&ss->done, NULL);
     if (map_embedding(ss)) return -1;

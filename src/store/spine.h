@@ -14,9 +14,11 @@
  * and every read count int8 bytes; each load's scales are checked. The caller checks first that
  * every file exists with a valid header (i8spine_converted).
  *
- * Implements SpineSource. bytes() returns NULL for a streamed layer's matrix while the layer is not
- * acquired; the model rebinds the layer's matrices after each acquire (through src.mat for the
- * int8 tensors). */
+ * Implements SpineSource. Its Mats carry residency keys (kernels/mat.h) of generation 0 for what
+ * stays resident (pinned layers, globals, the embedding); a streamed layer's carry the number of
+ * the load that brought its bytes into the buffer, so every new read of a layer is a new
+ * generation. A streamed layer's Mats have no data while the layer is not acquired; the model asks
+ * for them again after each acquire. */
 #ifndef DF_SPINE_H
 #define DF_SPINE_H
 
@@ -51,6 +53,8 @@ typedef struct {
     int n_i8;
     int *tensor_i8;                 /* [n_tensors]: index in i8t, or -1 */
     int *i8_first, *i8_count;       /* [n_groups]: each group's range of i8t */
+    uint32_t id;                    /* the store id of its residency keys */
+    uint64_t loads;                 /* groups read into stream buffers so far (under mu) */
     const uint8_t *embed;           /* mapping of the embedding's pages */
     size_t embed_map_len;
     uint64_t embed_map_off;
@@ -73,6 +77,9 @@ int spine_start(SpineStore *ss, const Shards *shards, IoPool *io, int n_pinned, 
 void spine_end_load(SpineStore *ss);
 /* The I/O pool must be stopped first. */
 void spine_close(SpineStore *ss);
+/* Stream buffer i (0 or 1) of spine_stream_buf_bytes(ss, ss->n_pinned) bytes, or NULL when every
+ * layer is pinned (for a device to page-lock). */
+uint8_t *spine_stream_buf(const SpineStore *ss, int i);
 /* Largest streamed layer (0 if none) for pinning n layers. */
 uint64_t spine_stream_buf_bytes(const SpineStore *ss, int n_pinned);
 

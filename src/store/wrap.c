@@ -4,9 +4,9 @@
 
 static ExpertSource *inner_of(ExpertSource *src) { return ((ExpertWrap *)src)->inner; }
 
-static int wrap_acquire(ExpertSource *src, int layer, const int *ids, int n, const uint8_t **spans) {
+static int wrap_acquire(ExpertSource *src, int layer, const int *ids, int n, ExpertMats *out) {
     ExpertSource *in = inner_of(src);
-    return in->acquire(in, layer, ids, n, spans);
+    return in->acquire(in, layer, ids, n, out);
 }
 
 static void wrap_route(ExpertSource *src, int layer, const int *sel, int T, int k) {

@@ -302,36 +302,63 @@ static void empty_shapes_write_nothing_or_zero(void) {
 static Mat case_mat(const Case *k) {
     static const WeightFormat wf[] = {WF_F32, WF_BF16, WF_MXFP4, WF_I8ROW};
     const void *aux = k->fmt == FMT_I8ROW ? (const void *)k->row_scales : (const void *)k->scales;
-    return (Mat){wf[k->fmt], k->rows, k->cols, k->W, aux};
+    return (Mat){wf[k->fmt], k->rows, k->cols, k->W, aux, {0, 0, 0, 0}};
 }
 
-/* The latent MLA path's two row-block products: mat_rows views multiply like the rows of the
- * whole matrix, and mat_rows_tmul is y[i] = sum over the block's rows in order of x[j] * w[j][i]
- * (each product rounded, then added: exactly this loop in fp32). */
-static void row_block_products_are_exact(void) {
-    const Fmt fmts[] = {FMT_F32, FMT_BF16, FMT_I8ROW};
+/* The latent MLA path's per-head products over blocks of rows: mat_mul_heads gives each head what
+ * the whole matrix's product gives on its rows, and mat_tmul_heads is y[i] = sum over the head's
+ * rows in order of x[j] * w[j][i] (each product rounded, then added: exactly this loop in fp32),
+ * for every format, with inputs spaced x_stride apart and any thread count. */
+static void head_products_are_exact(void) {
+    const Fmt fmts[] = {FMT_F32, FMT_BF16, FMT_I8ROW, FMT_MXFP4};
+    enum { HEADS = 3, T = 2, ROWS = 37 };
+    const MatHeads hd = {HEADS, 1, 12, 7, 0}; /* head h: rows 1 + 12h .. 1 + 12h + 6 */
+    Pool *pool = pool_create(2);
     for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+        const int cols = fmts[f] == FMT_MXFP4 ? 320 : 301, xs = cols + 3, ts = hd.n + 2;
         Case k;
-        case_make(&k, fmts[f], 37, 301, 1, 40 + f);
+        case_make(&k, fmts[f], ROWS, cols, 1, 40 + f);
         Mat W = case_mat(&k);
-        const int row0 = 5, n = 20;
-        float full[37], part[20], y[301], want[301];
-        mat_mul_cpu(NULL, full, &W, k.X, 1);
-        Mat v = mat_rows(&W, row0, n);
-        mat_mul_cpu(NULL, part, &v, k.X, 1);
-        CHECK(memcmp(part, full + row0, sizeof part) == 0);
-        mat_rows_tmul(&W, row0, n, k.X, y);
-        for (int i = 0; i < k.cols; i++) {
-            float acc = 0;
-            for (int j = 0; j < n; j++) {
-                float prod = k.X[j] * k.Wf[(size_t)(row0 + j) * k.cols + i];
-                acc += prod;
-            }
-            want[i] = acc;
+        float *X = malloc(sizeof(float) * T * HEADS * (size_t)xs), *Y = malloc(sizeof(float) * T * HEADS * hd.n);
+        float *Xt = malloc(sizeof(float) * T * HEADS * (size_t)ts), *Yt = malloc(sizeof(float) * T * HEADS * (size_t)cols);
+        for (int i = 0; i < T * HEADS * xs; i++) X[i] = sinf(0.37f * (float)i);
+        for (int i = 0; i < T * HEADS * ts; i++) Xt[i] = cosf(0.53f * (float)i);
+        MatHeads mh = hd, th = hd;
+        mh.x_stride = xs, th.x_stride = ts;
+        for (int threads = 0; threads < 2; threads++) {
+            mat_mul_heads(threads ? pool : NULL, Y, &W, &mh, X, T);
+            mat_tmul_heads(threads ? pool : NULL, Yt, &W, &th, Xt, T);
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < HEADS; h++) {
+                    float full[ROWS];
+                    const float *x = X + ((size_t)t * HEADS + h) * xs, *xt = Xt + ((size_t)t * HEADS + h) * ts;
+                    mat_mul_cpu(NULL, full, &W, x, 1);
+                    int row0 = hd.row0 + h * hd.stride;
+                    CHECK_MSG(!memcmp(Y + ((size_t)t * HEADS + h) * hd.n, full + row0, sizeof(float) * hd.n),
+                              "format %zu, t %d, head %d", f, t, h);
+                    for (int i = 0; i < cols; i++) {
+                        float acc = 0;
+                        for (int j = 0; j < hd.n; j++) {
+                            float prod = xt[j] * k.Wf[(size_t)(row0 + j) * cols + i];
+                            acc += prod;
+                        }
+                        const float got = Yt[((size_t)t * HEADS + h) * cols + i];
+                        CHECK_MSG(!memcmp(&got, &acc, sizeof acc), "format %zu, t %d, head %d, column %d", f, t, h, i);
+                    }
+                }
         }
-        CHECK(memcmp(y, want, sizeof y) == 0);
+        /* mat_expand and mat_gather_rows give the dequantised weights */
+        float *all = malloc(sizeof(float) * ROWS * (size_t)cols), rows2[2 * 320];
+        mat_expand(&W, all);
+        CHECK(!memcmp(all, k.Wf, sizeof(float) * ROWS * (size_t)cols));
+        int pick[2] = {36, 3};
+        mat_gather_rows(&W, pick, 2, rows2);
+        CHECK(!memcmp(rows2, k.Wf + 36 * (size_t)cols, sizeof(float) * cols) &&
+              !memcmp(rows2 + cols, k.Wf + 3 * (size_t)cols, sizeof(float) * cols));
+        free(all), free(X), free(Y), free(Xt), free(Yt);
         case_free(&k);
     }
+    pool_destroy(pool);
 }
 
 /* kern_select (K3_KERNELS): each implementation the CPU runs is taken, the others are refused
@@ -364,7 +391,7 @@ int main(void) {
     RUN(e8m0_table_is_the_numfmt_scale);
     RUN(dot_f32_is_the_kernel_order);
     RUN(empty_shapes_write_nothing_or_zero);
-    RUN(row_block_products_are_exact);
+    RUN(head_products_are_exact);
     RUN(kern_select_picks_the_path);
     return check_summary();
 }

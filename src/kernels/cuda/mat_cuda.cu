@@ -5,17 +5,21 @@
  * multiply-add each from +0, and the lanes are summed by the fixed tree of kernels_impl.h (8, 4,
  * 2, 1 apart). Weights are expanded exactly as on the CPU (BF16 by a shift, I8ROW by one fp32
  * product, MXFP4 as E2M1 times a power of two), with no contraction or reassociation (explicit
- * __fmaf_rn/__fmul_rn, built with --fmad=false), so every output is bit-identical to the CPU
- * kernels'. A half warp walks its weight row once per tile of X rows (1 when decoding, 4 otherwise),
- * loading 8 weights ahead of their multiply-adds so that enough reads are in flight.
+ * __fmaf_rn/__fmul_rn/__fadd_rn, built with --fmad=false), so every output is bit-identical to
+ * the CPU kernels'. A half warp walks its weight row once per tile of X rows (1 when decoding, 4
+ * otherwise), loading 8 weights ahead of their multiply-adds so that enough reads are in flight.
+ * The per-head products (mat_mul_heads) run the same kernel over each head's block of rows; the
+ * transposed one (mat_tmul_heads) gives each output one thread that adds the products of its
+ * column in row order, as the CPU does.
  *
- * Weights: BF16, F32 and I8ROW matrices (the spine), and MXFP4 experts too when their host bytes
- * are stable (mapped store), are copied to device memory at first use and stay there, keyed by
- * their host address (device.h says why that is safe), while the memory budget lasts; experts in
- * the streaming store's cache slots stay until the store refills the slot (slot_refilled), and
- * the cache is page-locked for fast copies. Past the budget the bytes are copied for the one
- * product, and where even that does not fit, the product runs on the CPU. Activations go up and results come back on every call, on one
- * stream, under a mutex (mat_mul may be called from any thread). */
+ * Weights are copied to device memory at first use and stay there under their residency key
+ * (mat.h) while the memory budget lasts, experts leaving room for the spine. A key seen again with
+ * a new generation (a streamed spine layer read again, an expert slot refilled) means new bytes:
+ * the copy is refreshed in place. Past the budget, and for matrices without a key, the bytes are
+ * copied for the one product, and where even that does not fit, the product runs on the CPU. The
+ * buffers a store refills (the expert cache, the spine's stream buffers) are page-locked for fast
+ * copies when the driver allows. Activations go up and results come back on every call, on one
+ * stream, under a mutex (products may be called from any thread). */
 #include "kernels/cuda/mat_cuda.h"
 
 #include <cuda_runtime.h>
@@ -31,7 +35,6 @@ namespace {
 
 constexpr int LANES = 16, ROWS_PER_BLOCK = 8, THREADS = LANES * ROWS_PER_BLOCK, UNROLL = 8;
 constexpr size_t RESERVE = 2ull << 30; /* device memory left for scratch and the runtime */
-constexpr int SLOT_COPIES = 4; /* matrices of one expert slot (an expert has three) */
 
 __constant__ float c_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
@@ -61,24 +64,36 @@ __device__ __forceinline__ float expand(const DevMat &w, int r, int c) {
     }
 }
 
-/* acc[k] += w * x[t0 + k][c] for the tile's X rows, in the lane's order. */
+/* Which weight rows, inputs and outputs a launch covers. Row r < n of head h (blockIdx.y) is weight
+ * row row0 + h * stride + r; head h's input of X row t starts at X + t * x_t + h * x_h; the output
+ * of mul is Y[t * y_t + h * n + r], of tmul Y[(t * heads + h) * cols + i]. A plain product is one
+ * head of all the rows. */
+struct Span {
+    int row0, stride, n;
+    size_t x_t, x_h, y_t;
+};
+
+/* acc[k] += w * x[t0 + k][c] for the tile's X rows (x_t floats apart), in the lane's order. */
 template <int TILE_T>
-__device__ __forceinline__ void fma_tile(float *acc, float wv, const float *__restrict__ X, size_t cols, int t0, int nt,
+__device__ __forceinline__ void fma_tile(float *acc, float wv, const float *__restrict__ X, size_t x_t, int t0, int nt,
                                          int c, bool in) {
 #pragma unroll
     for (int k = 0; k < TILE_T; k++)
-        if (k < nt) acc[k] = __fmaf_rn(wv, in ? X[(size_t)(t0 + k) * cols + c] : 0.0f, acc[k]);
+        if (k < nt) acc[k] = __fmaf_rn(wv, in ? X[(size_t)(t0 + k) * x_t + c] : 0.0f, acc[k]);
 }
 
 /* TILE_T: X rows per walk of the weight row: 1 for decode, 4 otherwise (8 was measured slower on
  * an H200: 686 against 533 us for 12288 x 7168 at T = 8). */
 template <int TILE_T>
-__global__ void __launch_bounds__(THREADS) matmul_kernel(DevMat w, const float *__restrict__ X, float *__restrict__ Y,
-                                                          int T) {
+__global__ void __launch_bounds__(THREADS) matmul_kernel(DevMat w, Span sp, const float *__restrict__ X,
+                                                          float *__restrict__ Y, int T) {
     const int lane = threadIdx.x & (LANES - 1);
-    const int r = blockIdx.x * ROWS_PER_BLOCK + (int)(threadIdx.x / LANES);
+    const int h = blockIdx.y;
+    const int rr = blockIdx.x * ROWS_PER_BLOCK + (int)(threadIdx.x / LANES);
     const unsigned half = 0xFFFFu << (threadIdx.x & 16); /* this half warp's lanes */
-    if (r >= w.rows) return; /* the whole half warp shares r */
+    if (rr >= sp.n) return; /* the whole half warp shares rr */
+    const int r = sp.row0 + h * sp.stride + rr;
+    const float *__restrict__ Xh = X + (size_t)h * sp.x_h;
     const int full = w.cols / LANES; /* 16-column groups with no padding */
     for (int t0 = 0; t0 < T; t0 += TILE_T) {
         const int nt = T - t0 < TILE_T ? T - t0 : TILE_T;
@@ -93,14 +108,14 @@ __global__ void __launch_bounds__(THREADS) matmul_kernel(DevMat w, const float *
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) wv[u] = expand(w, r, (g + u) * LANES + lane);
 #pragma unroll
-            for (int u = 0; u < UNROLL; u++) fma_tile<TILE_T>(acc, wv[u], X, w.cols, t0, nt, (g + u) * LANES + lane, true);
+            for (int u = 0; u < UNROLL; u++) fma_tile<TILE_T>(acc, wv[u], Xh, sp.x_t, t0, nt, (g + u) * LANES + lane, true);
         }
         for (; g < full; g++)
-            fma_tile<TILE_T>(acc, expand(w, r, g * LANES + lane), X, w.cols, t0, nt, g * LANES + lane, true);
+            fma_tile<TILE_T>(acc, expand(w, r, g * LANES + lane), Xh, sp.x_t, t0, nt, g * LANES + lane, true);
         if (full * LANES < w.cols) { /* the last group, zero-padded as on the CPU */
             const int c = full * LANES + lane;
             const bool in = c < w.cols;
-            fma_tile<TILE_T>(acc, in ? expand(w, r, c) : 0.0f, X, w.cols, t0, nt, c, in);
+            fma_tile<TILE_T>(acc, in ? expand(w, r, c) : 0.0f, Xh, sp.x_t, t0, nt, c, in);
         }
 #pragma unroll
         for (int k = 0; k < TILE_T; k++) {
@@ -109,9 +124,21 @@ __global__ void __launch_bounds__(THREADS) matmul_kernel(DevMat w, const float *
             a = __fadd_rn(a, __shfl_down_sync(half, a, 4, LANES));
             a = __fadd_rn(a, __shfl_down_sync(half, a, 2, LANES));
             a = __fadd_rn(a, __shfl_down_sync(half, a, 1, LANES));
-            if (lane == 0 && k < nt) Y[(size_t)(t0 + k) * w.rows + r] = a;
+            if (lane == 0 && k < nt) Y[(size_t)(t0 + k) * sp.y_t + (size_t)h * sp.n + rr] = a;
         }
     }
+}
+
+/* The transposed product of head h = blockIdx.y for X row t = blockIdx.z: output column i sums
+ * x[j] * w[row j of the block][i] over j in order, one product then one sum per term, from +0
+ * (the CPU's row-by-row axpy). */
+__global__ void tmul_kernel(DevMat w, Span sp, const float *__restrict__ X, float *__restrict__ Y) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, t = blockIdx.z;
+    if (i >= w.cols) return;
+    const float *__restrict__ x = X + (size_t)t * sp.x_t + (size_t)h * sp.x_h;
+    float acc = 0.0f;
+    for (int j = 0; j < sp.n; j++) acc = __fadd_rn(acc, __fmul_rn(x[j], expand(w, sp.row0 + h * sp.stride + j, i)));
+    Y[((size_t)t * gridDim.y + h) * (size_t)w.cols + i] = acc;
 }
 
 /* Bytes of a matrix's data and of its aux array (scales), by format. */
@@ -126,18 +153,19 @@ void mat_sizes(const Mat *W, size_t *data, size_t *aux) {
 }
 
 struct Resident {
-    const void *host; /* key: the host address of the matrix's data ... */
-    const void *aux;  /* ... and the rest of what it was copied as */
+    MatKey key;       /* the item and part it holds (store 0: a free entry), and the generation copied */
     int fmt, rows, cols, expert;
     void *dev;        /* data, then aux (16-byte aligned) */
     size_t bytes;
 };
 
+constexpr int MAX_HOST_BUFFERS = 8;
+
 struct CudaDevice {
     MatDevice base; /* first member: device.h's callers see this */
     pthread_mutex_t mu;
     cudaStream_t stream;
-    Resident *table;          /* open addressing on host address; cap is a power of two */
+    Resident *table;          /* open addressing on (store, part, item); cap is a power of two */
     size_t cap, used;
     size_t budget, resident, streamed;
     size_t experts_resident;  /* of resident: MXFP4 */
@@ -145,13 +173,8 @@ struct CudaDevice {
     size_t x_cap, y_cap;
     uint8_t *stage;           /* weights of a single use */
     size_t stage_cap;
-    /* the streaming store's expert cache (expert_cache): copies of the experts in its slots,
-     * dropped when a slot is refilled (slot_refilled) */
-    const uint8_t *arena;
-    size_t slot_bytes;
-    int n_slots;
-    bool arena_locked;
-    Resident *slot_copies;    /* [n_slots][SLOT_COPIES] */
+    void *locked[MAX_HOST_BUFFERS]; /* host buffers page-locked (host_buffer) */
+    int n_locked;
     bool faulted;             /* a CUDA call failed: nothing more is computed (base.fault) */
     char fault_msg[256];
 };
@@ -180,15 +203,18 @@ bool reserve(CudaDevice *d, void **buf, size_t *cap, size_t n) {
     return true;
 }
 
-size_t slot_of(const CudaDevice *d, const void *host) {
-    uintptr_t h = (uintptr_t)host;
-    h ^= h >> 17, h *= 0x9E3779B97F4A7C15ull, h ^= h >> 29;
+bool same_item(const MatKey &a, const MatKey &b) { return a.store == b.store && a.part == b.part && a.item == b.item; }
+
+size_t slot_of(const CudaDevice *d, const MatKey &k) {
+    uint64_t h = k.item * 0x9E3779B97F4A7C15ull ^ ((uint64_t)k.store << 32 | k.part);
+    h ^= h >> 29, h *= 0xBF58476D1CE4E5B9ull, h ^= h >> 32;
     return (size_t)h & (d->cap - 1);
 }
 
-Resident *lookup(CudaDevice *d, const void *host) {
-    for (size_t i = slot_of(d, host);; i = (i + 1) & (d->cap - 1)) {
-        if (d->table[i].host == host || !d->table[i].host) return &d->table[i];
+/* The entry of key's item, or the free entry where it would go. */
+Resident *lookup(CudaDevice *d, const MatKey &k) {
+    for (size_t i = slot_of(d, k);; i = (i + 1) & (d->cap - 1)) {
+        if (!d->table[i].key.store || same_item(d->table[i].key, k)) return &d->table[i];
     }
 }
 
@@ -198,7 +224,7 @@ void grow_table(CudaDevice *d) {
     d->cap = old_cap ? 2 * old_cap : 1024;
     d->table = (Resident *)df_calloc(d->cap, sizeof *d->table);
     for (size_t i = 0; i < old_cap; i++)
-        if (old[i].host) *lookup(d, old[i].host) = old[i];
+        if (old[i].key.store) *lookup(d, old[i].key) = old[i];
     free(old);
 }
 
@@ -209,8 +235,8 @@ void upload(CudaDevice *d, uint8_t *dst, const Mat *W, size_t data, size_t aux) 
                    "copying weight scales");
 }
 
-bool same_matrix(const Resident *r, const Mat *W) {
-    return r->aux == W->aux && r->fmt == (int)W->fmt && r->rows == W->rows && r->cols == W->cols;
+bool same_shape(const Resident *r, const Mat *W) {
+    return r->fmt == (int)W->fmt && r->rows == W->rows && r->cols == W->cols;
 }
 
 /* Whether a new copy of W may stay: within the budget, and experts leave room for the spine. */
@@ -231,7 +257,7 @@ bool keep_copy(CudaDevice *d, Resident *r, const Mat *W, size_t data, size_t aux
         return false;
     }
     upload(d, (uint8_t *)dev, W, data, aux);
-    *r = Resident{W->data, W->aux, (int)W->fmt, W->rows, W->cols, W->fmt == WF_MXFP4, dev, bytes};
+    *r = Resident{W->key, (int)W->fmt, W->rows, W->cols, W->fmt == WF_MXFP4, dev, bytes};
     d->resident += bytes, d->experts_resident += r->expert ? bytes : 0;
     return true;
 }
@@ -250,53 +276,73 @@ const uint8_t *stage(CudaDevice *d, const Mat *W, size_t data, size_t aux, size_
     return d->stage;
 }
 
-/* An expert in a slot of the streaming store's cache: its copy stays until the slot is refilled. */
-const uint8_t *slot_weights(CudaDevice *d, const Mat *W, size_t data, size_t aux, size_t bytes) {
-    const size_t slot = (size_t)((const uint8_t *)W->data - d->arena) / d->slot_bytes;
-    Resident *c = &d->slot_copies[slot * SLOT_COPIES];
-    for (int k = 0; k < SLOT_COPIES; k++)
-        if (c[k].host == W->data && same_matrix(&c[k], W)) return (const uint8_t *)c[k].dev;
-    for (int k = 0; k < SLOT_COPIES; k++)
-        if (!c[k].host) return keep_copy(d, &c[k], W, data, aux, bytes) ? (const uint8_t *)c[k].dev : stage(d, W, data, aux, bytes);
-    return stage(d, W, data, aux, bytes);
+/* Removes entry r from the open-addressing table (the entries after it that hash before it move
+ * back, so lookups still find them). */
+void remove_entry(CudaDevice *d, Resident *r) {
+    drop_copy(d, r);
+    d->used--;
+    size_t hole = (size_t)(r - d->table);
+    for (size_t i = (hole + 1) & (d->cap - 1); d->table[i].key.store; i = (i + 1) & (d->cap - 1)) {
+        size_t home = slot_of(d, d->table[i].key);
+        /* the entry at i may fill the hole if its home is not in (hole, i] cyclically */
+        bool stays = hole < i ? (home > hole && home <= i) : (home > hole || home <= i);
+        if (stays) continue;
+        d->table[hole] = d->table[i];
+        d->table[i] = Resident{};
+        hole = i;
+    }
 }
 
-bool in_arena(const CudaDevice *d, const void *p) {
-    const uint8_t *q = (const uint8_t *)p;
-    return d->arena && q >= d->arena && q < d->arena + (size_t)d->n_slots * d->slot_bytes;
-}
-
-/* Where W's bytes are on the device: resident (copied now if new and it may stay), or staged.
- * NULL when the device cannot hold it at all. */
+/* Where W's bytes are on the device: its kept copy (refreshed when the key's generation moved on,
+ * copied now if new and it may stay), or staged. NULL when the device cannot hold it at all. */
 const uint8_t *device_weights(CudaDevice *d, const Mat *W, size_t data, size_t aux) {
     const size_t bytes = (data + 15) / 16 * 16 + aux;
-    if (W->fmt == WF_MXFP4 && in_arena(d, W->data)) return slot_weights(d, W, data, aux, bytes);
-    if (W->fmt != WF_MXFP4 || d->base.stable_experts) {
-        if (2 * (d->used + 1) > d->cap) grow_table(d);
-        Resident *slot = lookup(d, W->data);
-        if (slot->host && same_matrix(slot, W)) return (const uint8_t *)slot->dev;
-        if (slot->host) drop_copy(d, slot), d->used--; /* another matrix now at this address */
-        if (keep_copy(d, slot, W, data, aux, bytes)) {
-            d->used++;
-            return (const uint8_t *)slot->dev;
+    if (!W->key.store) return stage(d, W, data, aux, bytes);
+    if (2 * (d->used + 1) > d->cap) grow_table(d);
+    Resident *r = lookup(d, W->key);
+    if (r->key.store && same_shape(r, W) && r->bytes == bytes) {
+        if (r->key.gen != W->key.gen) { /* new bytes behind the same item: refresh the copy */
+            upload(d, (uint8_t *)r->dev, W, data, aux);
+            r->key.gen = W->key.gen;
         }
+        return (const uint8_t *)r->dev;
+    }
+    if (r->key.store) remove_entry(d, r), r = lookup(d, W->key); /* the item changed shape */
+    if (keep_copy(d, r, W, data, aux, bytes)) {
+        d->used++;
+        return (const uint8_t *)r->dev;
     }
     return stage(d, W, data, aux, bytes);
 }
 
-void cuda_mul(MatDevice *base, Pool *pool, float *Y, const Mat *W, const float *X, int T) {
-    CudaDevice *d = (CudaDevice *)base;
+enum Op { OP_MUL, OP_MUL_HEADS, OP_TMUL_HEADS };
+
+/* One product of any kind: weights, activations up, the kernel, results down; on the CPU when the
+ * device has no room for it; zeros after a fault. */
+void run(CudaDevice *d, Op op, Pool *pool, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T) {
     size_t data = 0, aux = 0;
     mat_sizes(W, &data, &aux);
-    const size_t xb = sizeof(float) * (size_t)T * (size_t)W->cols, yb = sizeof(float) * (size_t)T * (size_t)W->rows;
+    const int heads = op == OP_MUL ? 1 : hd->heads;
+    const size_t x_floats = op == OP_MUL ? (size_t)W->cols : (size_t)heads * (size_t)hd->x_stride;
+    const size_t y_floats = op == OP_MUL ? (size_t)W->rows
+                          : op == OP_MUL_HEADS ? (size_t)heads * (size_t)hd->n
+                                               : (size_t)heads * (size_t)W->cols;
+    const size_t xb = sizeof(float) * (size_t)T * x_floats, yb = sizeof(float) * (size_t)T * y_floats;
+    Span sp = op == OP_MUL ? Span{0, 0, W->rows, x_floats, 0, y_floats}
+                           : Span{hd->row0, hd->stride, hd->n, x_floats, (size_t)hd->x_stride, y_floats};
     pthread_mutex_lock(&d->mu);
     const uint8_t *dw = d->faulted ? nullptr : device_weights(d, W, data, aux);
     const bool room = dw && reserve(d, (void **)&d->x, &d->x_cap, xb) && reserve(d, (void **)&d->y, &d->y_cap, yb);
     if (room && !d->faulted && check(d, cudaMemcpyAsync(d->x, X, xb, cudaMemcpyHostToDevice, d->stream), "copying activations")) {
         DevMat w = {(int)W->fmt, W->rows, W->cols, dw, aux ? dw + (data + 15) / 16 * 16 : nullptr};
-        const unsigned blocks = (unsigned)((W->rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-        if (T == 1) matmul_kernel<1><<<blocks, THREADS, 0, d->stream>>>(w, d->x, d->y, T);
-        else matmul_kernel<4><<<blocks, THREADS, 0, d->stream>>>(w, d->x, d->y, T);
+        if (op == OP_TMUL_HEADS) {
+            const dim3 grid((unsigned)((W->cols + 127) / 128), (unsigned)heads, (unsigned)T);
+            tmul_kernel<<<grid, 128, 0, d->stream>>>(w, sp, d->x, d->y);
+        } else {
+            const dim3 grid((unsigned)((sp.n + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), (unsigned)heads);
+            if (T == 1) matmul_kernel<1><<<grid, THREADS, 0, d->stream>>>(w, sp, d->x, d->y, T);
+            else matmul_kernel<4><<<grid, THREADS, 0, d->stream>>>(w, sp, d->x, d->y, T);
+        }
         (void)(check(d, cudaGetLastError(), "matmul kernel launch") &&
                check(d, cudaMemcpyAsync(Y, d->y, yb, cudaMemcpyDeviceToHost, d->stream), "copying results") &&
                check(d, cudaStreamSynchronize(d->stream), "matmul"));
@@ -304,7 +350,23 @@ void cuda_mul(MatDevice *base, Pool *pool, float *Y, const Mat *W, const float *
     const bool faulted = d->faulted;
     pthread_mutex_unlock(&d->mu);
     if (faulted) memset(Y, 0, yb); /* the forward fails (base.fault): its numbers need only be finite */
-    else if (!room) mat_mul_cpu(pool, Y, W, X, T); /* no room on the device for this one: the same bits on the CPU */
+    else if (!room) { /* no room on the device for this one: the same bits on the CPU */
+        if (op == OP_MUL) mat_mul_cpu(pool, Y, W, X, T);
+        else if (op == OP_MUL_HEADS) mat_mul_heads_cpu(pool, Y, W, hd, X, T);
+        else mat_tmul_heads_cpu(pool, Y, W, hd, X, T);
+    }
+}
+
+void cuda_mul(MatDevice *base, Pool *pool, float *Y, const Mat *W, const float *X, int T) {
+    run((CudaDevice *)base, OP_MUL, pool, Y, W, nullptr, X, T);
+}
+
+void cuda_mul_heads(MatDevice *base, Pool *pool, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T) {
+    run((CudaDevice *)base, OP_MUL_HEADS, pool, Y, W, hd, X, T);
+}
+
+void cuda_tmul_heads(MatDevice *base, Pool *pool, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T) {
+    run((CudaDevice *)base, OP_TMUL_HEADS, pool, Y, W, hd, X, T);
 }
 
 const char *cuda_fault(MatDevice *base) {
@@ -322,33 +384,20 @@ void cuda_counters(MatDevice *base, size_t *resident, size_t *streamed) {
     pthread_mutex_unlock(&d->mu);
 }
 
-void cuda_expert_cache(MatDevice *base, void *arena, size_t slot_bytes, int n_slots) {
+void cuda_host_buffer(MatDevice *base, void *p, size_t bytes) {
     CudaDevice *d = (CudaDevice *)base;
     pthread_mutex_lock(&d->mu);
-    d->arena = (const uint8_t *)arena, d->slot_bytes = slot_bytes, d->n_slots = n_slots;
-    d->slot_copies = (Resident *)df_calloc((size_t)n_slots * SLOT_COPIES, sizeof *d->slot_copies);
-    d->arena_locked = cudaHostRegister(arena, slot_bytes * (size_t)n_slots, cudaHostRegisterDefault) == cudaSuccess;
+    if (d->n_locked < MAX_HOST_BUFFERS && cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess)
+        d->locked[d->n_locked++] = p;
     cudaGetLastError(); /* a refusal only costs copy speed */
-    pthread_mutex_unlock(&d->mu);
-}
-
-void cuda_slot_refilled(MatDevice *base, int slot) {
-    CudaDevice *d = (CudaDevice *)base;
-    pthread_mutex_lock(&d->mu);
-    Resident *c = &d->slot_copies[(size_t)slot * SLOT_COPIES];
-    for (int k = 0; k < SLOT_COPIES; k++)
-        if (c[k].host) drop_copy(d, &c[k]);
     pthread_mutex_unlock(&d->mu);
 }
 
 void cuda_close(MatDevice *base) {
     CudaDevice *d = (CudaDevice *)base;
-    if (d->arena_locked) cudaHostUnregister((void *)d->arena);
-    for (size_t i = 0; i < (size_t)d->n_slots * SLOT_COPIES; i++)
-        if (d->slot_copies[i].host) cudaFree(d->slot_copies[i].dev);
-    free(d->slot_copies);
+    for (int i = 0; i < d->n_locked; i++) cudaHostUnregister(d->locked[i]);
     for (size_t i = 0; i < d->cap; i++)
-        if (d->table[i].host) cudaFree(d->table[i].dev);
+        if (d->table[i].key.store) cudaFree(d->table[i].dev);
     cudaFree(d->x), cudaFree(d->y), cudaFree(d->stage);
     cudaStreamDestroy(d->stream);
     pthread_mutex_destroy(&d->mu);
@@ -390,10 +439,11 @@ extern "C" int cuda_device_open(MatDevice **out) {
     snprintf(d->base.desc, sizeof d->base.desc, "cuda (%.80s, %.1f GB, weights kept up to %.1f GB)", p.name,
              total_b / 1e9, d->budget / 1e9);
     d->base.mul = cuda_mul;
+    d->base.mul_heads = cuda_mul_heads;
+    d->base.tmul_heads = cuda_tmul_heads;
     d->base.counters = cuda_counters;
     d->base.close = cuda_close;
-    d->base.expert_cache = cuda_expert_cache;
-    d->base.slot_refilled = cuda_slot_refilled;
+    d->base.host_buffer = cuda_host_buffer;
     d->base.fault = cuda_fault;
     grow_table(d);
     *out = &d->base;
