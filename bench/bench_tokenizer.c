@@ -15,9 +15,9 @@
 
 #include "bench_util.h"
 #include "cli/die.h"
-#include "text/synth_corpus.h"
+#include "synth/synth_corpus.h"
+#include "synth/vocab_synth.h"
 #include "text/tokenizer.h"
-#include "text/vocab_synth.h"
 #include "util/err.h"
 
 static double now(void) {

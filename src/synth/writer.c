@@ -18,7 +18,7 @@
 #include "format/schema.h"
 #include "synth/fill.h"
 #include "synth/synth.h"
-#include "text/vocab_synth.h"
+#include "synth/vocab_synth.h"
 #include "util/bulkwrite.h"
 #include "util/err.h"
 #include "util/fileio.h"

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "synth/vocab_synth.h"
 #include "text/tokenizer.h"
-#include "text/vocab_synth.h"
 #include "util/err.h"
 
 #define FIXTURE_MAX_DIRS 64

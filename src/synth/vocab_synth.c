@@ -1,11 +1,11 @@
-#include "text/vocab_synth.h"
+#include "synth/vocab_synth.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "synth/synth_corpus.h"
 #include "text/bpe_train.h"
 #include "text/rankmap.h"
-#include "text/synth_corpus.h"
 #include "text/vocab_write.h"
 #include "util/err.h"
 

@@ -1,5 +1,5 @@
 /* synth_corpus.c - the training text of the synthetic vocabulary (see synth_corpus.h). */
-#include "text/synth_corpus.h"
+#include "synth/synth_corpus.h"
 
 /* Documents are pre-tokenised separately; each literal line below is one line of text. */
 const char *const SYNTH_CORPUS[] = {
