@@ -63,9 +63,9 @@ static void run_grammar(const char *label, const Grammar *g, const VocabTrie *t,
         uint64_t *bits = malloc(matcher_mask_words(m) * sizeof *bits);
         int64_t budget = steps;
         for (int k = 0; k < steps && !matcher_done(m); k++) {
-            double t0 = bench_now();
+            double t0 = df_now();
             int n = matcher_mask(m, budget - k, bits);
-            double dt = bench_now() - t0;
+            double dt = df_now() - t0;
             if (n <= 0) {
                 if (k == 0) fprintf(stderr, "%s: a budget of %d tokens is below the grammar's minimum\n", label, steps);
                 break;
@@ -73,10 +73,10 @@ static void run_grammar(const char *label, const Grammar *g, const VocabTrie *t,
             add(k ? &mask : &cold, dt);
             slow += dt > 5e-3;
             if (k % 16 == 5) { /* the naive way at the same state */
-                double t1 = bench_now();
+                double t1 = df_now();
                 int agree = 1;
                 for (int32_t id = 0; id < n_ids; id++) agree &= matcher_allows(m, id, budget - k) == mask_has(bits, id);
-                add(&naive, bench_now() - t1);
+                add(&naive, df_now() - t1);
                 add(&at_naive, dt);
                 if (!agree) fprintf(stderr, "%s: naive and trie masks differ at step %d\n", label, k);
             }
@@ -119,10 +119,10 @@ int main(int argc, char **argv) {
              answer_schema);
     for (int v = 0; v < 2; v++) {
         Tokenizer *tok = fixture_synth(sizes[v], NULL);
-        double t0 = bench_now();
+        double t0 = df_now();
         VocabTrie *t = fixture_trie(tok);
         printf("vocabulary %d tokens: trie %u nodes (longest token %u bytes), built in %.1f ms\n", tok_vocab_size(tok),
-               t->n_nodes, t->max_len, 1e3 * (bench_now() - t0));
+               t->n_nodes, t->max_len, 1e3 * (df_now() - t0));
         Grammar *gs[3] = {reply(t, rf, "\"none\"", 0), reply(t, NULL, "\"required\"", 1), reply(t, "{\"type\":\"json_object\"}", NULL, 0)};
         const char *labels[3] = {"json_schema answer", "thinking + required tool call", "json_object answer"};
         for (int k = 0; k < 3; k++) {

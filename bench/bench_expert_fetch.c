@@ -14,7 +14,7 @@
 
 #include "cli/settings.h"
 #include "fetch/installer.h"
-#include "fetch/progress.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 typedef struct {
@@ -27,12 +27,12 @@ typedef struct {
 static void *worker(void *arg) {
     Bench *b = arg;
     for (int k; (k = atomic_fetch_add(&b->next, 1)) < b->n;) {
-        double t0 = now_seconds();
+        double t0 = df_now();
         if (installer_fetch_expert(b->in, b->layer[k], b->expert[k])) {
             fprintf(stderr, "bench_expert_fetch: %s\n", df_errmsg());
             atomic_store(&b->failed, 1);
         }
-        b->lat[k] = now_seconds() - t0;
+        b->lat[k] = df_now() - t0;
     }
     return NULL;
 }
@@ -76,10 +76,10 @@ int main(int argc, char **argv) {
     if (b.n == 0) return fprintf(stderr, "no missing experts left in %s\n", argv[1]), 1;
     b.lat = calloc((size_t)b.n, sizeof *b.lat);
     pthread_t th[256];
-    double t0 = now_seconds();
+    double t0 = df_now();
     for (int i = 0; i < threads; i++) pthread_create(&th[i], NULL, worker, &b);
     for (int i = 0; i < threads; i++) pthread_join(th[i], NULL);
-    double el = now_seconds() - t0;
+    double el = df_now() - t0;
     int missing = 0;
     for (int i = 0; i < b.n; i++) missing += !installer_has_expert(in, b.layer[i], b.expert[i]);
     qsort(b.lat, (size_t)b.n, sizeof *b.lat, cmp_d);

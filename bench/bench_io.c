@@ -59,11 +59,11 @@ static double cpu_seconds(void) {
 
 /* Reads reads[0..n) in groups of `group` (n: all at once); returns seconds, adds batch times. */
 static double read_all(IoPool *p, Read *reads, int n, int group, Waiter *w, double *batch_s, int *n_batch) {
-    double t0 = bench_now();
+    double t0 = df_now();
     IoJob *jobs[4096];
     for (int at = 0; at < n; at += group) {
         int k = n - at < group ? n - at : group;
-        double b0 = bench_now();
+        double b0 = df_now();
         pthread_mutex_lock(&w->mu);
         w->pending = k;
         pthread_mutex_unlock(&w->mu);
@@ -72,9 +72,9 @@ static double read_all(IoPool *p, Read *reads, int n, int group, Waiter *w, doub
         pthread_mutex_lock(&w->mu);
         while (w->pending > 0) pthread_cond_wait(&w->cv, &w->mu);
         pthread_mutex_unlock(&w->mu);
-        if (batch_s && k == BATCH) batch_s[(*n_batch)++] = bench_now() - b0;
+        if (batch_s && k == BATCH) batch_s[(*n_batch)++] = df_now() - b0;
     }
-    return bench_now() - t0;
+    return df_now() - t0;
 }
 
 enum { C_THREADS, C_URING, C_URING_FIXED, N_CONF };

@@ -74,9 +74,9 @@ static void sum_task(void *ctx, int task) {
 
 /* Seconds for one streaming pass over the whole buffer. */
 static double read_pass(const Bench *b, Pool *pool) {
-    double t0 = bench_now();
+    double t0 = df_now();
     pool_run(pool, (int)(b->bytes / SLICE), sum_task, (void *)b);
-    return bench_now() - t0;
+    return df_now() - t0;
 }
 
 /* ---- the kernels over every matrix in the buffer ---- */
@@ -117,7 +117,7 @@ static void fill_weights(Bench *b, const Shape *s) {
 /* Seconds for one pass of the kernel over every matrix in the buffer. */
 static double kernel_pass(const Bench *b, const Shape *s, Pool *pool, const float *X, float *Y, int T) {
     size_t per = mat_bytes(s), n_mat = b->bytes / per, n = (size_t)s->rows * (size_t)s->cols;
-    double t0 = bench_now();
+    double t0 = df_now();
     for (size_t m = 0; m < n_mat; m++) {
         const uint8_t *base = b->buf + m * per;
         if (s->mxfp4)
@@ -125,7 +125,7 @@ static double kernel_pass(const Bench *b, const Shape *s, Pool *pool, const floa
         else
             kern_matmul_bf16(pool, Y, (const uint16_t *)base, X, T, s->rows, s->cols);
     }
-    return bench_now() - t0;
+    return df_now() - t0;
 }
 
 /* Medians over runs of: read bandwidth, kernel weight bandwidth, and their ratio. Each run times a

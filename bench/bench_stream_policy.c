@@ -259,9 +259,9 @@ static json_t *k3_scale(const RouteTrace *t, const CrfParams *crf, int quiet, co
     if (!quiet) printf("mapped onto K3's shape (92 MoE layers x 896 experts, top-16; %d of them replayed):\n", used);
     for (int f = 1; f < 4; f++) {
         int slots = (int)(FRACTIONS[f] * used);
-        double t0 = bench_now();
+        double t0 = df_now();
         Count c = replay_index(&a, CACHE_POLICY_DEFAULT, crf, slots, 0, a.n_layers, 0);
-        double s = bench_now() - t0, lru = rate(replay_index(&a, POLICY_LRU, crf, slots, 0, a.n_layers, 0));
+        double s = df_now() - t0, lru = rate(replay_index(&a, POLICY_LRU, crf, slots, 0, a.n_layers, 0));
         long accesses = a.start[(long)a.n_pass * a.n_layers];
         if (!quiet)
             printf("  %3.0f%% of them = %5d slots: %s %.1f%%, lru %.1f%%, %.0f ns per access (cache bookkeeping only)\n",

@@ -20,12 +20,6 @@
 #include "text/tokenizer.h"
 #include "util/err.h"
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static long peak_rss_kb(void) {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
@@ -52,9 +46,9 @@ static void throughput(const Tokenizer *t, const char *name, const char *text, s
     for (int r = 0; r < 5; r++) {
         TokIds ids = {0};
         tokids_reserve(&ids, len / 2);
-        double t0 = now();
+        double t0 = df_now();
         if (tok_encode(t, text, len, 0, &ids)) df_die("%s", df_errmsg());
-        mbs[r] = (double)len / 1e6 / (now() - t0);
+        mbs[r] = (double)len / 1e6 / (df_now() - t0);
         tokens = ids.n;
         tokids_free(&ids);
     }
@@ -94,11 +88,11 @@ int main(int argc, char **argv) {
         if (!mkdtemp(scratch) || vocab_write_synthetic(scratch, 8192, 1)) df_die("synthetic vocabulary: %s", df_errmsg());
         model = scratch;
     }
-    double t0 = now();
+    double t0 = df_now();
     Tokenizer *t = tok_load(model);
     if (!t) df_die("%s", df_errmsg());
     printf("vocabulary  %s: %d tokens, loaded in %.0f ms\n", model == scratch ? "synthetic" : model, tok_vocab_size(t),
-           (now() - t0) * 1e3);
+           (df_now() - t0) * 1e3);
     memory(t, 0, SYNTH_CORPUS_CODE_FIRST); /* first: peak RSS only grows */
     struct {
         const char *name;

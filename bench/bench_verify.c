@@ -30,11 +30,11 @@ static int pass(Engine *e, State *st, int tok, int n, Rng *r, float *rows, doubl
     const int V = e->cat.cfg.vocab;
     int in[MODEL_MAX_VERIFY] = {tok};
     for (int i = 1; i < n; i++) in[i] = (int)(rng_next(r) % (uint64_t)V);
-    double t0 = bench_now();
+    double t0 = df_now();
     int rc = n == 1 ? model_forward(e->model, st, in, 1, rows, 1) : model_forward_verify(e->model, st, in, n, rows);
     if (rc) return -1;
     state_commit(st, 1);
-    *seconds = bench_now() - t0;
+    *seconds = df_now() - t0;
     return model_argmax(e->model, rows);
 }
 

@@ -4,7 +4,8 @@
 #       util < format < text < synth < kernels < model < fetch < store < engine < serve < cli < main.c
 #  2. only src/cli/settings.c reads the environment (getenv, secure_getenv, environ outside cli/);
 #  3. only src/cli/ and src/main.c end the process (exit, _exit, df_die), except the documented
-#     out-of-memory abort point in src/util/err.c.
+#     out-of-memory abort point in src/util/err.c;
+#  4. only src/util/clock.c reads the monotonic clock.
 # Prints every violation as FILE:LINE: what, and exits 1 if there is any.
 # usage: scripts/check_layers.sh [SRC_DIR]   (default: src)
 set -euo pipefail
@@ -64,8 +65,15 @@ while IFS=: read -r file line text; do
     report "$file:$line: ends the process (library code returns an error instead)"
 done < <(grep -rnE '(^|[^a-z_])(exit|_exit|_Exit|quick_exit|df_die)[[:space:]]*\(' "$src" || true)
 
+# 4. one clock: the monotonic clock is read in src/util/clock.c only (df_now)
+while IFS=: read -r file line text; do
+    [ "$file" = "$src/util/clock.c" ] && continue
+    [[ "$text" =~ ^[[:space:]]*(\*|/\*|//) ]] && continue
+    report "$file:$line: reads the monotonic clock itself (use df_now, src/util/clock.h)"
+done < <(grep -rnE 'clock_gettime[[:space:]]*\([[:space:]]*CLOCK_MONOTONIC' "$src" || true)
+
 if [ "$bad" -ne 0 ]; then
     echo "check_layers: FAILED"
     exit 1
 fi
-echo "check_layers: ok (${order[*]}; environment in $src/cli/settings.c; exits in $src/cli and $src/main.c)"
+echo "check_layers: ok (${order[*]}; environment in $src/cli/settings.c; exits in $src/cli and $src/main.c; clock in $src/util/clock.c)"

@@ -9,16 +9,11 @@
 #include "kernels/device.h"
 #include "kernels/kernels.h"
 #include "store/budget.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 #define DEFAULT_CONTEXT_LATENT 65536
 #define DEFAULT_CONTEXT_EXPANDED 4096
-
-double engine_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* The default context follows the MLA cache's size per position, which the streaming memory plan
  * reserves for the whole context: 2,304 B per layer latent (65,536 positions are 3.6 GB on K3),
@@ -199,7 +194,7 @@ int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
     if (e->streaming) stream_end_load(&e->stream);
     if (open_device(e)) return engine_close(e), -1;
     e->max_context = model_max_context(e->model);
-    e->prof_t = engine_now();
+    e->prof_t = df_now();
     return 0;
 }
 

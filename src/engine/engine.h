@@ -89,8 +89,6 @@ typedef struct {
 /* Opens the checkpoint in dir with the options (copied). Fails with a message. */
 int engine_open(Engine *e, const char *dir, const EngineOptions *o);
 void engine_close(Engine *e);
-/* Monotonic seconds (for the profile). */
-double engine_now(void);
 /* The one start-up line with every resolved setting (and the streaming plan when streaming). */
 void engine_print_settings(const Engine *e, FILE *f);
 /* K3_PROFILE: after each forward, what it read and where its time went. No-op when off. */

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "util/clock.h"
+
 /* Hands out tokens until a check stops it; returns session_next's failure (-1) or 0. */
 static int decode(Session *s, const GenOptions *opt, TokenFn fn, void *ctx, GenResult *res) {
     while (res->generated < opt->max_new) {
@@ -23,15 +25,15 @@ int generate(Session *s, const int32_t *prompt, size_t n_prompt, const GenOption
     Engine *e = s->e;
     memset(res, 0, sizeof *res);
     res->prompt_tokens = (int)n_prompt;
-    double t0 = engine_now();
+    double t0 = df_now();
     int rc = session_prefill(s, prompt, n_prompt, opt->cancel, opt->cancel_ctx, NULL);
-    res->prefill_s = engine_now() - t0;
+    res->prefill_s = df_now() - t0;
     res->at_decode = *model_stats(e->model);
     if (e->streaming) res->io_at_decode = stream_counters(&e->stream);
-    t0 = engine_now();
+    t0 = df_now();
     if (rc == 1) res->interrupted = 1, rc = 0;
     else if (rc == 0) rc = decode(s, opt, fn, ctx, res);
-    res->decode_s = engine_now() - t0;
+    res->decode_s = df_now() - t0;
     if (rc == 0) session_settle(s);
     res->spec = s->spec;
     return rc;

@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "kernels/device.h"
 #include "kernels/kernels.h"
+#include "util/clock.h"
 
 void engine_print_settings(const Engine *e, FILE *f) {
     const K3Config *c = &e->cat.cfg;
@@ -53,7 +54,7 @@ void engine_profile_step(Engine *e, FILE *f) {
     if (!e->opt.profile) return;
     const ModelStats *s = model_stats(e->model), *p = &e->prof_stats;
     StreamCounters io = io_counters(e), *q = &e->prof_io;
-    double now = engine_now(), dt = now - e->prof_t;
+    double now = df_now(), dt = now - e->prof_t;
     double spine_w = s->spine_wait_s - p->spine_wait_s, exp_w = s->expert_wait_s - p->expert_wait_s;
     double route = s->route_s - p->route_s;
     uint64_t sb = io.spine_bytes - q->spine_bytes, eb = io.expert_bytes - q->expert_bytes;

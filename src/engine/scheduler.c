@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "model/model.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 struct Job {
@@ -59,12 +60,6 @@ struct Scheduler {
     float *logits;          /* [MODEL_MAX_CHUNK][vocab] */
 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* --- the job's side (any thread) --- */
 
 static void job_free(Job *j) {
@@ -99,7 +94,7 @@ Job *sched_submit(Scheduler *s, const JobSpec *spec) {
     j->want_info = p.logprobs;
     j->slot = -1;
     j->stats.slot = -1;
-    j->t_submit = now_s();
+    j->t_submit = df_now();
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     pthread_mutex_lock(&s->mu);
@@ -186,7 +181,7 @@ static void end_job(Job *j, int how, const char *msg) {
 
 /* Hands a pick over to the job's consumer. */
 static void hand_over(Job *j, int tok, const SampleInfo *info) {
-    double now = now_s();
+    double now = df_now();
     pthread_mutex_lock(&j->mu);
     if (j->n == j->cap) {
         j->cap = j->cap ? 2 * j->cap : 64;
@@ -342,16 +337,16 @@ static void run_pass(Scheduler *s) {
     for (int i = 0; i < s->o.parallel; i++)
         if (s->slots[i].job && live(s->slots[i].job)) running++, only = s->slots[i].job;
     if (running == 1 && only->fed == only->prompt.n && !only->matcher) { /* alone: Session's speculative step */
-        double t0 = now_s();
+        double t0 = df_now();
         step_alone(s, only);
-        note_pass(s, now_s() - t0);
+        note_pass(s, df_now() - t0);
         return;
     }
     decode_rows(s, &p);
     int decoding = p.n;
     prefill_rows(s, &p);
     if (!p.n) return;
-    double t0 = now_s();
+    double t0 = df_now();
     if (model_forward_batch(s->e->model, p.states, p.tokens, p.rows, p.n, s->logits, 0)) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", df_errmsg());
@@ -361,7 +356,7 @@ static void run_pass(Scheduler *s) {
         }
         return;
     }
-    if (decoding) note_pass(s, now_s() - t0);
+    if (decoding) note_pass(s, df_now() - t0);
     for (int k = 0, at = 0; k < p.n; at += p.rows[k], k++) {
         Job *j = p.jobs[k];
         Session *sess = &s->slots[j->slot].sess;
@@ -394,7 +389,7 @@ static void reap_and_admit(Scheduler *s) {
         Job *j = s->slots[i].job;
         if (!j || live(j)) continue;
         s->slots[i].job = NULL;
-        s->slots[i].last_used = now_s();
+        s->slots[i].last_used = df_now();
         s->running--;
         end_job(j, 1, NULL);
         release(j);
@@ -427,7 +422,7 @@ static void reap_and_admit(Scheduler *s) {
         }
         j->slot = slot;
         j->fed = reused;
-        j->t_admit = now_s();
+        j->t_admit = df_now();
         pthread_mutex_lock(&j->mu);
         j->stats.reused = reused;
         j->stats.wait_s = j->t_admit - j->t_submit;

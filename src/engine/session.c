@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/clock.h"
 #include "util/err.h"
 
 void session_init(Session *s, Engine *e) {
@@ -144,7 +145,7 @@ int session_end_prompt(Session *s) {
 }
 
 int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel, void *ctx, size_t *reused) {
-    double t0 = engine_now();
+    double t0 = df_now();
     size_t common;
     if (session_begin_prompt(s, prompt, n, &common)) return -1;
     if (reused) *reused = common;
@@ -152,7 +153,7 @@ int session_prefill(Session *s, const int32_t *prompt, size_t n, CancelFn cancel
     if (rc == 0) rc = session_end_prompt(s);
     if (rc < 0) session_reset(s);
     if (rc == 0) engine_profile_step(s->e, stderr);
-    s->prefill_s += engine_now() - t0;
+    s->prefill_s += df_now() - t0;
     return rc;
 }
 
@@ -176,16 +177,16 @@ static int decode_step(Session *s, int32_t tok, int limit) {
     int history_free = !s->sampler || !s->sampler->counts;
     int d = history_free ? spec_draft(&s->spec, s->held.v, (int)s->held.n, limit, in + 1) : 0;
     s->spec.passes++;
-    double t0 = engine_now();
+    double t0 = df_now();
     if (d == 0) {
         if (model_forward(s->e->model, s->st, in, 1, s->rows, 0)) return -1;
-        spec_plain(&s->spec, engine_now() - t0);
+        spec_plain(&s->spec, df_now() - t0);
         s->ready = 1;
     } else {
         if (model_forward_verify(s->e->model, s->st, in, d + 1, s->rows)) return -1;
         int a = 0;
         while (a < d && choose(s, s->rows + (size_t)a * V, s->pending_pos + 1 + (uint64_t)a, NULL) == in[a + 1]) a++;
-        spec_record(&s->spec, d, a, engine_now() - t0);
+        spec_record(&s->spec, d, a, df_now() - t0);
         s->ready = a + 1;
     }
     engine_profile_step(s->e, stderr);
@@ -268,12 +269,12 @@ int session_restore(Session *s, const int32_t *tokens, size_t n, int pending,
 int session_next(Session *s, Sampler *sm, uint64_t position, int *tok, SampleInfo *info, int more, CancelFn cancel,
                  void *ctx) {
     if (cancel && cancel(ctx)) return 2;
-    double t0 = engine_now();
+    double t0 = df_now();
     if (s->pending >= 0) {
         if ((int)s->held.n >= s->e->max_context) return 1;
         if (commit(s, more)) return -1;
     }
     int rc = session_pick(s, sm, NULL, position, tok, info);
-    s->decode_s += engine_now() - t0;
+    s->decode_s += df_now() - t0;
     return rc;
 }

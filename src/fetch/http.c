@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/err.h"
 
 enum { MODE_RANGE, MODE_WHOLE };
@@ -28,12 +29,6 @@ struct UrlCache {
     UrlEntry e[URLCACHE_MAX];
     int n;
 };
-
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 UrlCache *urlcache_new(void) {
     UrlCache *uc = df_calloc(1, sizeof *uc);
@@ -59,7 +54,7 @@ static char *urlcache_get(UrlCache *uc, const char *file) {
     if (!uc) return NULL;
     pthread_mutex_lock(&uc->mu);
     int i = urlcache_find(uc, file);
-    char *url = i >= 0 && mono_s() - uc->e[i].t < URLCACHE_TTL_S ? df_strdup(uc->e[i].url) : NULL;
+    char *url = i >= 0 && df_now() - uc->e[i].t < URLCACHE_TTL_S ? df_strdup(uc->e[i].url) : NULL;
     pthread_mutex_unlock(&uc->mu);
     return url;
 }
@@ -71,7 +66,7 @@ static void urlcache_put(UrlCache *uc, const char *file, const char *url) {
     if (i < 0 && uc->n < URLCACHE_MAX) i = uc->n++, uc->e[i].file = df_strdup(file), uc->e[i].url = NULL;
     if (i >= 0) {
         free(uc->e[i].url);
-        uc->e[i].url = df_strdup(url), uc->e[i].t = mono_s();
+        uc->e[i].url = df_strdup(url), uc->e[i].t = df_now();
     }
     pthread_mutex_unlock(&uc->mu);
 }

@@ -40,7 +40,7 @@ struct Installer {
     int n_idle;
     int64_t *inflight;       /* layer * n_experts + expert being fetched on demand */
     int n_inflight, cap_inflight;
-    double last_commit;      /* now_seconds() of the last on-demand commit */
+    double last_commit;      /* df_now() of the last on-demand commit */
 };
 
 /* Opens (creating, sized) shard s for writing and stores the fd in its manifest entry. */

@@ -7,6 +7,7 @@
 #include "fetch/progress.h"
 
 #include "fetch/installer_int.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 static int span_of(Installer *in, int layer, int expert, const ExpertSpan **sp) {
@@ -87,8 +88,8 @@ int installer_fetch_expert(Installer *in, int layer, int expert) {
     in->inflight[slot] = in->inflight[--in->n_inflight];
     /* group commit: the last fetch of a burst (a layer's experts) records the whole burst, and a
      * long burst is recorded at least twice a second */
-    int commit = !rc && (in->n_inflight == 0 || now_seconds() - in->last_commit >= 0.5);
-    if (commit) in->last_commit = now_seconds();
+    int commit = !rc && (in->n_inflight == 0 || df_now() - in->last_commit >= 0.5);
+    if (commit) in->last_commit = df_now();
     pthread_cond_broadcast(&in->cv);
     pthread_mutex_unlock(&in->mu);
     if (commit) rc = manifest_commit(&in->man);

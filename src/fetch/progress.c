@@ -4,11 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
-double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "util/clock.h"
 
 const char *fmt_bytes(char *buf, size_t len, uint64_t n) {
     static const char *unit[] = {"B", "kB", "MB", "GB", "TB", "PB"};
@@ -28,13 +24,13 @@ void progress_share(const ProgressShare *s) {
 
 void progress_start(Progress *p, const char *what, uint64_t total) {
     p->what = what, p->total = total;
-    p->t0 = p->last = now_seconds();
+    p->t0 = p->last = df_now();
     p->tty = isatty(2);
     p->drawn = 0;
 }
 
 void progress_show(Progress *p, uint64_t done, int final) {
-    double now = now_seconds(), el = now - p->t0;
+    double now = df_now(), el = now - p->t0;
     if (!final && now - p->last < (p->tty ? 0.25 : 5.0)) return;
     p->last = now;
     if (done > p->total) done = p->total;

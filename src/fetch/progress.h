@@ -33,6 +33,5 @@ void progress_start(Progress *p, const char *what, uint64_t total);
 void progress_show(Progress *p, uint64_t done, int final);
 /* "1.23 GB" style (decimal units) into buf. */
 const char *fmt_bytes(char *buf, size_t len, uint64_t n);
-double now_seconds(void);
 
 #endif

@@ -13,6 +13,7 @@
 #include "fetch/installer_int.h"
 #include "fetch/progress.h"
 #include "fetch/sha256.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 typedef struct {
@@ -90,11 +91,11 @@ int installer_run(Installer *in, FetchPlan *p, const char *what) {
     Progress pr;
     progress_start(&pr, what, p->bytes);
     int rc = 0;
-    double last_commit = now_seconds();
+    double last_commit = df_now();
     while (atomic_load(&r.running) > 0) {
         sleep_ms(20);
-        if (now_seconds() - last_commit < 0.25) continue;
-        last_commit = now_seconds();
+        if (df_now() - last_commit < 0.25) continue;
+        last_commit = df_now();
         if (!rc && manifest_commit(&in->man)) rc = -1, atomic_store(&r.stop, 1);
         progress_show(&pr, atomic_load(&r.received), 0);
     }

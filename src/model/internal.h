@@ -95,6 +95,4 @@ void state_prepare_verify(State *s);
 /* Ensures the MLA caches hold `need` positions (grows geometrically). */
 int state_reserve(State *s, int need);
 
-double model_now(void);
-
 #endif

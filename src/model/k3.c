@@ -10,13 +10,8 @@
 #include "kernels/mat.h"
 #include "model/internal.h"
 #include "model/ops.h"
+#include "util/clock.h"
 #include "util/err.h"
-
-double model_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int model_context(const K3Config *c, int asked) {
     if (asked < 1) asked = 1;
@@ -88,7 +83,7 @@ static int attention_block(Model *m, const Seq *seqs, int n_seqs, int l, int n_a
     const LayerWeights *L = &m->w.layers[l];
     Scratch *s = &m->s;
     const size_t HT = (size_t)m->cfg.hidden * T;
-    double t0 = model_now();
+    double t0 = df_now();
     attn_res(m, n_anchors, L->attn_res_q, T, s->xn);
     int boundary = l % m->cfg.attn_res_block == 0;
     if (boundary) { /* snapshot the finished block's sum as a new anchor; P restarts */
@@ -102,14 +97,14 @@ static int attention_block(Model *m, const Seq *seqs, int n_seqs, int l, int n_a
     else kda_forward(m, L, l, seqs, n_seqs, s->xn, T, s->attn_out);
     if (boundary) memcpy(s->P, s->attn_out, sizeof(float) * HT);
     else add_rows(s->P, s->attn_out, HT);
-    m->stats.attention_s += model_now() - t0;
+    m->stats.attention_s += df_now() - t0;
     return n_anchors;
 }
 
 static int ffn_block(Model *m, int l, int n_anchors, int T) {
     const LayerWeights *L = &m->w.layers[l];
     Scratch *s = &m->s;
-    double t0 = model_now();
+    double t0 = df_now();
     attn_res(m, n_anchors, L->ffn_res_q, T, s->x);
     rmsnorm_rows(m, s->x, L->ffn_norm, T);
     if (L->moe) {
@@ -117,7 +112,7 @@ static int ffn_block(Model *m, int l, int n_anchors, int T) {
     } else
         mlp_forward(m, &L->dense, m->cfg.dense_inter, s->x, T, s->ffn_out);
     add_rows(s->P, s->ffn_out, (size_t)m->cfg.hidden * T);
-    m->stats.ffn_s += model_now() - t0;
+    m->stats.ffn_s += df_now() - t0;
     return 0;
 }
 
@@ -126,7 +121,7 @@ static int ffn_block(Model *m, int l, int n_anchors, int T) {
 static int tail(Model *m, int n_anchors, int T, const int *out_rows, int n, float *logits) {
     Scratch *s = &m->s;
     const int H = m->cfg.hidden, V = m->cfg.vocab;
-    double t0 = model_now();
+    double t0 = df_now();
     attn_res(m, n_anchors, m->w.out_res_q, T, s->x);
     rmsnorm_rows(m, s->x, m->w.final_norm, T);
     const float *rows = s->x;
@@ -137,7 +132,7 @@ static int tail(Model *m, int n_anchors, int T, const int *out_rows, int n, floa
         rows = s->xn;
     }
     mat_mul(m->pool, logits, &m->w.lm_head, rows, n);
-    m->stats.head_s += model_now() - t0;
+    m->stats.head_s += df_now() - t0;
     for (size_t i = 0; i < (size_t)n * V; i++)
         if (!isfinite(logits[i]))
             return df_fail("non-finite logit at position %d, token %zu: the weights hold NaN/Inf values",
@@ -157,9 +152,9 @@ static int check_tokens(const Model *m, const int *tokens, int T) {
  * every pass: its Mats (and their residency keys) are asked for again. */
 static int acquire_spine_layer(Model *m, int l) {
     if (!m->spine->acquire_layer) return 0;
-    double t0 = model_now();
+    double t0 = df_now();
     int moved = m->spine->acquire_layer(m->spine, l);
-    m->stats.spine_wait_s += model_now() - t0;
+    m->stats.spine_wait_s += df_now() - t0;
     if (moved < 0) return -1;
     if (moved && weights_bind_layer_mats(&m->w, m->cat, l, m->spine)) {
         m->spine->release_layer(m->spine, l);

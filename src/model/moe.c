@@ -10,6 +10,7 @@
 #include "kernels/mat.h"
 #include "model/internal.h"
 #include "model/ops.h"
+#include "util/clock.h"
 
 static void situ_rows(const K3Config *c, float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) a[i] = op_situ(a[i], b[i], c->situ_beta, c->situ_linear_beta);
@@ -84,12 +85,12 @@ static int routed_experts(Model *m, int layer, int T) {
     for (int at = 0; at < n; at += batch) {
         int count = n - at < batch ? n - at : batch;
         if (src->ready_first) src->ready_first(src, layer, ids + at, n - at);
-        double t0 = model_now();
+        double t0 = df_now();
         if (src->acquire(src, layer, ids + at, count, mats)) return -1;
-        double t1 = model_now();
+        double t1 = df_now();
         for (int i = 0; i < count; i++) run_expert(m, &mats[i], ids[at + i], T);
         m->stats.expert_wait_s += t1 - t0;
-        m->stats.experts_s += model_now() - t1;
+        m->stats.experts_s += df_now() - t1;
     }
     m->stats.expert_bytes += (uint64_t)n * m->cat->expert_bytes;
     return 0;
@@ -107,9 +108,9 @@ int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int 
     /* announce the selections first: a streaming store reads the experts while the latent
      * projection and the shared experts compute */
     if (m->experts->route) {
-        double t0 = model_now();
+        double t0 = df_now();
         m->experts->route(m->experts, layer, s->sel, T, K);
-        m->stats.route_s += model_now() - t0;
+        m->stats.route_s += df_now() - t0;
     }
     lookahead(m, layer, u, T);
     mat_mul(m->pool, s->z, &w->latent_down, u, T);

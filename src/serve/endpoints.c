@@ -7,15 +7,10 @@
 
 #include "serve/conn.h"
 #include "serve/wire.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 #define STREAM_BLOCK 4096
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 enum MHD_Result endpoint_models(Req *q, int one) {
     char *body = wire_models((int64_t)time(NULL));
@@ -269,9 +264,9 @@ enum MHD_Result endpoint_generate(Req *q) {
     api_request_free(&r);
     if (rc) return conn_respond_error(q, &err);
     if (exchange_needs_model(&q->x)) {
-        double t0 = now_s();
+        double t0 = df_now();
         int g = gate_acquire(&srv->gate, exchange_tokens_left(&q->x, &srv->env), conn_cancelled, q, &q->seat);
-        q->wait_s = now_s() - t0;
+        q->wait_s = df_now() - t0;
         if (g == GATE_CANCELLED) return MHD_NO;
         if (g == GATE_FULL) return busy(q);
         q->holds_gate = 1;

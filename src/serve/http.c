@@ -13,6 +13,7 @@
 #include "serve/anthropic.h"
 #include "serve/conn.h"
 #include "text/vocab_trie.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 /* Connections MHD admits past --max-connections: the watchdog then closes one to make room. */
@@ -28,12 +29,6 @@ int status_slot(int status) {
 }
 
 int status_of_slot(int slot) { return slot < STATUS_SLOTS - 1 ? counted_status[slot] : 0; }
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static Watch *watch_of(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -249,7 +244,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         q = df_calloc(1, sizeof *q);
         q->srv = srv;
         q->conn = c;
-        q->t0 = now_s();
+        q->t0 = df_now();
         snprintf(q->method, sizeof q->method, "%s", method);
         snprintf(q->path, sizeof q->path, "%s", url);
         *con_cls = q;
@@ -290,7 +285,7 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
 
 static void log_request(Req *q, enum MHD_RequestTerminationCode toe) {
     Server *srv = q->srv;
-    double dt = now_s() - q->t0;
+    double dt = df_now() - q->t0;
     int aborted = q->have_x && !q->x.finished && q->status == 200;
     if (aborted && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) q->gone = 1;
     char gen[256] = "";

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/err.h"
 
 struct Watch {
@@ -15,12 +16,6 @@ struct Watch {
     double since;    /* when the phase began */
     int cut;         /* shut down already: its thread is closing it */
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static double limit_of(const Watchdog *w, WatchPhase p) {
     switch (p) {
@@ -49,7 +44,7 @@ static void *patrol(void *arg) {
         ts.tv_nsec += 250 * 1000000L;
         if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-        double now = now_s();
+        double now = df_now();
         for (Watch *x = w->head; x; x = x->next)
             if (!x->cut && x->phase != WATCH_BUSY && now - x->since > limit_of(w, x->phase)) {
                 cut(x);
@@ -118,7 +113,7 @@ Watch *watch_add(Watchdog *w, int fd) {
         else cut(x), w->refused++;
     }
     x->phase = WATCH_HEADERS;
-    x->since = now_s();
+    x->since = df_now();
     x->next = w->head;
     if (w->head) w->head->prev = x;
     w->head = x;
@@ -142,7 +137,7 @@ void watch_phase(Watchdog *w, Watch *x, WatchPhase p) {
     if (!x) return;
     pthread_mutex_lock(&w->mu);
     x->phase = p;
-    x->since = now_s();
+    x->since = df_now();
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -151,7 +146,7 @@ void watch_request_line(Watchdog *w, Watch *x) {
     pthread_mutex_lock(&w->mu);
     if (x->phase == WATCH_IDLE) {
         x->phase = WATCH_HEADERS;
-        x->since = now_s();
+        x->since = df_now();
     }
     pthread_mutex_unlock(&w->mu);
 }

@@ -20,6 +20,7 @@
 #include "synth/synth.h"
 #include "synth/vocab_synth.h"
 #include "util/bulkwrite.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
@@ -87,15 +88,9 @@ typedef struct {
     int on;
 } Progress;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void progress_tick(Progress *pr, uint64_t add, int final) {
     pr->done += add;
-    double t = now_s();
+    double t = df_now();
     if (!pr->on || (!final && t - pr->last < (isatty(2) ? 1.0 : 10.0))) return;
     pr->last = t;
     double rate = pr->done / (t - pr->t0 + 1e-9);
@@ -194,7 +189,7 @@ int synth_write(const SynthPreset *sp, uint64_t seed, const char *dir, int progr
     if (file_mkdirs(dir)) return -1;
     Plan p = {0};
     plan_build(&p, sp);
-    Progress pr = {0, p.total, now_s(), now_s(), progress};
+    Progress pr = {0, p.total, df_now(), df_now(), progress};
     uint8_t *spill = df_malloc(SYNTH_CHUNK_ELEMS * 4);
     int rc = write_metadata(sp, seed, dir);
     for (int s = 0; s < p.n_shards && !rc; s++) rc = write_shard(&p, sp, s, seed, dir, spill, &pr);
