@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <locale.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +28,7 @@
 #include "cli/chat_input.h"
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/interrupt.h"
 #include "cli/locate.h"
 #include "cli/opts.h"
 #include "cli/sample_args.h"
@@ -38,14 +38,8 @@
 #include "serve/reply.h"
 #include "text/strbuf.h"
 #include "text/tokenizer.h"
+#include "util/clock.h"
 #include "util/err.h"
-
-static volatile sig_atomic_t interrupted;
-
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
-}
 
 /* The cancel hook of prefill and decode: Ctrl-C, and the prompt's progress while it is read. */
 typedef struct {
@@ -60,7 +54,7 @@ static int cancelled(void *ctx) {
         if (!w->meter.started) prefill_meter_start(&w->meter, w->s->held.n, w->prompt);
         prefill_meter_show(&w->meter, w->s->held.n);
     }
-    return interrupted;
+    return interrupt_pending();
 }
 
 /* The tokens of the conversation plus the user's new message, as a continuation of what the
@@ -109,13 +103,13 @@ static void thought(Chat *c, const Answer *a, const char *how) {
     char line[128], d[32];
     term_status_clear();
     snprintf(line, sizeof line, "%s(%s %d token%s, %s)%s", c->tty ? "\033[2m" : "", how, a->generated,
-             a->generated == 1 ? "" : "s", term_duration(d, sizeof d, engine_now() - a->t0), c->tty ? "\033[0m" : "");
+             a->generated == 1 ? "" : "s", term_duration(d, sizeof d, df_now() - a->t0), c->tty ? "\033[0m" : "");
     out(line);
 }
 
 /* Hidden thinking on a terminal: a live count on the status line (at most 10 times a second). */
 static void thinking_status(Chat *c, Answer *a) {
-    double now = engine_now();
+    double now = df_now();
     if (c->show_thinking || a->state == 2 || now - a->last_status < 0.1) return;
     char d[32];
     a->last_status = now;
@@ -152,12 +146,12 @@ static int closing_tail(Chat *c, int answered) {
 static int answer(Chat *c, Reply *reply, Answer *a) {
     Sampler *sm = c->sampling ? &c->sampler : NULL;
     if (sm) sampler_restart(sm); /* penalties count this answer's tokens */
-    a->t0 = engine_now();
+    a->t0 = df_now();
     while (c->max_new < 0 || a->generated < c->max_new) {
         int more = c->max_new < 0 ? -1 : (int)(c->max_new - a->generated - 1);
         /* each turn draws from its own stretch of positions, so turns do not repeat each other */
         uint64_t pos = ((uint64_t)c->turn << 32) + (uint64_t)a->generated;
-        int tok, r = session_next(&c->s, sm, pos, &tok, NULL, more, cancelled, NULL);
+        int tok, r = session_next(&c->s, sm, pos, &tok, NULL, more, interrupt_cancel, NULL);
         if (r) {
             a->full = r == 1;
             if (r < 0) return -1;
@@ -249,7 +243,7 @@ static int turn(Chat *c, const char *text) {
         tokids_free(&prompt);
         return -1;
     }
-    interrupted = 0;
+    interrupt_clear();
     size_t reused = 0;
     double p0 = c->s.prefill_s, d0 = c->s.decode_s;
     Answer a = {0};
@@ -259,7 +253,7 @@ static int turn(Chat *c, const char *text) {
     size_t fed = c->s.held.n > reused ? c->s.held.n - reused : 0;
     int stopped_reading = rc == 1;
     if (!rc) rc = answer(c, &reply, &a);
-    ending(c, &a, rc == 1 || interrupted);
+    ending(c, &a, rc == 1 || interrupt_pending());
     if (rc == 0) rc = remember(c, &with_user, &reply, &a);
     else if (rc == 1) rc = keep_unanswered(c, &with_user, &prompt);
     if (c->stats) {
@@ -351,7 +345,7 @@ static void chat_loop(Chat *c, LineReader *in) {
         if (r == 0) break;
         if (r < 0) {
             out("\n");
-            interrupted = 0;
+            interrupt_clear();
             continue;
         }
         line_reader_remember(in, line.p);
@@ -409,16 +403,12 @@ int cmd_chat(Settings *set, int argc, char **argv) {
     c.system = system;
     restart(&c);
     if (load && chat_load(&c, load)) df_die("chat: %s", df_errmsg());
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C interrupts a read at the prompt */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    interrupt_install(0); /* Ctrl-C stops an answer, or the read at the prompt */
     int edit = c.tty && isatty(STDIN_FILENO);
     char history[4096];
     if (edit) setlocale(LC_CTYPE, ""); /* line editing reads and shows the terminal's characters */
     LineReader *in = line_reader_open(edit, edit && !settings_history_file(set, history, sizeof history) ? history : NULL,
-                                      &interrupted);
+                                      interrupt_pending);
     fprintf(stderr, "deltafin chat: /help lists the commands; Ctrl-C stops an answer, Ctrl-D or /exit quits\n");
     if (load) printf("(loaded %zu messages, %zu tokens of model state, from %s)\n", n_messages(&c), c.s.held.n, load);
     chat_loop(&c, in);

@@ -22,7 +22,7 @@ struct LineReader {
     EditLine *el;              /* NULL: plain lines */
     History *hist;
     char *history;             /* the history file, or NULL */
-    volatile sig_atomic_t *interrupted;
+    int (*interrupted)(void);
     const char *prompt;
     mbstate_t mb;
 };
@@ -36,7 +36,7 @@ static int get_char(EditLine *el, wchar_t *wc) {
         char b;
         ssize_t n = read(STDIN_FILENO, &b, 1);
         if (n < 0 && errno == EINTR) {
-            if (*r->interrupted) return -1;
+            if (r->interrupted()) return -1;
             continue;
         }
         if (n <= 0) return n < 0 ? -1 : 0;
@@ -88,7 +88,7 @@ static unsigned char on_paste(EditLine *el, int ch) {
     return CC_REFRESH;
 }
 
-LineReader *line_reader_open(int edit, const char *history_file, volatile sig_atomic_t *interrupted) {
+LineReader *line_reader_open(int edit, const char *history_file, int (*interrupted)(void)) {
     LineReader *r = df_calloc(1, sizeof *r);
     r->interrupted = interrupted;
     if (!edit) return r;
@@ -129,7 +129,7 @@ static int plain_line(LineReader *r, StrBuf *line) {
         if (c == EOF) {
             if (ferror(stdin) && errno == EINTR) {
                 clearerr(stdin);
-                if (*r->interrupted) return -1;
+                if (r->interrupted()) return -1;
                 continue;
             }
             return line->n ? 1 : 0;
@@ -154,7 +154,7 @@ int line_reader_get(LineReader *r, const char *prompt, StrBuf *line) {
     int count = 0;
     const char *got = el_gets(r->el, &count);
     if (!got) {
-        if (count < 0 && *r->interrupted) { /* Ctrl-C: the line is dropped */
+        if (count < 0 && r->interrupted()) { /* Ctrl-C: the line is dropped */
             el_reset(r->el);
             return -1;
         }

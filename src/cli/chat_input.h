@@ -7,16 +7,14 @@
 #ifndef DF_CHAT_INPUT_H
 #define DF_CHAT_INPUT_H
 
-#include <signal.h>
-
 #include "text/strbuf.h"
 
 typedef struct LineReader LineReader;
 
 /* A reader on stdin. edit: use libedit (stdin and stdout are a terminal). history_file: the history
- * file (its directory is created), or NULL for none. interrupted: the flag the SIGINT handler
- * sets (borrowed). */
-LineReader *line_reader_open(int edit, const char *history_file, volatile sig_atomic_t *interrupted);
+ * file (its directory is created), or NULL for none. interrupted: says whether Ctrl-C was
+ * pressed since the line was asked for (interrupt_pending). */
+LineReader *line_reader_open(int edit, const char *history_file, int (*interrupted)(void));
 /* Reads one message into line (without its final newline). Returns 1, 0 at the end of input, or
  * -1 when Ctrl-C discarded the line. */
 int line_reader_get(LineReader *r, const char *prompt, StrBuf *line);

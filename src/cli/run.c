@@ -4,7 +4,6 @@
  * rendered in K3's chat format. Output is ids, text (characters split across tokens are held
  * until complete), or in chat mode the answer on stdout and the thinking on stderr. */
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/die.h"
+#include "cli/interrupt.h"
 #include "cli/locate.h"
 #include "cli/opts.h"
 #include "cli/sample_args.h"
@@ -21,23 +21,6 @@
 #include "text/utf8stream.h"
 #include "text/xtml.h"
 #include "util/err.h"
-
-/* The first SIGINT asks generation to stop before the next token (the text so far is kept); a
- * second one exits at once. */
-static volatile sig_atomic_t interrupts;
-
-static void on_sigint(int sig) {
-    (void)sig;
-    if (++interrupts >= 2) _exit(130);
-}
-
-static void install_sigint(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-}
 
 /* GenOptions.cancel: polled before every prefill chunk (where the prompt's progress is shown)
  * and every token. */
@@ -54,7 +37,7 @@ static int interrupted(void *ctx) {
         if (!w->meter.started) prefill_meter_start(&w->meter, w->s->held.n, w->prompt);
         prefill_meter_show(&w->meter, w->s->held.n);
     }
-    return interrupts > 0;
+    return interrupt_pending();
 }
 
 typedef struct {
@@ -206,7 +189,7 @@ int cmd_run(Settings *set, int argc, char **argv) {
     int asked = max_new >= 0;
     if (max_new < 0) max_new = chat ? e.max_context : 256;
     watch.prompt = (size_t)n;
-    install_sigint();
+    interrupt_install(1); /* the first Ctrl-C stops before the next token, a second one exits */
     Sampler sampler;
     if (sampling && sampler_init(&sampler, &sp, e.cat.cfg.vocab)) df_die("%s", df_errmsg());
     GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, interrupted, &watch, sampling ? &sampler : NULL};

@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "fetch/progress.h"
+#include "util/clock.h"
 
 static struct {
     FILE *status;    /* where status lines go: stderr when it is a terminal, else stdout when that is
@@ -80,13 +81,13 @@ const char *term_duration(char *buf, size_t n, double s) {
 
 void prefill_meter_start(PrefillMeter *m, size_t held, size_t total) {
     memset(m, 0, sizeof *m);
-    m->t0 = m->last = engine_now();
+    m->t0 = m->last = df_now();
     m->base = held, m->total = total;
     m->started = 1;
 }
 
 void prefill_meter_show(PrefillMeter *m, size_t held) {
-    double now = engine_now(), el = now - m->t0;
+    double now = df_now(), el = now - m->t0;
     if (!m->started || !tm.status || el < 0.3 || now - m->last < 0.1) return;
     m->last = now;
     size_t done = held > m->base ? held - m->base : 0, all = m->total > m->base ? m->total - m->base : 0;

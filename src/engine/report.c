@@ -19,7 +19,7 @@ void engine_print_settings(const Engine *e, FILE *f) {
     char device[224];
     MatDevice *dev = device_current();
     if (dev) snprintf(device, sizeof device, "%s", dev->desc);
-    else snprintf(device, sizeof device, "cpu (%s kernels)%s", kern_isa(), e->device_note);
+    else snprintf(device, sizeof device, "cpu (%s kernels)", kern_isa());
     fprintf(f, "deltafin: model %s%s%s%s (%d layers, %d experts, top-%d) | device %s | threads %d | "
                "spine %s | experts local %llu/%llu (%s)%s | context %d (MLA cache %s) | A_log %s | speculation %s | "
                "fp32 greedy\n",
