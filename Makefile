@@ -21,8 +21,12 @@ TOOL_SRC := $(wildcard tools/*/*.c)
 # Three build flavours share the rules below: release (build/), ASan+UBSan (build-asan/) and the
 # release build with the CUDA backend (build-cuda/: `make cuda`, needs nvcc; K3_DEV picks the device).
 B ?= build
+# The sanitizer flavour adds its flags to the user's CFLAGS (-O1 -g when none were given).
 ifeq ($(B),build-asan)
-  CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  ifeq ($(origin CFLAGS),file)
+    CFLAGS := -O1 -g
+  endif
+  override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 endif
 NVCC      ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
@@ -37,11 +41,14 @@ NVFLAGS := -std=c++17 -O3 --fmad=false -gencode=arch=compute_80,code=sm_80 -genc
            -gencode=arch=compute_90,code=[sm_90,compute_90] -Xcompiler -Wall,-Wextra,-Werror -DDF_CUDA
 
 OBJ      := $(SRC:%.c=$(B)/obj/%.o) $(CU_OBJ)
-DEPS     := $(OBJ:.o=.d) $(B)/obj/src/main.d
 TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 HELPERS  := $(HELPER_SRC:tests/helpers/%.c=$(B)/tests/helpers/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 TOOLS    := $(TOOL_SRC:tools/%.c=$(B)/tools/%)
+# Programs built from one source file list the headers they include (fixtures, bench_util.h, ...)
+# in PROGRAM.d, so editing a header rebuilds every program that uses it.
+PROG_DEPS = -MMD -MP -MT $@ -MF $@.d
+DEPS     := $(OBJ:.o=.d) $(B)/obj/src/main.d $(addsuffix .d,$(TESTS) $(HELPERS) $(BENCHES) $(TOOLS))
 
 .PHONY: all asan cuda test demo clean deps build-deps check-layers install uninstall man FORCE
 all: $(B)/deltafin $(TESTS) $(HELPERS) $(BENCHES) $(TOOLS)
@@ -72,24 +79,24 @@ $(B)/libdeltafin.a: $(OBJ)
 $(B)/deltafin: $(B)/obj/src/main.o $(B)/libdeltafin.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
 
-$(B)/tests/%: tests/unit/%.c tests/unit/check.h $(B)/libdeltafin.a
+$(B)/tests/%: tests/unit/%.c $(B)/libdeltafin.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itests/unit -o $@ $< $(B)/libdeltafin.a $(LIBS)
+	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itests/unit $(PROG_DEPS) -o $@ $< $(B)/libdeltafin.a $(LIBS)
 
 # programs the Node tests run (not tests themselves)
-$(B)/tests/helpers/%: tests/helpers/%.c tests/unit/check.h $(B)/libdeltafin.a
+$(B)/tests/helpers/%: tests/helpers/%.c $(B)/libdeltafin.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itests/unit -o $@ $< $(B)/libdeltafin.a $(LIBS)
+	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itests/unit $(PROG_DEPS) -o $@ $< $(B)/libdeltafin.a $(LIBS)
 
 # (benchmarks may use the tests' fixtures: scratch vocabularies, random-weight-like picks)
 $(B)/bench/%: bench/%.c $(B)/libdeltafin.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itests/unit -o $@ $< $(B)/libdeltafin.a $(LIBS)
+	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itests/unit $(PROG_DEPS) -o $@ $< $(B)/libdeltafin.a $(LIBS)
 
 # The data tools (tools/*/): training the tokenizer and encoding the training data (tools/corpus/README.md).
-$(B)/tools/%: tools/%.c tools/jsonl.h $(B)/libdeltafin.a
+$(B)/tools/%: tools/%.c $(B)/libdeltafin.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itools -o $@ $< $(B)/libdeltafin.a $(LIBS)
+	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itools $(PROG_DEPS) -o $@ $< $(B)/libdeltafin.a $(LIBS)
 
 asan:
 	$(MAKE) B=build-asan all
