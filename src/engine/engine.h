@@ -89,11 +89,14 @@ typedef struct {
 /* Opens the checkpoint in dir with the options (copied). Fails with a message. */
 int engine_open(Engine *e, const char *dir, const EngineOptions *o);
 void engine_close(Engine *e);
-/* The one start-up line with every resolved setting (and the streaming plan when streaming). */
+/* The start-up lines: one with every resolved setting, then the streaming plan when streaming
+ * and the install's reminder when it lacks experts. */
 void engine_print_settings(const Engine *e, FILE *f);
-/* K3_PROFILE: after each forward, what it read and where its time went. No-op when off. */
+/* K3_PROFILE: one line per call (the Session calls it after each forward): positions, bytes read,
+ * cache hits, waits and compute time since the previous line. No-op when off. */
 void engine_profile_step(Engine *e, FILE *f);
-/* --stats: the store's totals (bytes read, cache hits, GB/s). */
+/* --stats, streaming store only: bytes read (spine, experts, per position), expert cache hits,
+ * prefetches started and used, time spent waiting for the spine. No-op when mapped. */
 void engine_print_store_stats(const Engine *e, FILE *f);
 
 /* Loads the checkpoint's tokenizer and checks it covers the model's vocabulary. */

@@ -30,9 +30,11 @@ typedef struct {
 } GenResult;
 
 /* Prefills prompt into the session (continuing what it holds when the prompt extends it) and
- * decodes (greedily, or with opt->sampler) with the session's speculation. Afterwards the session's State holds exactly
- * the prompt and the tokens emitted before the last one (session_settle), as plain decoding
- * would leave it. Returns 0 (also when cancelled: res->interrupted), or -1 with a message. */
+ * decodes (greedily, or with opt->sampler) with the session's speculation. Afterwards the
+ * session's State holds exactly the prompt and every token picked except the last one
+ * (session_settle): all emitted tokens when the stop token ended the generation (the stop token
+ * is not fed), all but the last emitted one otherwise, as plain decoding would leave it. Returns
+ * 0 (also when cancelled: res->interrupted), or -1 with a message. */
 int generate(Session *s, const int32_t *prompt, size_t n_prompt, const GenOptions *opt, TokenFn fn, void *ctx,
              GenResult *res);
 
