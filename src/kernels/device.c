@@ -44,6 +44,12 @@ int device_open(DeviceKind kind) {
 #endif
 }
 
+int device_install(MatDevice *d) {
+    if (current) return df_fail("a device is open already (%s)", current->desc);
+    current = d;
+    return 0;
+}
+
 void device_close(void) {
     if (current) current->close(current);
     current = NULL;

@@ -51,6 +51,9 @@ int device_resolve(DeviceKind want, DeviceKind *kind);
 /* Opens the device (DEV_CPU or DEV_CUDA) and makes mat_mul use it (nothing to open for DEV_CPU,
  * nothing again when one is open). */
 int device_open(DeviceKind kind);
+/* Makes d, a device implemented by the caller, the process's device (until device_close, which
+ * calls d->close). Fails when a device is open already. */
+int device_install(MatDevice *d);
 /* The open accelerator, or NULL on the CPU. */
 MatDevice *device_current(void);
 /* The open accelerator's fault message, or NULL (no fault, or the CPU). */
