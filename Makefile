@@ -50,7 +50,7 @@ TOOLS    := $(TOOL_SRC:tools/%.c=$(B)/tools/%)
 PROG_DEPS = -MMD -MP -MT $@ -MF $@.d
 DEPS     := $(OBJ:.o=.d) $(B)/obj/src/main.d $(addsuffix .d,$(TESTS) $(HELPERS) $(BENCHES) $(TOOLS))
 
-.PHONY: all asan cuda test demo clean deps build-deps check-layers install uninstall man FORCE
+.PHONY: all asan cuda test demo clean deps build-deps check-layers install uninstall man check-tests FORCE
 all: $(B)/deltafin $(TESTS) $(HELPERS) $(BENCHES) $(TOOLS)
 
 # What --version prints: rewritten only when it changes, so a build of the same tree relinks nothing.
@@ -117,7 +117,11 @@ JOBS ?= $(shell nproc)
 check-layers:
 	bash scripts/check_layers.sh
 
-test: deps check-layers
+# Shell checks that cannot fail (a `! cmd` statement): docs/TESTING.md.
+check-tests:
+	bash scripts/check_tests.sh
+
+test: deps check-layers check-tests
 	$(MAKE) -j$(JOBS) all
 	$(MAKE) -j$(JOBS) asan
 	bash tests/run.sh

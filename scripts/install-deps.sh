@@ -18,7 +18,7 @@ esac
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Node.js may come from another source than Debian (it brings npm along): only install if absent.
-if [ "$what" = test ] && ! { command -v node && command -v npm; } >/dev/null 2>&1; then missing+=(nodejs npm); fi
+if [ "$what" = test ]; then { command -v node && command -v npm; } >/dev/null 2>&1 || missing+=(nodejs npm); fi
 if [ ${#missing[@]} -gt 0 ]; then
     sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq

@@ -249,5 +249,5 @@ grep "^stats: turn" "$t/asan.err" >"$t/asan.turns"
 [ "$(wc -l <"$t/asan.turns")" -eq 3 ]
 sed -n 2p "$t/asan.turns" | grep -q "turn 2:.*(reused [1-9]"   # the second turn continued the first
 sed -n 3p "$t/asan.turns" | grep -q "turn 1:.*(reused 0 "      # /reset started over
-if grep -q Sanitizer "$t/asan.err"; then echo "sanitizer report"; exit 1; fi
+if grep -q Sanitizer "$t/asan.err"; then echo "the sanitizer build reported an error"; exit 1; fi
 echo PASS

@@ -11,14 +11,16 @@ for v in "" auto cpu; do
     grep -q "| device cpu (" "$t/err"
     [ "$(wc -w <"$t/out")" = 2 ]
 done
-! K3_DEV=cuda "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err" || exit 1
+if K3_DEV=cuda "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err"; then echo "K3_DEV=cuda ran without the backend"; exit 1; fi
 grep -q "K3_DEV=cuda: this deltafin was built without the CUDA backend (build it with \`make cuda\`" "$t/err"
-! K3_DEV=gpu "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err" || exit 1
+if K3_DEV=gpu "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err"; then echo "K3_DEV=gpu accepted"; exit 1; fi
 grep -q "K3_DEV: 'gpu' is not auto, cpu or cuda" "$t/err"
 K3_MLA_CACHE=expanded "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err"
 grep -q "context 4096 (MLA cache expanded)" "$t/err"
 "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err"
 grep -q "context 65536 (MLA cache latent)" "$t/err"
-! K3_MLA_CACHE=compact "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err" || exit 1
+if K3_MLA_CACHE=compact "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err"; then
+    echo "K3_MLA_CACHE=compact accepted"; exit 1
+fi
 grep -q "K3_MLA_CACHE: 'compact' is not latent or expanded" "$t/err"
 echo PASS

@@ -13,7 +13,7 @@ toks="1 50 300 7 99 100 23 5 700 42 17 256"
 
 # before conversion, auto is bf16 and int8 is refused
 K3_SPINE=auto "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/plain.bin" 2>/dev/null
-! K3_SPINE=int8 "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/x.bin" 2>"$t/err" || exit 1
+if K3_SPINE=int8 "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/x.bin" 2>"$t/err"; then echo "K3_SPINE=int8 ran unconverted"; exit 1; fi
 grep -q "0 of 64 spine tensors are converted.*convert-spine" "$t/err"
 
 out=$("$DF_ASAN" convert-spine --model "$t/m" 2>"$t/conv.err")
@@ -61,7 +61,7 @@ K3_SPINE=int8 "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/int8.bin" 2
 "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/auto.bin" 2>/dev/null
 cmp "$t/plain.bin" "$t/bf16.bin"
 cmp "$t/int8.bin" "$t/auto.bin"
-! cmp -s "$t/bf16.bin" "$t/int8.bin" || exit 1
+if cmp -s "$t/bf16.bin" "$t/int8.bin"; then echo "the int8 spine gave the bf16 logits"; exit 1; fi
 "$PYTHON" - "$t/bf16.bin" "$t/int8.bin" <<'PY'
 import sys
 import numpy as np
@@ -90,18 +90,18 @@ grep -q "0 tensors converted, 64 already done" <<<"$("$DF" convert-spine --model
 f="$t/k/deltafin-int8/language_model.model.layers.2.mlp.up_proj.weight.i8"
 test -f "$f" || f=$(ls "$t/k/deltafin-int8/"*.i8 | head -1)
 printf 'X' | dd of="$f" bs=1 seek=8 conv=notrunc 2>/dev/null
-! K3_SPINE=int8 "$DF" logits --model "$t/k" --tokens "$toks" --out "$t/x.bin" 2>"$t/err" || exit 1
+if K3_SPINE=int8 "$DF" logits --model "$t/k" --tokens "$toks" --out "$t/x.bin" 2>"$t/err"; then echo "a damaged header was accepted"; exit 1; fi
 grep -q "$(basename "$f"): header does not match" "$t/err"
 cp "$t/m/deltafin-int8/$(basename "$f")" "$f"
 truncate -s -1 "$f"
-! "$DF" logits --model "$t/k" --tokens "$toks" --out "$t/x.bin" 2>"$t/err" || exit 1
+if "$DF" logits --model "$t/k" --tokens "$toks" --out "$t/x.bin" 2>"$t/err"; then echo "a truncated file was accepted"; exit 1; fi
 grep -q "$(basename "$f"): .*truncated or damaged" "$t/err"
 "$DF" convert-spine --model "$t/k" --no-check 2>"$t/err" | grep -q "1 tensors converted, 63 already done"
 grep -q "rewriting" "$t/err"
 diff -r "$t/m/deltafin-int8" "$t/k/deltafin-int8"
 
 # settings: bad values are refused
-! K3_SPINE=int4 "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/x.bin" 2>"$t/err" || exit 1
+if K3_SPINE=int4 "$DF" logits --model "$t/m" --tokens "$toks" --out "$t/x.bin" 2>"$t/err"; then echo "K3_SPINE=int4 accepted"; exit 1; fi
 grep -q "K3_SPINE: 'int4' is not auto, int8 or bf16" "$t/err"
 
 # the streamed spine reads the int8 files: the same logits as the mapped int8 spine, with layers
@@ -120,7 +120,9 @@ cp -r "$t/m" "$t/d"
 f="$t/d/deltafin-int8/language_model.model.layers.3.mlp.down_proj.weight.i8"
 test -f "$f" || f=$(ls "$t/d/deltafin-int8/"*layers.3.*.i8 | head -1)
 printf '\xff\xff\xff\xff' | dd of="$f" bs=1 seek=64 conv=notrunc 2>/dev/null
-! K3_STORE=stream K3_PIN_LAYERS=0 "$DF" logits --model "$t/d" --tokens "$toks" --out "$t/x.bin" 2>"$t/err" || exit 1
+if K3_STORE=stream K3_PIN_LAYERS=0 "$DF" logits --model "$t/d" --tokens "$toks" --out "$t/x.bin" 2>"$t/err"; then
+    echo "a damaged scale was streamed"; exit 1
+fi
 grep -q "$(basename "$f"): row 0 has scale" "$t/err"
 
 # K3_MOE_TOP_K: fewer experts cost NLL (small preset, top-4) and say so at startup
@@ -131,14 +133,14 @@ one=$(K3_MOE_TOP_K=1 "$DF_ASAN" nll --model "$t/s" --tokens-file "$t/toks" 2>"$t
 echo "nll top-4 $full, top-1 $one"
 awk -v a="$full" -v b="$one" 'BEGIN { exit !(b > a + 0.01) }'
 grep -q "experts top-1 of 4 (lossy)" "$t/one.err"
-! grep -q "lossy" "$t/full.err" || exit 1
+if grep -q "lossy" "$t/full.err"; then echo "the full top-k is labelled lossy"; exit 1; fi
 test "$(K3_MOE_TOP_K=4 "$DF" nll --model "$t/s" --tokens-file "$t/toks" 2>/dev/null | awk '{print $2}')" = "$full"
 # the settings refuse what no model allows; the engine what this one (top-4) does not
 for v in 0 -1 2x ""x 65; do
-    ! K3_MOE_TOP_K="$v" "$DF" nll --model "$t/s" --tokens-file "$t/toks" 2>"$t/err" || exit 1
+    if K3_MOE_TOP_K="$v" "$DF" nll --model "$t/s" --tokens-file "$t/toks" 2>"$t/err"; then echo "K3_MOE_TOP_K=$v accepted"; exit 1; fi
     grep -q "K3_MOE_TOP_K: '$v' is not an expert count in 1..64" "$t/err"
 done
-! K3_MOE_TOP_K=5 "$DF" nll --model "$t/s" --tokens-file "$t/toks" 2>"$t/err" || exit 1
+if K3_MOE_TOP_K=5 "$DF" nll --model "$t/s" --tokens-file "$t/toks" 2>"$t/err"; then echo "K3_MOE_TOP_K=5 accepted on a top-4 model"; exit 1; fi
 grep -q "K3_MOE_TOP_K: '5' is not an expert count in 1..4 (the model's num_experts_per_token)" "$t/err"
 
 # bytes read per decode step with every layer streamed (no read-ahead): int8 about half of bf16

@@ -27,7 +27,7 @@ for pin_ram in 10:0.150 5:0.1423; do
             recall=$(sed -n 's/.*(recall \([0-9.]*\)%).*/\1/p' "$t/la.err")
             awk -v r="$recall" 'BEGIN { exit !(r > 0 && r < 100) }'
         else
-            ! grep -q "router lookahead" "$t/la.err"
+            if grep -q "router lookahead" "$t/la.err"; then echo "--stats reports lookahead while it is off"; exit 1; fi
         fi
     done
 done
@@ -35,6 +35,8 @@ done
     K3_STORE=stream K3_RAM_GB=0.150 K3_PIN_LAYERS=10 "$DF_ASAN" logits --model "$m" --tokens "$lt" --out "$t/asan.bin" \
         --chunk 16 2>/dev/null
 cmp "$t/mapped.bin" "$t/asan.bin"
-! K3_STORE=stream K3_LOOKAHEAD=2 "$DF" run --model "$m" --tokens 1 --max-new 1 >/dev/null 2>"$t/err"
+if K3_STORE=stream K3_LOOKAHEAD=2 "$DF" run --model "$m" --tokens 1 --max-new 1 >/dev/null 2>"$t/err"; then
+    echo "K3_LOOKAHEAD=2 accepted"; exit 1
+fi
 grep -q K3_LOOKAHEAD "$t/err"
 echo PASS

@@ -25,12 +25,12 @@ cmp "$t/full" "$t/asan"
 "$DF" synth --preset tiny --seed 2 --out "$t/tiny" --quiet >/dev/null
 "$DF" logits --model "$t/tiny" --tokens "1 2 3" --out "$t/head" 2>/dev/null
 K3_A_LOG=per-channel "$DF" logits --model "$t/tiny" --tokens "1 2 3" --out "$t/chan" 2>/dev/null
-! cmp -s "$t/head" "$t/chan"
-! K3_A_LOG=bogus "$DF" logits --model "$t/tiny" --tokens "1" --out "$t/x" 2>"$t/err"
+if cmp -s "$t/head" "$t/chan"; then echo "K3_A_LOG=per-channel left the logits unchanged"; exit 1; fi
+if K3_A_LOG=bogus "$DF" logits --model "$t/tiny" --tokens "1" --out "$t/x" 2>"$t/err"; then echo "K3_A_LOG=bogus accepted"; exit 1; fi
 grep -q "K3_A_LOG" "$t/err"
 # bad token ids and bad thread counts are refused with a message
-! "$DF" logits --model "$t/tiny" --tokens "1 99999" --out "$t/x" 2>"$t/err"
+if "$DF" logits --model "$t/tiny" --tokens "1 99999" --out "$t/x" 2>"$t/err"; then echo "token id 99999 accepted"; exit 1; fi
 grep -q "not a token id" "$t/err"
-! K3_THREADS=zero "$DF" logits --model "$t/tiny" --tokens "1" --out "$t/x" 2>"$t/err"
+if K3_THREADS=zero "$DF" logits --model "$t/tiny" --tokens "1" --out "$t/x" 2>"$t/err"; then echo "K3_THREADS=zero accepted"; exit 1; fi
 grep -q "K3_THREADS" "$t/err"
 echo PASS

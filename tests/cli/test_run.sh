@@ -18,8 +18,23 @@ cmp "$t/text" "$t/want"
 [ "$(cat "$t/asan")" = "$gen" ]
 grep -q "s/token" "$t/stats"
 grep -q "expert bytes" "$t/stats"
-# chat: the rendered prompt is K3's format and generation ends at <|end_of_msg|> or --max-new
-"$DF" run --model "$m" --prompt "Hello" --chat --max-new 8 >/dev/null 2>"$t/chat.err"
+# chat: the rendered prompt is K3's format (exactly the ids `tokenize --chat` renders for the same
+# message: the same count, continued by the same greedy tokens), and generation ends at
+# <|end_of_msg|> (not emitted) or --max-new
+printf '[{"role": "user", "content": "Hello"}]' >"$t/hello.json"
+rendered=$("$DF" tokenize --model "$m" --chat "$t/hello.json")
+"$DF" run --model "$m" --prompt "Hello" --chat --max-new 8 --stats-json "$t/chat.json" >/dev/null 2>"$t/chat.err"
+plain=$("$DF" run --model "$m" --tokens "$rendered" --max-new 8 2>/dev/null)
+eos=$("$DF" inspect "$m" | sed -n 's/.*eos \([0-9]*\).*/\1/p')
+"$PYTHON" - "$t/chat.json" "$(wc -w <<<"$rendered")" "$plain" "$eos" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+n_prompt, plain, eos = int(sys.argv[2]), [int(x) for x in sys.argv[3].split()], int(sys.argv[4])
+assert j["prompt_tokens"] == n_prompt, ("prompt tokens", j["prompt_tokens"], n_prompt)
+want = plain[:plain.index(eos)] if eos in plain else plain
+assert j["tokens"] == want, ("chat tokens", j["tokens"], want)
+assert j["hit_stop"] == (eos in plain), ("stopped at <|end_of_msg|>", j["hit_stop"])
+PY
 # Ctrl-C: stops at the next token, keeps the output, exit status 130
 K3_CONTEXT=100000 "$DF" run --model "$m" --tokens "$ids" --max-new 100000 >"$t/int.out" 2>"$t/int.err" &
 pid=$!
@@ -33,8 +48,8 @@ set -e
 grep -q "interrupted after" "$t/int.err"
 [ "$(wc -w <"$t/int.out")" -ge 1 ]
 # errors name the problem
-! "$DF" run --model "$m" 2>"$t/err"
+if "$DF" run --model "$m" 2>"$t/err"; then echo "run without a prompt succeeded"; exit 1; fi
 grep -q "exactly one of -p/--prompt and --tokens" "$t/err"
-! "$DF" run --model "$t/nowhere" --tokens 1 2>"$t/err"
+if "$DF" run --model "$t/nowhere" --tokens 1 2>"$t/err"; then echo "run on a missing model succeeded"; exit 1; fi
 grep -q "nowhere" "$t/err"
 echo PASS

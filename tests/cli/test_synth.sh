@@ -7,7 +7,9 @@ t="$DF_TEST_TMP/synth"
 "$DF" synth --preset tiny --seed 7 --out "$t/b" --quiet >/dev/null
 "$DF" synth --preset tiny --seed 8 --out "$t/c" --quiet >/dev/null
 diff -r "$t/a" "$t/b"
-! cmp -s "$t/a/model-00002-of-000003.safetensors" "$t/c/model-00002-of-000003.safetensors"
+if cmp -s "$t/a/model-00002-of-000003.safetensors" "$t/c/model-00002-of-000003.safetensors"; then
+    echo "seeds 7 and 8 wrote the same weights"; exit 1
+fi
 for f in config.json generation_config.json tiktoken.model tokenizer_config.json model.safetensors.index.json; do
     test -s "$t/a/$f" || { echo "missing $f"; exit 1; }
 done
@@ -72,13 +74,13 @@ loop_period() { # model: the period (<= 40) with which 100 greedy tokens repeat 
 test "$(loop_period "$t/loop")" -gt 0
 test "$(loop_period "$t/noloop")" -eq 0
 for bad in 0 -1 0.0001 20000 nan inf; do
-    ! "$DF" synth --preset tiny --embed-scale "$bad" --out "$t/x" 2>"$t/err"
+    if "$DF" synth --preset tiny --embed-scale "$bad" --out "$t/x" 2>"$t/err"; then echo "--embed-scale $bad accepted"; exit 1; fi
     grep -qE "embed-scale(: '(nan|inf)' is not a number| .* out of range)" "$t/err"
 done
 test ! -e "$t/x"
 # errors: unknown preset, missing arguments
-! "$DF" synth --preset nope --out "$t/x" 2>"$t/err"
+if "$DF" synth --preset nope --out "$t/x" 2>"$t/err"; then echo "--preset nope accepted"; exit 1; fi
 grep -q "unknown preset 'nope'" "$t/err"
-! "$DF" synth --preset big --out "$t/x" 2>"$t/err"
+if "$DF" synth --preset big --out "$t/x" 2>"$t/err"; then echo "--preset big without --size-gb accepted"; exit 1; fi
 grep -q "size-gb" "$t/err"
 echo PASS

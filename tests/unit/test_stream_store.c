@@ -1,9 +1,11 @@
 /* The streaming store's building blocks: cache eviction policies (LRU order, LFU keeps what is
  * used often, CRF's decayed counts against a direct computation, locked slots are never evicted), shard reads at unaligned offsets in O_DIRECT and
  * buffered mode, and read failures naming the file and byte range. */
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -152,11 +154,12 @@ static int byte_ok(const uint8_t *p, uint64_t off, uint64_t len) {
 static void shard_reads(void) {
     const size_t N = 3 * 1024 * 1024 + 123;
     char *path = make_file(N);
-    for (int direct = 0; direct < 2; direct++) {
+    for (int mode = 0; mode < 2; mode++) { /* buffered, then O_DIRECT */
         Shards s = {0};
         s.n = 1;
-        int fd = open(path, O_RDONLY | (direct ? O_DIRECT : 0));
-        if (fd < 0) fd = open(path, O_RDONLY), direct = 0; /* a file system without O_DIRECT */
+        int direct = mode, fd = open(path, O_RDONLY | (direct ? O_DIRECT : 0));
+        if (fd < 0 && direct) fd = open(path, O_RDONLY), direct = 0; /* a file system without O_DIRECT */
+        CHECK_MSG(fd >= 0, "%s: %s", path, strerror(errno));
         s.fd = &fd;
         s.path = &path;
         s.direct = direct;
