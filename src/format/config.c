@@ -1,4 +1,4 @@
-/* config.c - config.json -> K3Config, with every check k3-model.md section 1 asks for, stated
+/* config.c - config.json -> K3Config, with every check of docs/MODEL.md section 1, stated
  * as invariants of the architecture rather than as the full-K3 constants. */
 #include "format/config.h"
 

@@ -21,7 +21,7 @@
 typedef enum { LAYER_KDA = 0, LAYER_MLA = 1 } AttnKind;
 
 /* How the [num_heads (+ padding)] A_log vector is indexed in the KDA decay gate. PER_HEAD is the
- * model's definition (k3-model.md "Decisions" 1); PER_CHANNEL reproduces the original Deltafin's
+ * model's definition (docs/MODEL.md 7.1); PER_CHANNEL reproduces the original Deltafin's
  * reading and exists only as an explicit compatibility switch (K3_A_LOG=per-channel). */
 typedef enum { ALOG_PER_HEAD = 0, ALOG_PER_CHANNEL = 1 } ALogMode;
 

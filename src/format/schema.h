@@ -1,5 +1,5 @@
 /* schema.h - the complete list of tensors a K3-architecture checkpoint holds, derived from the
- * config alone (k3-model.md section 2.3-2.4). One source of truth for synth (what to write), the
+ * config alone (docs/MODEL.md 2.3, 2.4). One source of truth for synth (what to write), the
  * catalog (what must be there, with which dtype and shape) and the installer (what to fetch). */
 #ifndef DF_SCHEMA_H
 #define DF_SCHEMA_H

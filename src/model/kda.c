@@ -1,4 +1,4 @@
-/* kda.c - Kimi Delta Attention for T positions (k3-model.md 3.3 and 3.8). Projections run
+/* kda.c - Kimi Delta Attention for T positions (docs/MODEL.md 4.3 and 4.8). Projections run
  * batched over the chunk; the short convolution and the delta-rule recurrence run position by
  * position, one head per pool task (heads are independent, so the result is thread-count free).
  *

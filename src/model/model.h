@@ -146,7 +146,7 @@ void state_commit(State *s, int n);
 /* Greedy choice over logits: the largest, lowest index on ties. */
 int model_argmax(const Model *m, const float *logits);
 
-/* How MLA layers cache past positions (k3-model.md 3.4). LATENT (the default): per position the
+/* How MLA layers cache past positions (docs/MODEL.md 4.4, 5.1). LATENT (the default): per position the
  * normalised latent c and the raw k_pe (kv_lora + qk_rope floats: 2,304 B per layer on K3), with
  * each head's query absorbed into kv_b's key rows and its output expanded through kv_b's value
  * rows. EXPANDED: every head's full key and value (30,720 floats per layer on K3, 53x more), the

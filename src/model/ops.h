@@ -1,4 +1,4 @@
-/* ops.h - the model's small vector operations (k3-model.md section 3.0), in fp32 with a fixed
+/* ops.h - the model's small vector operations (docs/MODEL.md 4.0), in fp32 with a fixed
  * evaluation order. They act on one row (one position) at a time. */
 #ifndef DF_OPS_H
 #define DF_OPS_H

@@ -1,5 +1,5 @@
 /* config_json.c - config.json for a synthetic checkpoint, carrying every field of the real K3
- * file that the engine reads or checks (k3-model.md section 1). */
+ * file that the engine reads or checks (docs/MODEL.md section 1). */
 #include <jansson.h>
 #include <stdlib.h>
 

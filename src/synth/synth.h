@@ -7,7 +7,7 @@
  * through any depth, so the model's outputs are well-conditioned for numerical comparison.
  *
  * embed_scale multiplies every embedding value. AttnRes mixes its values unnormalised
- * (k3-model.md 3.2), so a large embedding anchor A[0] dominates every AttnRes output, the tail's
+ * (docs/MODEL.md 4.2), so a large embedding anchor A[0] dominates every AttnRes output, the tail's
  * included: the next token becomes mostly a function of the current one and greedy output falls
  * into cycles, the text n-gram speculation needs to be measured on. 1 (the default) leaves every
  * byte as without the option. */

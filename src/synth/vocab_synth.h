@@ -1,7 +1,7 @@
 /* vocab_synth.h - a small but real K3-style vocabulary for synthetic checkpoints.
  *
  * vocab_write_synthetic writes dir/tiktoken.model and dir/tokenizer_config.json in K3's formats
- * (k3-model.md 5.1; vocab_write.h). Ranks 0..255 are the single bytes in byte order; the next
+ * (docs/MODEL.md 6.1; text/vocab_write.h). Ranks 0..255 are the single bytes in byte order; the next
  * ranks are merges learned by byte-level BPE (bpe_train.h) on the built-in English, source-code
  * and multilingual corpus (synth_corpus.h), so the tokenizer behaves like a trained one on
  * ordinary text. The corpus yields more than 8,192 tokens; a larger n_mergeable (the k3

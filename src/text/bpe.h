@@ -1,4 +1,4 @@
-/* bpe.h - byte-level BPE of one pre-tokenised piece (k3-model.md 5.2 step 4), tiktoken's rule:
+/* bpe.h - byte-level BPE of one pre-tokenised piece (docs/MODEL.md 6.2 step 4), tiktoken's rule:
  * repeatedly merge the adjacent pair whose concatenation has the lowest rank, the leftmost of
  * equal ranks first, until no adjacent pair is a token. A min-heap of (rank, position) with lazy
  * deletion makes a piece of n bytes cost O(n log n), so the 25,000-character runs K3 allows stay

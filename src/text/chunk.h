@@ -1,4 +1,4 @@
-/* chunk.h - K3's input splitting before pre-tokenisation (k3-model.md 5.2 step 1), as Moonshot's
+/* chunk.h - K3's input splitting before pre-tokenisation (docs/MODEL.md 6.2 step 1), as Moonshot's
  * tokenizer wrapper does it: slices of at most 400,000 characters, each cut further so that no
  * run of same-class characters (Python str.isspace() vs not) exceeds 25,000. Each chunk is then
  * encoded as an independent string, so these cuts change token ids and must be reproduced

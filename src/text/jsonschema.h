@@ -61,7 +61,7 @@ int jsonschema_value(Grammar *g, const json_t *schema, int strict, const char *w
 /* Any JSON object (response_format {"type": "json_object"}). */
 uint32_t jsonschema_any_object(Grammar *g);
 
-/* The arguments of one K3 tool call (k3-model.md 5.3) for a function's `parameters` (NULL: no
+/* The arguments of one K3 tool call (docs/MODEL.md 6.3) for a function's `parameters` (NULL: no
  * arguments): per declared property, in order, required ones always,
  *   <|open|>argument key="KEY" type="T"<|sep|>VALUE<|close|>argument<|sep|>
  * with KEY escaped (& -> &amp;, " -> &quot;), T one of the JSON types the property's schema

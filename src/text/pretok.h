@@ -1,4 +1,4 @@
-/* pretok.h - K3's pre-tokenisation regex (tiktoken pat_str, k3-model.md 5.2 step 3) on PCRE2.
+/* pretok.h - K3's pre-tokenisation regex (tiktoken pat_str, docs/MODEL.md 6.2 step 3) on PCRE2.
  *
  * K3 writes the pattern for Rust's regex crate; PCRE2 10.42 reads three of its constructs
  * differently, so the compiled pattern is an exact rewrite (see pretok.c): class intersections

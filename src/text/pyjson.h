@@ -1,5 +1,5 @@
 /* pyjson.h - JSON text exactly as Python's json.dumps writes it, for the JSON that K3's chat
- * format embeds (k3-model.md 5.3): tool declarations (separators "," ":" and keys sorted at every
+ * format embeds (docs/MODEL.md 6.3): tool declarations (separators "," ":" and keys sorted at every
  * depth) and tool-call argument values (separators ", " ": ", keys in their given order).
  * Floats use Python's repr (shortest round-trip digits; exponent form below 1e-4 or from 1e16),
  * strings are escaped as json.dumps does with ensure_ascii=False (non-ASCII kept as UTF-8; the

@@ -1,6 +1,6 @@
 /* reply_grammar.h - the output constraint of a chat request: OpenAI's response_format, tools,
  * tool_choice and parallel_tool_calls turned into one Grammar over K3's whole reply (the chat
- * format of k3-model.md 5.3, as src/text/xtml_parse.c reads it):
+ * format of docs/MODEL.md 6.3, as src/text/xtml_parse.c reads it):
  *
  *   [THINKING <|close|>think<|sep|><|open|>response<|sep|>]   (when the reply starts inside think)
  *   RESPONSE <|close|>response<|sep|>

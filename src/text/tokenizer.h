@@ -1,4 +1,4 @@
-/* tokenizer.h - K3's tiktoken tokenizer (k3-model.md 5.1, 5.2): load, encode, decode.
+/* tokenizer.h - K3's tiktoken tokenizer (docs/MODEL.md 6.1, 6.2): load, encode, decode.
  *
  * Vocabulary: ids 0..n_mergeable-1 are the byte strings of tiktoken.model (id = BPE rank);
  * the 256 ids after them are special tokens, spelled by tokenizer_config.json's

@@ -1,4 +1,4 @@
-/* vocab_file.h - readers for the two tokenizer files of a K3 install (k3-model.md 5.1), with
+/* vocab_file.h - readers for the two tokenizer files of a K3 install (docs/MODEL.md 6.1), with
  * every rule checked and errors that name the file and the line or field:
  *   tiktoken.model        "<base64 bytes> <rank>" per line, ranks 0.. contiguous in line order,
  *                         no duplicate strings, every single byte present;

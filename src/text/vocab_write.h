@@ -1,5 +1,5 @@
 /* vocab_write.h - writes a mergeable vocabulary as a K3 install's two tokenizer files
- * (k3-model.md 5.1), the format vocab_file.h reads back:
+ * (docs/MODEL.md 6.1), the format vocab_file.h reads back:
  *   dir/tiktoken.model         "<base64 bytes> <rank>" per token, ranks 0..m->n-1 in order;
  *   dir/tokenizer_config.json  added_tokens_decoder for the 256 special ids m->n.., with K3's
  *                              spellings at K3's offsets (vocab_k3_special) and

@@ -1,4 +1,4 @@
-/* xtml.h - K3's chat format ("XTML", k3-model.md 5.3): rendering an OpenAI-style conversation
+/* xtml.h - K3's chat format ("XTML", docs/MODEL.md 6.3): rendering an OpenAI-style conversation
  * into token ids, and parsing the model's reply as it is generated.
  *
  * Rendering produces segments that are tokenised independently (regex and BPE never cross a

@@ -2,7 +2,7 @@
 // WASM build, which compiles pat_str with fancy-regex) configured with a model directory's ranks,
 // K3's pattern exactly as published, and its special tokens; plus Moonshot's pre-split
 // (400,000-character slices, runs of same-class characters capped at 25,000), written here from
-// the description in k3-model.md 5.2 with Python's str.isspace() taken from Python itself.
+// the description in docs/MODEL.md 6.2 with Python's str.isspace() taken from Python itself.
 import { Tiktoken } from "@dqbd/tiktoken/lite";
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -15,7 +15,7 @@ export const ROOT = path.resolve(here, "../..");
 export const DF = process.env.DF || path.join(ROOT, "build/deltafin");
 export const PYTHON = process.env.PYTHON || "/usr/bin/python3";
 
-// K3's pat_str verbatim (k3-model.md 5.2); fancy-regex accepts the && class intersections.
+// K3's pat_str verbatim (docs/MODEL.md 6.2); fancy-regex accepts the && class intersections.
 export const K3_PATTERN = [
   String.raw`[\p{Han}]+`,
   String.raw`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?`,
@@ -27,7 +27,7 @@ export const K3_PATTERN = [
   String.raw`\s+`,
 ].join("|");
 
-// K3's spellings at their offsets from the first special id (k3-model.md 5.1).
+// K3's spellings at their offsets from the first special id (docs/MODEL.md 6.1).
 export const K3_SPECIALS = {
   0: "[BOS]", 1: "[EOS]", 2: "<|end_of_msg|>", 3: "<|open|>", 4: "<|close|>", 5: "<|sep|>",
   6: "[start_header_id]", 7: "[end_header_id]", 9: "[EOT]", 18: "<|media_begin|>",

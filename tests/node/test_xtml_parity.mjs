@@ -1,5 +1,5 @@
 // deltafin tokenize --chat must give the ids of an independent rendering of K3's chat format:
-// the segments of k3-model.md 5.3 written out here in JavaScript, each segment encoded on its own
+// the segments of docs/MODEL.md 6.3 written out here in JavaScript, each segment encoded on its own
 // by real tiktoken (markers as allowed specials, everything else as ordinary text).
 import { after, test } from "node:test";
 import assert from "node:assert/strict";

@@ -1,4 +1,4 @@
-"""Writes small random-weight K3 checkpoints in the Hugging Face layout of k3-model.md §1-§2, so the
+"""Writes small random-weight K3 checkpoints in the Hugging Face layout of docs/MODEL.md §1-§2, so the
 reference can be run end to end without the C tools: config.json (root + text_config with
 linear_attn_config), safetensors shards with `language_model.`-prefixed tensors, BF16 spine, F32
 KDA conv/A_log/dt_bias/o_norm and correction bias, MXFP4 experts (U8 packed + E8M0 scales).

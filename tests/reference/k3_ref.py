@@ -1,33 +1,34 @@
 #!/usr/bin/env python3
-"""Independent float64 reference of the Kimi K3 forward pass, written from docs k3-model.md only.
+"""Independent float64 reference of the Kimi K3 forward pass, written from the model's description
+(docs/MODEL.md) only.
 
 The C engine is checked against this file, so it shares no code or data layout decisions with it:
 every formula below is transcribed from the specification, evaluated in float64, one position at a
 time, carrying the decode state exactly as the specification describes it.
 
-What implements which part of k3-model.md:
+What implements which part of docs/MODEL.md:
 
-  Config                   §1.2, §1.3   dimensions from config.json; layer kinds from the one-based
+  Config                   §1.1        dimensions from config.json; layer kinds from the one-based
                                         kda_layers / full_attn_layers lists (must partition the layers)
-  read_header, Checkpoint  §2.1        safetensors: u64 LE header length, JSON header, data region;
+  read_header, Checkpoint  §2.2        safetensors: u64 LE header length, JSON header, data region;
                                         dtypes BF16 / F32 / U8; bounds and sizes validated
-  Checkpoint.f64, bf16_to_f64          §2.3, §4.1  BF16 widened exactly (bits << 16), F32 as is
-  mxfp4_decode, E2M1       §2.4        low nibble = even column, E8M0 scale per 32 input columns
+  Checkpoint.f64, bf16_to_f64          §2.3, §3.2  BF16 widened exactly (bits << 16), F32 as is
+  mxfp4_decode, E2M1       §3.3        low nibble = even column, E8M0 scale per 32 input columns
   Weights                  §2.3, §2.4  tensor names and shapes; experts read only when routed
-  rms_norm, l2n, sigmoid, silu, situ   §3.0
-  attn_res                 §3.2        Block Attention Residuals (weightless RMS keys, softmax over depth)
-  K3Ref.step               §3.1, §3.7  one token through all layers and the tail
+  rms_norm, l2n, sigmoid, silu, situ   §4.0
+  attn_res                 §4.2        Block Attention Residuals (weightless RMS keys, softmax over depth)
+  K3Ref.step               §4.1, §4.7  one token through all layers and the tail
   K3Ref.kda, kda_gate, kda_recurrent_step
-                           §3.3, §6    conv windows (kernel size from config), L2-normalised q/k,
-                                        PER-HEAD A_log gate ("Decisions" 1), gated delta rule,
+                           §4.3, §5.1  conv windows (kernel size from config), L2-normalised q/k,
+                                        PER-HEAD A_log gate (§7.1), gated delta rule,
                                         per-head output RMSNorm and sigmoid gate
-  K3Ref.mla                §3.4, §6    gated NoPE MLA with an expanded K/V cache
-  K3Ref.dense_ffn          §3.5        SiTU MLP of the first_k_dense_replace layers
-  route, K3Ref.moe         §3.6        sigmoid router, bias for selection only, top-k (ties: lowest
+  K3Ref.mla                §4.4, §5.1  gated NoPE MLA with an expanded K/V cache
+  K3Ref.dense_ffn          §4.5        SiTU MLP of the first_k_dense_replace layers
+  route, K3Ref.moe         §4.6        sigmoid router, bias for selection only, top-k (ties: lowest
                                         expert index), weights renormalised with +1e-20, latent
                                         experts in MXFP4, routed_expert_norm on the weighted sum,
                                         shared experts fused into one MLP
-  K3Ref.forward, greedy    §3.1, §3.7  logits of every position; greedy argmax (lowest index on ties)
+  K3Ref.forward, greedy    §4.1, §4.7  logits of every position; greedy argmax (lowest index on ties)
 
 Library use:  cfg, ck = load(model_dir); ref = K3Ref(ck, cfg); logits, state = ref.forward([1, 2, 3])
 CLI:          k3_ref.py --model DIR --tokens "1 2 3" --out FILE [--greedy N] [--dump-routes FILE]
@@ -39,9 +40,9 @@ CLI:          k3_ref.py --model DIR --tokens "1 2 3" --out FILE [--greedy N] [--
 
 Notes on choices the specification leaves to the implementation:
   * E8M0 scale bytes 0 and 255 decode as 2^-127 and 2^128 (the float64 value of 2^(s-127)).
-  * routed_scaling_factor is read but not applied (§3.6: the original does not multiply by it).
+  * routed_scaling_factor is read but not applied (§4.6: the original does not multiply by it).
   * The conv state holds the last K raw inputs (K = short_conv_kernel_size, newest last); only the
-    last K-1 are ever read, as in §3.3.
+    last K-1 are ever read, as in §4.3.
 """
 import argparse
 import collections
@@ -155,7 +156,7 @@ class Config:
         return Config(root, path)
 
 
-# --------------------------------------------------------------------------------- safetensors (§2.1)
+# --------------------------------------------------------------------------------- safetensors (§2.2)
 
 def read_header(path):
     """Returns (data_start, header dict) of one safetensors file."""
@@ -180,7 +181,7 @@ TensorRec = collections.namedtuple("TensorRec", "path dtype shape start nbytes")
 
 
 def bf16_to_f64(raw):
-    """BF16 bytes (little-endian) -> float64, exactly: bits << 16 is the float32 pattern (§4.1)."""
+    """BF16 bytes (little-endian) -> float64, exactly: bits << 16 is the float32 pattern (§3.2)."""
     bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << np.uint32(16)
     return bits.view(np.float32).astype(np.float64)
 
@@ -271,7 +272,7 @@ class Checkpoint:
         self._fds = {}
 
 
-# ------------------------------------------------------------------------------------- MXFP4 (§2.4)
+# ------------------------------------------------------------------------------------- MXFP4 (§3.3)
 
 def mxfp4_decode(packed, scale):
     """W[R, C] from weight_packed U8[R, C/2] and weight_scale U8[R, C/32]:
@@ -330,7 +331,7 @@ class Weights:
         return self._get(base, make)
 
 
-# ---------------------------------------------------------------------------------- primitives (§3.0)
+# ---------------------------------------------------------------------------------- primitives (§4.0)
 
 def sigmoid(x):
     x = np.asarray(x, np.float64)
@@ -364,7 +365,7 @@ def softmax(s, axis=-1):
 
 
 def attn_res(values, w, eps):
-    """Block AttnRes (§3.2): softmax over depth of w . RMS-normalised value; values not normalised."""
+    """Block AttnRes (§4.2): softmax over depth of w . RMS-normalised value; values not normalised."""
     v = np.stack(values)                       # [n, H]
     alpha = softmax(rms_norm(v, None, eps) @ w)
     return alpha @ v
@@ -376,7 +377,7 @@ def kda_gate(f_plus_bias, a_log_heads, lower_bound):
 
 
 def kda_recurrent_step(S, q, k, v, g, beta):
-    """One step of the gated delta rule for all heads, in place on S [NH, Dk, Dv] (§3.3 step 5).
+    """One step of the gated delta rule for all heads, in place on S [NH, Dk, Dv] (§4.3 step 5).
     q, k [NH, Dk] (normalised, q scaled); v [NH, Dv]; g [NH, Dk]; beta [NH]. Returns o [NH, Dv]."""
     S *= np.exp(g)[:, :, None]
     pred = np.einsum("hi,hij->hj", k, S)
@@ -385,7 +386,7 @@ def kda_recurrent_step(S, q, k, v, g, beta):
 
 
 def route(logits, bias, top_k):
-    """Router (§3.6): ids = top-k of sigmoid(logits) + bias (ties: lowest index first);
+    """Router (§4.6): ids = top-k of sigmoid(logits) + bias (ties: lowest index first);
     weights = unbiased scores of ids renormalised with +1e-20. Returns (ids, weights, margin) where
     margin = choice[k-th] - choice[(k+1)-th] (how close the selection was to changing)."""
     s = sigmoid(logits)
@@ -397,10 +398,10 @@ def route(logits, bias, top_k):
     return ids, wts, margin
 
 
-# ------------------------------------------------------------------------------------- model (§3)
+# ------------------------------------------------------------------------------------- model (§4)
 
 class State:
-    """Decode state (§6): per KDA layer conv windows [PW, K] for q/k/v and S [NH, D, D];
+    """Decode state (§5.1): per KDA layer conv windows [PW, K] for q/k/v and S [NH, D, D];
     per MLA layer the expanded key [T, heads, nope+rope] and value [T, heads, v] caches."""
 
     def __init__(self, cfg):
@@ -441,7 +442,7 @@ class K3Ref:
             for n in ("input_layernorm", "post_attention_layernorm", "mlp_res_norm"):
                 yield p + n + ".weight", (H,), F
             yield p + "mlp_res_proj.weight", (1, H), F
-            if l > 0:  # layer 0's attention AttnRes is never read (§3.2)
+            if l > 0:  # layer 0's attention AttnRes is never read (§4.2)
                 yield p + "self_attention_res_norm.weight", (H,), F
                 yield p + "self_attention_res_proj.weight", (1, H), F
             for name, shape in (self._mla_shapes(l) if c.layer_is_mla[l] else self._kda_shapes(l)):
@@ -526,7 +527,7 @@ class K3Ref:
         return self.w.get(name, shape) @ x
 
     def kda(self, l, x, st):
-        """§3.3: one token of Kimi Delta Attention; st = this layer's conv windows and S."""
+        """§4.3: one token of Kimi Delta Attention; st = this layer's conv windows and S."""
         c = self.cfg
         H, NH, D, K = c.hidden_size, c.kda_heads, c.kda_head_dim, c.conv_kernel
         PW = NH * D
@@ -553,7 +554,7 @@ class K3Ref:
         return self._lin(p + "o_proj.weight", (H, PW), o.reshape(PW))
 
     def mla(self, l, x, st):
-        """§3.4: one token of gated NoPE MLA; st holds this layer's expanded key/value cache."""
+        """§4.4: one token of gated NoPE MLA; st holds this layer's expanded key/value cache."""
         c = self.cfg
         H, NHm, nope, rope, vd = (c.hidden_size, c.num_attention_heads, c.qk_nope_head_dim,
                                   c.qk_rope_head_dim, c.v_head_dim)
@@ -575,7 +576,7 @@ class K3Ref:
         return self._lin(p + "o_proj.weight", (H, NHm * vd), att)
 
     def dense_ffn(self, l, u):
-        """§3.5: W_down . SiTU(W_gate u, W_up u)."""
+        """§4.5: W_down . SiTU(W_gate u, W_up u)."""
         c = self.cfg
         H, I = c.hidden_size, c.intermediate_size
         p = f"model.layers.{l}.mlp."
@@ -584,7 +585,7 @@ class K3Ref:
         return self._lin(p + "down_proj.weight", (H, I), situ(a, b, c.activation_situ_beta, c.activation_situ_linear_beta))
 
     def moe(self, l, u, pos):
-        """§3.6: latent MoE with sigmoid router, MXFP4 experts and fused shared experts."""
+        """§4.6: latent MoE with sigmoid router, MXFP4 experts and fused shared experts."""
         c = self.cfg
         H, E, Z, I, S = c.hidden_size, c.num_experts, c.routed_expert_hidden_size, c.moe_intermediate_size, c.shared_width
         b, bl = c.activation_situ_beta, c.activation_situ_linear_beta
@@ -626,7 +627,7 @@ class K3Ref:
                                for r in range(0, c.vocab_size, step)])
 
     def step(self, token, st):
-        """§3.1 + §3.7: consume one token, update st, return its logits [vocab]."""
+        """§4.1 + §4.7: consume one token, update st, return its logits [vocab]."""
         c = self.cfg
         eps = c.rms_norm_eps
         P = self.embed(token)

@@ -1,4 +1,4 @@
-/* The model's small operations against values derived by hand from k3-model.md 3.0-3.6. */
+/* The model's small operations against values derived by hand from docs/MODEL.md 4.0-4.6. */
 #include <math.h>
 #include <stdlib.h>
 

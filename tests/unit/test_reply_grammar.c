@@ -1,5 +1,5 @@
 /* Constrained K3 replies: thinking, the response, and tool calls in K3's chat format. Masks are
- * checked token by token against an independent reading of the format (k3-model.md 5.3 and
+ * checked token by token against an independent reading of the format (docs/MODEL.md 6.3 and
  * jsonschema.h's argument rules); walks of random-weight-like picks end within budget in a
  * reply that src/text/xtml_parse.c turns into OpenAI tool calls whose arguments validate
  * against the function's parameters, as tool_choice and parallel_tool_calls ask. */

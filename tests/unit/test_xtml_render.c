@@ -1,4 +1,4 @@
-/* K3 chat rendering (k3-model.md 5.3): golden text for every message kind, the spec's own
+/* K3 chat rendering (docs/MODEL.md 6.3): golden text for every message kind, the spec's own
  * example down to its <|open|> count, segmentation and escaping, refused inputs, and Python's
  * json.dumps formatting (expected strings printed by Python 3.11). */
 #include <jansson.h>

@@ -1,6 +1,6 @@
 """Model shapes of the trainer, and the checkpoint's config.json for a shape.
 
-A ModelConfig holds every dimension k3-model.md section 1 names (text_config's names, in
+A ModelConfig holds every dimension docs/MODEL.md section 1 names (text_config's names, in
 snake case), so a trained model is a K3 checkpoint the engine runs without code changes. The layer
 pattern is K3's: layer 0 dense, the rest MoE; MLA where the one-based layer index is divisible by
 4 and on the last layer, KDA elsewhere.

@@ -1,6 +1,6 @@
 """Writes a trained K3Model as a K3 checkpoint in the engine's layout, and reads one back.
 
-The file set (k3-model.md 1-2, as `deltafin synth` writes it): config.json,
+The file set (docs/MODEL.md 1-2, as `deltafin synth` writes it): config.json,
 generation_config.json, model-NNNNN-of-NNNNNN.safetensors shards, model.safetensors.index.json,
 the tokenizer's tiktoken.model and tokenizer_config.json, and SHA256SUMS (sha256sum's format) of
 all of them. Tensors are `language_model.`-prefixed; the spine is BF16 (the trained float32

@@ -1,4 +1,4 @@
-"""The K3 checkpoint's file encodings in NumPy (k3-model.md section 2): BF16, MXFP4, safetensors.
+"""The K3 checkpoint's file encodings in NumPy (docs/MODEL.md sections 2-3): BF16, MXFP4, safetensors.
 
 Shared by the trainer's export and loader (tools/train) and by the test checkpoint writer
 (tests/reference/ckpt_writer.py). Decoding for correctness checks is done independently by the

@@ -1,4 +1,4 @@
-"""The gated delta rule of KDA (k3-model.md 3.3 step 5) over a sequence, in two forms that compute
+"""The gated delta rule of KDA (docs/MODEL.md 4.3 step 5) over a sequence, in two forms that compute
 the same function: the per-token recurrence of the specification, and a chunked form for training.
 
 Shapes: q, k [B, T, H, K] (normalised, q scaled), v [B, T, H, V], g [B, T, H, K] the log decay

@@ -1,4 +1,4 @@
-"""Kimi K3's architecture at any size (k3-model.md section 3), in PyTorch, for training.
+"""Kimi K3's architecture at any size (docs/MODEL.md section 4), in PyTorch, for training.
 
 Reads top to bottom like the specification: primitives (3.0), Block AttnRes (3.2), KDA (3.3),
 gated NoPE MLA (3.4), the dense FFN (3.5), the latent MoE with K3's router (3.6), then the whole

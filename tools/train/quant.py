@@ -1,5 +1,5 @@
 """Rounding to the checkpoint's storage formats, in PyTorch: BF16 for the spine, MXFP4 for the
-routed experts (k3-model.md 2.4). Training's fake quantisation and the export use the same functions,
+routed experts (docs/MODEL.md 2.4, 3.3). Training's fake quantisation and the export use the same functions,
 so the model trained in the last phase is exactly the model written to disk.
 
 MXFP4 here: per row and group of 32 input columns, the E8M0 scale 2^e is the smallest power of two
