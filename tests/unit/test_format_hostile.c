@@ -1,5 +1,7 @@
 /* Hostile inputs: thousands of randomly damaged safetensors headers and config.json texts must
- * each be accepted or refused with a message - never crash, overflow or leak (run under ASan). */
+ * each be accepted or refused with a message - never crash, overflow or leak (run under ASan);
+ * tensors that overlap or leave a gap by a single byte are refused. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +38,27 @@ static void valid_header_parses(void) {
     CHECK(sh.n == 3 && sh.data_size == 88);
     st_header_free(&sh);
     free(h);
+}
+
+/* Two U8 tensors: a at [0, 4), b at [b0, b0 + 4) of the data region. */
+static int parse_two(int b0) {
+    char json[256];
+    snprintf(json, sizeof json,
+             "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+             "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[%d,%d]}}",
+             b0, b0 + 4);
+    StHeader sh;
+    int rc = st_parse_header(&sh, json, strlen(json), 0, "two.safetensors");
+    if (rc == 0) st_header_free(&sh);
+    return rc;
+}
+
+/* The tensors must tile the data region to the byte: one byte of overlap or of gap is refused,
+ * naming the tensors. */
+static void tiling_is_exact_to_the_byte(void) {
+    CHECK(parse_two(4) == 0);
+    CHECK(parse_two(3) == -1 && strstr(df_errmsg(), "tensor b overlaps a"));
+    CHECK_MSG(parse_two(5) == -1 && strstr(df_errmsg(), "gap in the data region before tensor b"), "%s", df_errmsg());
 }
 
 static void damaged_headers_never_crash(void) {
@@ -95,6 +118,7 @@ static void damaged_configs_never_crash(void) {
 
 int main(void) {
     RUN(valid_header_parses);
+    RUN(tiling_is_exact_to_the_byte);
     RUN(damaged_headers_never_crash);
     RUN(huge_shapes_are_refused);
     RUN(damaged_configs_never_crash);

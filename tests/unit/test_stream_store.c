@@ -1,5 +1,6 @@
 /* The streaming store's building blocks: cache eviction policies (LRU order, LFU keeps what is
- * used often, CRF's decayed counts against a direct computation, locked slots are never evicted), shard reads at unaligned offsets in O_DIRECT and
+ * used often, CRF's decayed counts against a direct computation, locked slots are never evicted,
+ * emptied slots are taken first), shard reads at unaligned offsets in O_DIRECT and
  * buffered mode, and read failures naming the file and byte range. */
 #include <errno.h>
 #include <fcntl.h>
@@ -118,6 +119,23 @@ static void lfu_keeps_frequent(void) {
     cidx_free(&lfu), cidx_free(&lru);
 }
 
+/* A slot emptied after use (the store empties one whose read failed) is taken before anything is
+ * evicted, under every policy, however recently or often its old key was used. */
+static void emptied_slots_come_first(void) {
+    const CachePolicy policies[] = {POLICY_LRU, POLICY_LFU, POLICY_CRF};
+    for (int p = 0; p < 3; p++) {
+        CacheIndex ci;
+        cidx_init(&ci, policies[p], 4, 1, 100);
+        fill(&ci, 4);
+        for (int r = 0; r < 3; r++) cidx_use(&ci, 3, cidx_lookup(&ci, 3)); /* key 3: most recent, most used */
+        int s = cidx_lookup(&ci, 3);
+        cidx_assign(&ci, s, -1);
+        CHECK_MSG(cidx_victim(&ci, -1) == s, "%s: slot %d is empty, yet slot %d was chosen", cache_policy_name(ci.policy),
+                  s, cidx_victim(&ci, -1));
+        cidx_free(&ci);
+    }
+}
+
 static void policy_names(void) {
     CHECK(!strcmp(cache_policy_name(POLICY_LFU), "lfu") && !strcmp(cache_policy_name(POLICY_LRU), "lru") &&
           !strcmp(cache_policy_name(POLICY_CRF), "crf"));
@@ -195,6 +213,7 @@ int main(void) {
     RUN(lfu_keeps_frequent);
     RUN(crf_weighs_recency_and_frequency);
     RUN(crf_victim_matches_direct_counts);
+    RUN(emptied_slots_come_first);
     RUN(policy_names);
     RUN(budget_fixed_or_measured);
     RUN(shard_reads);
