@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Proves that the test suite bites: applies small deliberate faults, one at a time, to a COPY of
+# the source tree, rebuilds the copy, runs the tests that guard the faulty code, and reports which
+# of them failed. Every fault must be caught by at least one test (and so by `make test`, which
+# runs them all); the script exits 1 if one is not. Not part of CI: it takes a while (one
+# incremental build and a few test groups per fault). docs/TESTING.md holds its last result.
+#
+#   scripts/fault_inject.sh [--table FILE] [FAULT...]     (default: every fault below)
+#   scripts/fault_inject.sh --list
+#
+# The copy is the working tree's tracked and unignored files, in a temporary directory (kept
+# with KEEP=1), with the release build (build/) copied along when there is one so that the first
+# build is incremental. The ASan build is not used: DF_ASAN points at the release binary.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+# fault -> AREA FILE WHAT OLD NEW TESTS (OLD must occur exactly once in FILE; TESTS: unit/NAME for
+# build/tests/NAME, cli/NAME.sh for tests/cli/NAME.sh)
+define() {
+    case "$1" in
+    gate-sign)
+        AREA=model FILE=src/model/kda.c WHAT="KDA decay gate: the sign inside the sigmoid flipped"
+        OLD='op_sigmoid(rate * (f[d]' NEW='op_sigmoid(-rate * (f[d]'
+        TESTS="cli/test_reference.sh cli/test_model_invariants.sh" ;;
+    l2n-epsilon)
+        AREA=model FILE=src/model/ops.c WHAT="L2 normalisation floor 1e-12 raised to 1e-6"
+        OLD='norm > 1e-12 ? norm : 1e-12' NEW='norm > 1e-6 ? norm : 1e-6'
+        TESTS="unit/test_ops cli/test_reference.sh" ;;
+    mla-causal)
+        AREA=model FILE=src/model/mla.c WHAT="latent MLA cache: a new row no longer attends to itself (off by one)"
+        OLD=$'int n = a->base + t + 1;\n        for (int u = 0; u < n; u++) {\n            const float *lat'
+        NEW=$'int n = a->base + t;\n        for (int u = 0; u < n; u++) {\n            const float *lat'
+        TESTS="cli/test_reference.sh cli/test_model_invariants.sh" ;;
+    cache-victim)
+        AREA=store FILE=src/store/cache_index.c WHAT="expert cache: the last free slot is never taken (off by one)"
+        OLD='for (int i = ci->n_free - 1; i >= 0; i--)' NEW='for (int i = ci->n_free - 1; i > 0; i--)'
+        TESTS="unit/test_stream_store unit/test_residency_keys cli/test_stream.sh" ;;
+    slot-span)
+        AREA=store FILE=src/store/experts.c WHAT="expert cache: an expert's matrices start one byte late in its slot"
+        OLD='s->buf + sp->offset % SHARD_ALIGN, key)' NEW='s->buf + sp->offset % SHARD_ALIGN + 1, key)'
+        TESTS="unit/test_residency_keys cli/test_stream.sh cli/test_lookahead.sh" ;;
+    slot-generation)
+        AREA=store FILE=src/store/experts.c WHAT="expert cache: a refilled slot keeps its residency key's generation"
+        OLD='    s->gen++; /* other bytes' NEW='    (void)s->gen; /* other bytes'
+        TESTS="unit/test_residency_keys cli/test_stream.sh" ;;
+    http-status)
+        AREA=serve FILE=src/serve/request.c WHAT="an unknown model answered 400 instead of 404"
+        OLD='return api_error(err, 404,' NEW='return api_error(err, 400,'
+        TESTS="unit/test_serve_parts" ;;
+    mxfp4-code)
+        AREA=format FILE=src/format/numfmt.c WHAT="MXFP4: E2M1 code 3 decoded as 1.25 instead of 1.5"
+        OLD='0.0f,  0.5f,  1.0f,  1.5f,' NEW='0.0f,  0.5f,  1.0f,  1.25f,'
+        TESTS="unit/test_numfmt unit/test_kernels cli/test_reference.sh" ;;
+    shard-overlap)
+        AREA=format FILE=src/format/safetensors.c WHAT="safetensors: tensors overlapping by one byte accepted"
+        OLD='if (s[i].offset < at)' NEW='if (s[i].offset + 1 < at)'
+        TESTS="unit/test_format_hostile cli/test_corrupt.sh" ;;
+    digit-pieces)
+        AREA=text FILE=src/text/pretok.c WHAT="tokenizer: digits grouped by up to 4 instead of 3"
+        OLD=$'UPPERISH "+" LOWERISH "*" CONTRACTION\n    "|\\\\p{N}{1,3}"'
+        NEW=$'UPPERISH "+" LOWERISH "*" CONTRACTION\n    "|\\\\p{N}{1,4}"'
+        TESTS="unit/test_tokenizer_encode unit/test_tokenizer_text cli/test_tokenizer.sh" ;;
+    chat-escape)
+        AREA=text FILE=src/text/xtml_render.c WHAT='chat format: a quote in an attribute escaped as &#34; instead of &quot;'
+        OLD='sb_adds(out, "&quot;")' NEW='sb_adds(out, "&#34;")'
+        TESTS="unit/test_xtml_render unit/test_xtml_parse unit/test_reply_grammar" ;;
+    draft-accept)
+        AREA=engine FILE=src/engine/session.c WHAT="speculation: a draft token checked against the wrong row (off by one)"
+        OLD='model_argmax(s->e->model, s->rows + (size_t)a * V) == in[a + 1]'
+        NEW='model_argmax(s->e->model, s->rows + (size_t)a * V) == in[a]'
+        TESTS="unit/test_spec cli/test_spec.sh" ;;
+    kernel-fma)
+        AREA=kernels FILE=src/kernels/kernels_impl.h WHAT="portable kernels: multiply, then add, instead of one fused multiply-add"
+        OLD='acc[t].l[i] = fmaf(w[i], X[t * ldx + c + i], acc[t].l[i]);'
+        NEW='acc[t].l[i] = w[i] * X[t * ldx + c + i] + acc[t].l[i];'
+        TESTS="unit/test_kernels" ;;
+    head-rows)
+        AREA=kernels FILE=src/kernels/mat.c WHAT="per-head transposed product: a head's last row left out (off by one)"
+        OLD=$'    for (int j = 0; j < n; j++)\n        for (int from = 0;'
+        NEW=$'    for (int j = 0; j < n - 1; j++)\n        for (int from = 0;'
+        TESTS="unit/test_kernels cli/test_reference.sh" ;;
+    *) return 1 ;;
+    esac
+}
+ALL=(gate-sign l2n-epsilon mla-causal cache-victim slot-span slot-generation http-status mxfp4-code shard-overlap
+     digit-pieces chat-escape draft-accept kernel-fma head-rows)
+
+table="" faults=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --table) table="$2"; shift 2 ;;
+    --list) for f in "${ALL[@]}"; do define "$f"; printf '%-16s %-8s %s\n' "$f" "$AREA" "$WHAT"; done; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) define "$1" || { echo "fault_inject: unknown fault '$1' (--list)"; exit 2; }; faults+=("$1"); shift ;;
+    esac
+done
+[ ${#faults[@]} -gt 0 ] || faults=("${ALL[@]}")
+
+work=$(mktemp -d /tmp/deltafin-faults.XXXXXX)
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
+echo "fault_inject: copy in $work"
+git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$work"
+[ -d build ] && cp -a build "$work/"
+cd "$work"
+export DF="$work/build/deltafin" DF_ASAN="$work/build/deltafin" PYTHON="${PYTHON:-/usr/bin/python3}"
+jobs="${JOBS:-2}"
+
+build() { nice -n 10 make -j"$jobs" all >"$work/build.log" 2>&1; }
+
+# Runs one test; returns its status (logs in $work/logs).
+run_test() { # label, test
+    local label=$1 t=$2 log="$work/logs/$1.${2//\//_}.log"
+    mkdir -p "$work/logs" "$work/tmp/$label"
+    export DF_TEST_TMP="$work/tmp/$label/${t//\//_}"
+    rm -rf "$DF_TEST_TMP" && mkdir -p "$DF_TEST_TMP"
+    case "$t" in
+    unit/*) timeout 900 nice -n 10 "build/tests/${t#unit/}" >"$log" 2>&1 ;;
+    cli/*) timeout 900 nice -n 10 bash "tests/cli/${t#cli/}" >"$log" 2>&1 ;;
+    esac
+}
+
+# Replaces OLD by NEW in FILE (exactly one occurrence), keeping the original in FILE.orig.
+apply() {
+    cp "$FILE" "$FILE.orig"
+    "$PYTHON" - "$FILE" "$OLD" "$NEW" <<'PY'
+import sys
+path, old, new = sys.argv[1:4]
+s = open(path).read()
+n = s.count(old)
+if n != 1:
+    sys.exit(f"{path}: the fault's text occurs {n} times (1 expected)")
+open(path, "w").write(s.replace(old, new))
+PY
+}
+restore() { mv "$FILE.orig" "$FILE" && touch "$FILE"; }
+
+echo "fault_inject: building the copy"
+build || { echo "fault_inject: the unmodified copy does not build ($work/build.log)"; exit 2; }
+declare -A wanted=()
+for f in "${faults[@]}"; do define "$f"; for t in $TESTS; do wanted[$t]=1; done; done
+echo "fault_inject: baseline (no fault): ${!wanted[*]}"
+for t in "${!wanted[@]}"; do
+    run_test baseline "$t" || { echo "fault_inject: $t fails without any fault ($work/logs kept): fix that first"; trap - EXIT; exit 2; }
+done
+
+rows=() missed=0
+for f in "${faults[@]}"; do
+    define "$f"
+    t0=$SECONDS
+    apply || exit 2
+    if ! build; then
+        restore
+        echo "fault_inject: $f does not compile ($work/build.log)"; exit 2
+    fi
+    caught=()
+    for t in $TESTS; do run_test "$f" "$t" || caught+=("$t"); done
+    restore
+    if [ ${#caught[@]} -eq 0 ]; then
+        missed=1; verdict="**NOT CAUGHT**"
+    else
+        verdict=$(printf '`%s` ' "${caught[@]}"); verdict=${verdict% }
+    fi
+    echo "fault_inject: $f ($AREA, $((SECONDS - t0)) s): caught by ${caught[*]:-nothing} (of: $TESTS)"
+    rows+=("| \`$f\` | $AREA | \`$FILE\`: $WHAT | $verdict |")
+done
+build >/dev/null 2>&1 # leave the copy as it was
+
+out=$(printf '| fault | area | what was broken | failing tests |\n|---|---|---|---|\n'; printf '%s\n' "${rows[@]}")
+echo "$out"
+[ -z "$table" ] || { cd "$repo" && echo "$out" >"$table"; }
+if [ "$missed" -ne 0 ]; then
+    echo "fault_inject: FAILED: a fault went unnoticed"
+    exit 1
+fi
+echo "fault_inject: ok: every fault was caught"
