@@ -3,7 +3,6 @@
 #include <math.h>
 
 #include "format/config.h"
-#include "kernels/kernels.h"
 
 /* Sum of squares in double: one fixed order, and no precision lost on long rows. */
 static double sumsq(const float *x, int n) {
@@ -29,10 +28,6 @@ float op_situ(float a, float b, float beta, float beta_lin) {
     float gate = tanhf(a / beta) * beta * op_sigmoid(a);
     return gate * (tanhf(b / beta_lin) * beta_lin);
 }
-
-float op_dot(const float *a, const float *b, int n) { return kern_dot_f32(a, b, n); }
-
-void op_axpy(float *y, float a, const float *x, int n) { kern_axpy(y, a, x, n); }
 
 void op_softmax(float *x, int n) {
     float mx = -INFINITY;

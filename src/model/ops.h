@@ -14,15 +14,19 @@ float op_situ(float a, float b, float beta, float beta_lin);
 /* Block Attention Residuals: out = sum_i softmax_i(w . rmsnorm(v_i)) v_i over n values. */
 void op_attnres(float *out, const float *const *values, int n, const float *w, int dim, float eps);
 /* a . b in the matrix kernels' reduction order (kernels.h), for attention over cached rows. */
-float op_dot(const float *a, const float *b, int n);
+static inline float op_dot(const float *a, const float *b, int n);
 /* y[i] += a * x[i] (one product, then one sum, per element). */
-void op_axpy(float *y, float a, const float *x, int n);
+static inline void op_axpy(float *y, float a, const float *x, int n);
 /* In-place softmax over n entries. */
 void op_softmax(float *x, int n);
 /* Index of the largest value; the lowest index wins ties. */
 int op_argmax(const float *x, int n);
 
 #include <math.h>
+
+#include "kernels/kernels.h"
 static inline float op_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float op_dot(const float *a, const float *b, int n) { return kern_dot_f32(a, b, n); }
+static inline void op_axpy(float *y, float a, const float *x, int n) { kern_axpy(y, a, x, n); }
 
 #endif
