@@ -33,8 +33,8 @@ define() {
         NEW=$'int n = a->base + t;\n        for (int u = 0; u < n; u++) {\n            const float *lat'
         TESTS="cli/test_reference.sh cli/test_model_invariants.sh" ;;
     cache-victim)
-        AREA=store FILE=src/store/cache_index.c WHAT="expert cache: the last free slot is never taken (off by one)"
-        OLD='for (int i = ci->n_free - 1; i >= 0; i--)' NEW='for (int i = ci->n_free - 1; i > 0; i--)'
+        AREA=store FILE=src/store/cache_index.c WHAT="expert cache: the last empty slot is not taken before evicting (off by one)"
+        OLD='if (empty->n > 0) return empty->slot[0];' NEW='if (empty->n > 1) return empty->slot[0];'
         TESTS="unit/test_stream_store unit/test_residency_keys cli/test_stream.sh" ;;
     slot-span)
         AREA=store FILE=src/store/experts.c WHAT="expert cache: an expert's matrices start one byte late in its slot"
@@ -67,8 +67,8 @@ define() {
         TESTS="unit/test_xtml_render unit/test_xtml_parse unit/test_reply_grammar" ;;
     draft-accept)
         AREA=engine FILE=src/engine/session.c WHAT="speculation: a draft token checked against the wrong row (off by one)"
-        OLD='model_argmax(s->e->model, s->rows + (size_t)a * V) == in[a + 1]'
-        NEW='model_argmax(s->e->model, s->rows + (size_t)a * V) == in[a]'
+        OLD='s->pending_pos + 1 + (uint64_t)a, NULL) == in[a + 1]'
+        NEW='s->pending_pos + 1 + (uint64_t)a, NULL) == in[a]'
         TESTS="unit/test_spec cli/test_spec.sh" ;;
     kernel-fma)
         AREA=kernels FILE=src/kernels/kernels_impl.h WHAT="portable kernels: multiply, then add, instead of one fused multiply-add"
