@@ -56,15 +56,17 @@ void engine_profile_step(Engine *e, FILE *f) {
     StreamCounters io = io_counters(e), *q = &e->prof_io;
     double now = df_now(), dt = now - e->prof_t;
     double spine_w = s->spine_wait_s - p->spine_wait_s, exp_w = s->expert_wait_s - p->expert_wait_s;
-    double route = s->route_s - p->route_s;
+    double route = s->route_s - p->route_s, first = s->first_wait_s - p->first_wait_s;
     uint64_t sb = io.spine_bytes - q->spine_bytes, eb = io.expert_bytes - q->expert_bytes;
     uint64_t hits = io.experts.hits - q->experts.hits, miss = io.experts.misses - q->experts.misses;
     uint64_t pf = io.experts.prefetch_hits - q->experts.prefetch_hits;
     fprintf(f, "profile: pos %llu +%llu: %.3f s | read spine %.1f MB, experts %.1f MB, %.2f GB/s | cache hits %llu/%llu "
-               "(%.0f%%, %llu prefetched) | wait spine %.3f s, experts %.3f s | compute %.3f s (starting reads %.3f s)\n",
+               "(%.0f%%, %llu prefetched) | wait spine %.3f s, experts %.3f s (first read per layer %.3f s) | compute %.3f s "
+               "(starting reads %.3f s)\n",
             (unsigned long long)p->positions, (unsigned long long)(s->positions - p->positions), dt, sb / 1e6, eb / 1e6,
             dt > 0 ? (sb + eb) / dt / 1e9 : 0, (unsigned long long)hits, (unsigned long long)(hits + miss),
-            hits + miss ? 100.0 * hits / (hits + miss) : 0, (unsigned long long)pf, spine_w, exp_w, dt - spine_w - exp_w, route);
+            hits + miss ? 100.0 * hits / (hits + miss) : 0, (unsigned long long)pf, spine_w, exp_w, first, dt - spine_w - exp_w,
+            route);
     e->prof_stats = *s, e->prof_io = io, e->prof_t = now;
 }
 

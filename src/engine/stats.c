@@ -36,8 +36,9 @@ static json_t *read_json(Engine *e, const GenResult *r) {
 
 /* Totals over the whole run; decode_positions counts the rows decode fed, rejected drafts included. */
 static json_t *phases_json(const ModelStats *s, const ModelStats *at_decode) {
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I}", "attention_s", s->attention_s, "ffn_s",
-                     s->ffn_s, "spine_wait_s", s->spine_wait_s, "expert_wait_s", s->expert_wait_s, "experts_s",
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I}", "attention_s", s->attention_s, "ffn_s",
+                     s->ffn_s, "spine_wait_s", s->spine_wait_s, "expert_wait_s", s->expert_wait_s, "first_wait_s",
+                     s->first_wait_s, "experts_s",
                      s->experts_s, "route_s", s->route_s, "head_s", s->head_s, "positions", (json_int_t)s->positions, "forwards",
                      (json_int_t)s->forwards, "decode_positions", (json_int_t)(s->positions - at_decode->positions),
                      "decode_forwards", (json_int_t)(s->forwards - at_decode->forwards));
@@ -72,10 +73,10 @@ void generate_print_stats(const Engine *e, const GenResult *r, FILE *f) {
     fprintf(f, "stats: prompt %d tokens in %.4f s (%.2f tok/s) | generated %d tokens, %.5f s/token (%.2f tok/s)\n",
             r->prompt_tokens, r->prefill_s, r->prefill_s > 0 ? r->prompt_tokens / r->prefill_s : 0, r->generated, per_tok,
             per_tok > 0 ? 1 / per_tok : 0);
-    fprintf(f, "stats: phases over %llu positions: attention %.3f s, ffn %.3f s (expert wait %.3f s, experts %.3f s, "
-               "starting reads %.3f s), head %.3f s; expert bytes %.3f GB\n",
-            (unsigned long long)s->positions, s->attention_s, s->ffn_s, s->expert_wait_s, s->experts_s, s->route_s, s->head_s,
-            s->expert_bytes / 1e9);
+    fprintf(f, "stats: phases over %llu positions: attention %.3f s, ffn %.3f s (expert wait %.3f s, of it %.3f s for each layer's "
+               "first read; experts %.3f s, starting reads %.3f s), head %.3f s; expert bytes %.3f GB\n",
+            (unsigned long long)s->positions, s->attention_s, s->ffn_s, s->expert_wait_s, s->first_wait_s, s->experts_s,
+            s->route_s, s->head_s, s->expert_bytes / 1e9);
     uint64_t decoded = r->generated > 0 ? (uint64_t)r->generated - 1 : 0; /* the first comes from the prefill */
     fprintf(f, "stats: speculation %s: %llu passes, %.2f tokens/pass; %llu drafts verified, %llu of %llu drafted tokens "
                "accepted (%.1f%%); %llu pauses, %llu tokens decoded with drafting paused\n",

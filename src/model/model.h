@@ -36,14 +36,15 @@ typedef struct {
  * model's output is then meaningless. ready_first, when not NULL, may reorder ids[0..n) (a
  * layer's experts not yet acquired) so that those readable without waiting come first: the model
  * computes experts in any order (each writes its own outputs), so it computes what has arrived
- * while the rest is still being read. */
+ * while the rest is still being read; it returns nonzero when ids[0] (after the reordering) is
+ * readable now. */
 typedef struct ExpertSource {
     int (*acquire)(struct ExpertSource *src, int layer, const int *ids, int n, ExpertMats *out);
     int max_batch;
     void (*route)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
     void (*predict)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
     void (*replace)(struct ExpertSource *src, int layer, int pos, int *sel, float *weights, int T, int k);
-    void (*ready_first)(struct ExpertSource *src, int layer, int *ids, int n);
+    int (*ready_first)(struct ExpertSource *src, int layer, int *ids, int n);
 } ExpertSource;
 
 /* Supplies every other tensor (the spine: the embedding, the layers' matrices and vectors, the
@@ -66,6 +67,9 @@ typedef struct SpineSource {
 typedef struct {
     double attention_s, ffn_s, spine_wait_s, expert_wait_s, experts_s, head_s, other_s;
     double route_s;                   /* in ExpertSource.route (a streaming store starts its reads there) */
+    double first_wait_s;              /* of expert_wait_s, each layer's first wait for an expert that was not
+                                       * readable yet (ready_first): the latency of its reads that nothing
+                                       * overlapped; the rest is waiting for the reads after it */
     uint64_t expert_bytes, spine_bytes;
     uint64_t positions, forwards;
     uint64_t look_routed, look_hits;  /* router lookahead: experts routed in guessed layers, and guessed */

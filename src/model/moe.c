@@ -81,15 +81,16 @@ static int routed_experts(Model *m, int layer, int T) {
     ExpertMats mats[MODEL_MAX_ROUTED];
     ExpertSource *src = m->experts;
     int n = distinct_experts(m, T, ids);
-    int batch = src->max_batch > 0 ? src->max_batch : n;
+    int batch = src->max_batch > 0 ? src->max_batch : n, waited = 0;
     for (int at = 0; at < n; at += batch) {
         int count = n - at < batch ? n - at : batch;
-        if (src->ready_first) src->ready_first(src, layer, ids + at, n - at);
+        int ready = src->ready_first ? src->ready_first(src, layer, ids + at, n - at) : 1;
         double t0 = df_now();
         if (src->acquire(src, layer, ids + at, count, mats)) return -1;
         double t1 = df_now();
         for (int i = 0; i < count; i++) run_expert(m, &mats[i], ids[at + i], T);
         m->stats.expert_wait_s += t1 - t0;
+        if (!ready && !waited) m->stats.first_wait_s += t1 - t0, waited = 1;
         m->stats.experts_s += df_now() - t1;
     }
     m->stats.expert_bytes += (uint64_t)n * m->cat->expert_bytes;

@@ -236,11 +236,12 @@ static int in_memory(ExpertStore *es, int layer, int expert) {
 
 /* The experts among ids[0..n) whose bytes are in a slot now go first, in their order, then the
  * rest in theirs; nothing moves while the first one is ready. */
-static void experts_ready_first(ExpertSource *src, int layer, int *ids, int n) {
+static int experts_ready_first(ExpertSource *src, int layer, int *ids, int n) {
     ExpertStore *es = (ExpertStore *)src;
-    int rest[MODEL_MAX_ROUTED], n_ready = 0, n_rest = 0;
+    int rest[MODEL_MAX_ROUTED], n_ready = 1, n_rest = 0;
     pthread_mutex_lock(&es->mu);
     if (!in_memory(es, layer, ids[0])) {
+        n_ready = 0;
         for (int j = 0; j < n; j++) {
             if (in_memory(es, layer, ids[j])) ids[n_ready++] = ids[j];
             else rest[n_rest++] = ids[j];
@@ -248,6 +249,7 @@ static void experts_ready_first(ExpertSource *src, int layer, int *ids, int n) {
         memcpy(ids + n_ready, rest, sizeof *rest * (size_t)n_rest);
     }
     pthread_mutex_unlock(&es->mu);
+    return n_ready > 0;
 }
 
 static int experts_acquire(ExpertSource *src, int layer, const int *ids, int n, ExpertMats *out) {

@@ -24,9 +24,9 @@ static void wrap_replace(ExpertSource *src, int layer, int pos, int *sel, float 
     in->replace(in, layer, pos, sel, weights, T, k);
 }
 
-static void wrap_ready_first(ExpertSource *src, int layer, int *ids, int n) {
+static int wrap_ready_first(ExpertSource *src, int layer, int *ids, int n) {
     ExpertSource *in = inner_of(src);
-    in->ready_first(in, layer, ids, n);
+    return in->ready_first(in, layer, ids, n);
 }
 
 void expert_wrap_init(ExpertWrap *w, ExpertSource *inner) {

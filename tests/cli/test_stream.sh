@@ -42,6 +42,14 @@ check all-streamed "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0
 grep -q "0/10 layers pinned (.*), 10 streamed" "$t/s.err" || fail "tight budget should stream every layer"
 grep -Eq "expert cache 0.00 GB = [0-9]{1,2} x" "$t/s.err" || fail "tight budget should leave a minimal expert cache"
 grep -q "prefetch [1-9][0-9]* started" "$t/s.err" || fail "no prefetch under a minimal cache"
+# The profile splits the expert wait: the waits for each layer's first expert are part of it.
+K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 "$DF" run --model "$m" --tokens "$prompt" --max-new 4 \
+    --stats-json "$t/phases.json" >/dev/null 2>"$t/phases.err" || { cat "$t/phases.err"; fail "run with --stats-json failed"; }
+"$PYTHON" - "$t/phases.json" <<'PY' || fail "phases.first_wait_s missing, zero or above expert_wait_s"
+import json, sys
+p = json.load(open(sys.argv[1]))["phases"]
+sys.exit(not (0 < p["first_wait_s"] <= p["expert_wait_s"]))
+PY
 check all-streamed-lfu-noprefetch-buffered "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_CACHE_POLICY=lfu K3_PREFETCH=0 K3_DIRECT=0
 grep -q "buffered" "$t/s.err" || fail "K3_DIRECT=0 not applied"
 check all-streamed-one-io-thread "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_IO_THREADS=1
