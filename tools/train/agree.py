@@ -9,11 +9,15 @@ Checks, on one token sequence:
                                 PyTorch's top-2 gap is within that bound (a tie; counted, reported);
   C vs PyTorch NLL              `deltafin nll` minus PyTorch's mean NLL of the same sequence,
                                 |difference| <= 1e-3 nats/token;
-  PyTorch float64 vs NumPy      (--ref) the same logits bound, against k3_ref's float64 forward.
+  PyTorch float64 vs NumPy      (--ref) the same logits bound, against k3_ref's float64 forward;
+  greedy continuation           (--greedy N) `deltafin run --tokens ... --max-new N` generates the
+                                same N ids as PyTorch float32 (each step recomputed from the whole
+                                sequence, argmax with the lowest index on ties); PyTorch's smallest
+                                top-2 gap along the way is printed (how close a step came to a tie).
 Prints one line per check and PASS or FAIL; exit status 0 = PASS, 1 = FAIL, 2 = could not run.
 
 usage: agree.py --model DIR (--tokens "1 2 3" | --tokens-bin FILE.bin [--offset N] --n N)
-                [--df build/deltafin] [--ref] [--device cpu|cuda] [--tmp DIR]"""
+                [--df build/deltafin] [--ref] [--greedy N] [--device cpu|cuda] [--tmp DIR]"""
 import argparse
 import os
 import subprocess
@@ -32,13 +36,35 @@ REL_TOL = 1e-4
 NLL_TOL = 1e-3
 
 
-def torch_logits(model_dir, tokens, dtype=torch.float32, device="cpu"):
-    """Logits [T, vocab] (float64 numpy) of the exported model evaluated in `dtype`."""
+def torch_model(model_dir, dtype=torch.float32, device="cpu"):
     cfg, _ = X.load(model_dir)
-    m = X.load_into(K3Model(cfg), model_dir).to(device=device, dtype=dtype).eval()
     torch.set_float32_matmul_precision("highest")   # no TF32 on a GPU
+    return X.load_into(K3Model(cfg), model_dir).to(device=device, dtype=dtype).eval()
+
+
+def torch_logits(model_dir, tokens, dtype=torch.float32, device="cpu", model=None):
+    """Logits [T, vocab] (float64 numpy) of the exported model evaluated in `dtype`."""
+    m = model or torch_model(model_dir, dtype, device)
     with torch.no_grad():
-        return m(torch.tensor([tokens], device=device))[0].double().cpu().numpy()
+        return m(torch.tensor([tokens], device=device, dtype=torch.long))[0].double().cpu().numpy()
+
+
+def torch_greedy(model, tokens, n, device="cpu"):
+    """(n greedy ids, the smallest top-2 logit gap among the steps) of the float32 model."""
+    seq, gaps = list(tokens), []
+    for _ in range(n):
+        last = torch_logits(None, seq, device=device, model=model)[-1]
+        top2 = np.sort(last)[-2:]
+        gaps.append(float(top2[1] - top2[0]))
+        seq.append(int(np.argmax(last)))
+    return seq[len(tokens):], min(gaps)
+
+
+def c_greedy(df, model_dir, tokens, n):
+    """Ids `deltafin run --tokens` generates (its last output line)."""
+    out = run([df, "run", "--model", model_dir, "--tokens", " ".join(map(str, tokens)), "--max-new", str(n)])
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    return [int(t) for t in lines[-1].split()] if lines else []
 
 
 def mean_nll(logits, tokens):
@@ -107,6 +133,7 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=1024, help="tokens taken from --tokens-bin")
     ap.add_argument("--df", default=os.environ.get("DF", os.path.join(HERE, "..", "..", "build", "deltafin")))
     ap.add_argument("--ref", action="store_true", help="also compare with the float64 NumPy reference (slow)")
+    ap.add_argument("--greedy", type=int, default=0, metavar="N", help="also compare N greedy ids of `deltafin run`")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--tmp")
     args = ap.parse_args(argv)
@@ -119,11 +146,15 @@ def main(argv=None):
     tmp = args.tmp or tempfile.mkdtemp(prefix="agree-")
     os.makedirs(tmp, exist_ok=True)
     try:
-        p32 = torch_logits(args.model, tokens, torch.float32, args.device)
+        m32 = torch_model(args.model, torch.float32, args.device)
+        p32 = torch_logits(args.model, tokens, device=args.device, model=m32)
         c = c_logits(args.df, args.model, tokens, tmp)
         nll_c, nll_p = c_nll(args.df, args.model, tokens, tmp), mean_nll(p32, tokens)
         ref = ref_logits(args.model, tokens) if args.ref else None
         p64 = torch_logits(args.model, tokens, torch.float64, args.device) if args.ref else None
+        if args.greedy:
+            gen_p, min_gap = torch_greedy(m32, tokens, args.greedy, args.device)
+            gen_c = c_greedy(args.df, args.model, tokens, args.greedy)
     except (RuntimeError, OSError, ValueError) as e:
         print(f"agree: {e}", file=sys.stderr)
         return 2
@@ -139,6 +170,12 @@ def main(argv=None):
         ok32, line = compare_logits("C vs NumPy float64 logits", c, ref)
         print(line)
         ok &= ok64 and ok32
+    if args.greedy:
+        same = gen_c == gen_p
+        print(f"greedy {args.greedy} ids: C {' '.join(map(str, gen_c))}")
+        print(f"                 PyTorch {' '.join(map(str, gen_p))}")
+        print(f"greedy ids {'equal' if same else 'DIFFER  FAIL'}; PyTorch's smallest top-2 gap {min_gap:.3e}")
+        ok &= same
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
