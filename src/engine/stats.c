@@ -34,14 +34,17 @@ static json_t *read_json(Engine *e, const GenResult *r) {
                      (json_int_t)hits, "decode_cache_misses", (json_int_t)misses);
 }
 
-/* Totals over the whole run; decode_positions counts the rows decode fed, rejected drafts included. */
+/* Totals over the whole run; decode_positions counts the rows decode fed, rejected drafts included;
+ * lookahead_routed / lookahead_guessed: experts routed in layers whose selection was guessed a
+ * layer ahead (K3_LOOKAHEAD), and how many of them were guessed (recall = guessed / routed). */
 static json_t *phases_json(const ModelStats *s, const ModelStats *at_decode) {
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I}", "attention_s", s->attention_s, "ffn_s",
-                     s->ffn_s, "spine_wait_s", s->spine_wait_s, "expert_wait_s", s->expert_wait_s, "first_wait_s",
-                     s->first_wait_s, "experts_s",
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I}", "attention_s",
+                     s->attention_s, "ffn_s", s->ffn_s, "spine_wait_s", s->spine_wait_s, "expert_wait_s", s->expert_wait_s,
+                     "first_wait_s", s->first_wait_s, "experts_s",
                      s->experts_s, "route_s", s->route_s, "head_s", s->head_s, "positions", (json_int_t)s->positions, "forwards",
                      (json_int_t)s->forwards, "decode_positions", (json_int_t)(s->positions - at_decode->positions),
-                     "decode_forwards", (json_int_t)(s->forwards - at_decode->forwards));
+                     "decode_forwards", (json_int_t)(s->forwards - at_decode->forwards), "lookahead_routed",
+                     (json_int_t)s->look_routed, "lookahead_guessed", (json_int_t)s->look_hits);
 }
 
 static json_t *spec_json(const Spec *sp) {

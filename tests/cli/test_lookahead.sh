@@ -3,7 +3,8 @@
 # bit-identical with it on and off and to the mapped path, with every layer pinned (guesses at
 # every layer) and with most layers streamed (guesses only where the next router is resident),
 # also through K3_TRACE's wrapper; --stats reports the guess's recall, which must be real (above
-# zero, below 100% on random weights) and absent when lookahead is off.
+# zero, below 100% on random weights) and absent when lookahead is off; --stats-json carries the
+# same counts (phases.lookahead_guessed / lookahead_routed, zero when off).
 set -eu
 export K3_CONTEXT=4096 # the budgets below are tight around the plan for this context
 t="$DF_TEST_TMP/lookahead"
@@ -20,14 +21,17 @@ for pin_ram in 10:0.150 5:0.1423; do
         env "${s[@]}" "$DF" logits --model "$m" --tokens "$lt" --out "$t/la.bin" --chunk 16 2>/dev/null
         cmp "$t/mapped.bin" "$t/la.bin"
         env "${s[@]}" K3_TRACE="$t/trace.jsonl" "$DF" run --model "$m" --tokens "$prompt" --max-new 20 --stats \
-            >"$t/la.tok" 2>"$t/la.err"
+            --stats-json "$t/la.json" >"$t/la.tok" 2>"$t/la.err"
         cmp "$t/mapped.tok" "$t/la.tok"
+        json=$("$PYTHON" -c 'import json, sys; p = json.load(open(sys.argv[1]))["phases"]; print(p["lookahead_guessed"], p["lookahead_routed"])' "$t/la.json")
         if [ $la = 1 ]; then
             grep -q "router lookahead:" "$t/la.err"
             recall=$(sed -n 's/.*(recall \([0-9.]*\)%).*/\1/p' "$t/la.err")
             awk -v r="$recall" 'BEGIN { exit !(r > 0 && r < 100) }'
+            test "$json" = "$(sed -n 's/.*router lookahead: \([0-9]*\) of \([0-9]*\) routed.*/\1 \2/p' "$t/la.err")"
         else
             if grep -q "router lookahead" "$t/la.err"; then echo "--stats reports lookahead while it is off"; exit 1; fi
+            test "$json" = "0 0"
         fi
     done
 done
