@@ -21,17 +21,11 @@ model=models/k3-mini
 mkdir -p "$out"
 rm -f "$out"/trace-*.jsonl "$out/k3-mini-valid.jsonl"
 
-"$py" - "$data" "$out" <<'EOF'
-import sys
-sys.path.insert(0, "tools/train")
-from evalset import EvalSet
-data, out = sys.argv[1:3]
-for split, every in (("text", 20), ("chat", 10)):
-    es = EvalSet(data, split, 512, every)
-    es.write_for_engine(f"{out}/{split}.tokens", f"{out}/{split}.mask")
-    es.windows, es.targets = es.windows[:2], es.targets[:2]
-    es.write_for_engine(f"{out}/{split}-2.tokens", f"{out}/{split}-2.mask")
-EOF
+for split_every in text:20 chat:10; do
+    split=${split_every%:*} every=${split_every#*:}
+    "$py" tools/train/evalset.py --data "$data" --split "$split" --every "$every" --out "$out/$split"
+    "$py" tools/train/evalset.py --data "$data" --split "$split" --every "$every" --first 2 --out "$out/$split-2"
+done
 
 export K3_THREADS=${K3_THREADS:-1}
 for split in text chat; do

@@ -11,11 +11,18 @@ windows 0, every, 2 * every, ... (a deterministic subset spread over the whole f
 
 Bytes per target come from the tokenizer: the length of the token's bytes in tiktoken.model;
 special tokens ([EOS], the chat markers) stand for no text and count 0 bytes. Bits per byte =
-total NLL / ln 2 / total bytes of the counted targets."""
+total NLL / ln 2 / total bytes of the counted targets.
+
+As a program it writes an evaluation set in the files `deltafin nll` reads:
+  evalset.py --data DIR --split text|chat [--window 512] [--every K] [--first N] --out PREFIX
+writes PREFIX.tokens and PREFIX.mask (--first N: only the set's first N windows), for
+  deltafin nll --tokens-file PREFIX.tokens --window 512 --mask PREFIX.mask"""
+import argparse
 import base64
 import json
 import math
 import os
+import sys
 
 import numpy as np
 
@@ -45,7 +52,10 @@ class EvalSet:
         self.windows = [ids[s:s + window] for s in starts]
         # targets[w][t]: whether position t of window w (predicting its token t + 1) counts
         self.targets = [mask[s + 1:s + window].astype(bool) for s in starts]
-        self.tokens = int(sum(len(w) for w in self.windows))
+
+    @property
+    def tokens(self):
+        return int(sum(len(w) for w in self.windows))
 
     def counted(self):
         return int(sum(t.sum() for t in self.targets))
@@ -59,7 +69,7 @@ class EvalSet:
         return int(lengths[self.target_ids()].sum())
 
     def describe(self):
-        sub = "" if self.every == 1 else f", every {self.every}th window"
+        sub = "" if self.every == 1 else f", one window in {self.every}"
         return (f"{self.split}: {len(self.windows)} windows of {self.window} tokens{sub}, {self.tokens} tokens, "
                 f"{self.counted()} targets")
 
@@ -89,3 +99,24 @@ def token_byte_lengths(tokenizer_dir, vocab_size):
 
 def bits_per_byte(total_nll, n_bytes):
     return total_nll / math.log(2) / n_bytes
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="write an evaluation set as deltafin nll's token and mask files")
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--split", required=True, choices=sorted(SPLITS))
+    ap.add_argument("--window", type=int, default=512)
+    ap.add_argument("--every", type=int, default=1)
+    ap.add_argument("--first", type=int, default=0, help="keep only the first N windows of the set")
+    ap.add_argument("--out", required=True, help="prefix of the .tokens and .mask files")
+    args = ap.parse_args(argv)
+    es = EvalSet(args.data, args.split, args.window, args.every)
+    if args.first:
+        es.windows, es.targets = es.windows[:args.first], es.targets[:args.first]
+    es.write_for_engine(args.out + ".tokens", args.out + ".mask")
+    print(es.describe() + ("" if not args.first else " (its first windows)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
