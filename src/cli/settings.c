@@ -119,7 +119,7 @@ static const Setting table[] = {
      .help = "streaming: O_DIRECT reads where the file system allows them (0: buffered + DONTNEED)"},
     {.name = "K3_SPEC", .flag = "spec", .kind = SET_BOOL, .offset = F(engine.spec), .def = "1",
      .help = "lossless n-gram speculation in run, chat and serve (same tokens either way)"},
-    {.name = "K3_LOOKAHEAD", .flag = "lookahead", .kind = SET_BOOL, .offset = F(engine.store.lookahead), .def = "0",
+    {.name = "K3_LOOKAHEAD", .flag = "lookahead", .kind = SET_BOOL, .offset = F(engine.store.lookahead), .def = "1",
      .help = "streaming: guess the next layer's experts with its router and read them ahead"},
     {.name = "K3_SPINE", .flag = "spine", .kind = SET_CHOICE, .offset = F(engine.spine), .choices = spines, .what = "a spine format", .def = "auto",
      .help = "int8: the converted int8 spine (lossy); bf16: exact; auto: int8 when all of it is converted"},

@@ -45,7 +45,7 @@ static void the_defaults_are_the_documented_ones(void) {
     CHECK(e->mla_cache == MLA_CACHE_LATENT && e->a_log == ALOG_PER_HEAD && e->spine == SPINE_AUTO && e->device == DEV_AUTO);
     CHECK(!strcmp(e->kernels, "auto") && e->trace == NULL && e->replay == NULL && e->replay_lookahead == -1);
     CHECK(e->store.kind == STORE_AUTO && e->store.ram_bytes == 0 && e->store.pin_layers == -1 &&
-          e->store.policy == POLICY_CRF && e->store.io_threads == 8 && e->store.prefetch == 1 && e->store.lookahead == 0 &&
+          e->store.policy == POLICY_CRF && e->store.io_threads == 8 && e->store.prefetch == 1 && e->store.lookahead == 1 &&
           e->store.populate == 1 && e->store.direct == 1 && e->store.io == IO_THREADS);
     CHECK(!strcmp(e->fetch.host, "huggingface.co") && !strcmp(e->fetch.path, "moonshotai/Kimi-K3") &&
           !strcmp(e->fetch.revision, "main") && !e->fetch.token);
