@@ -57,5 +57,6 @@ echo "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0" >"$t/none"
 for w in 1 -3 100000000; do
     if nll --tokens-file "$t/ab" --window "$w"; then exit 1; fi
 done
-"$DF" nll --model "$t/m" --tokens-file "$t/ab" --window 1 2>&1 | grep -q "a window of 1 tokens is outside 2"
+"$DF" nll --model "$t/m" --tokens-file "$t/ab" --window 1 2>&1 | grep -q -- "--window: 1 is not in 2\.\."
+"$DF" nll --model "$t/m" --tokens-file "$t/ab" --window 100000000 2>&1 | grep -q "a window of 100000000 tokens is outside 2\.\.[0-9]* (the context limit"
 echo "nll: ok"
