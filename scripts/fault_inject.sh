@@ -80,11 +80,15 @@ define() {
         OLD=$'    for (int j = 0; j < n; j++)\n        for (int from = 0;'
         NEW=$'    for (int j = 0; j < n - 1; j++)\n        for (int from = 0;'
         TESTS="unit/test_kernels cli/test_reference.sh" ;;
+    nll-window)
+        AREA=cli FILE=src/cli/nll.c WHAT="nll --window: a window no longer starts from an empty state"
+        OLD='        state_reset(st);' NEW='        (void)st;'
+        TESTS="cli/test_nll.sh" ;;
     *) return 1 ;;
     esac
 }
 ALL=(gate-sign l2n-epsilon mla-causal cache-victim slot-span slot-generation http-status mxfp4-code shard-overlap
-     digit-pieces chat-escape draft-accept kernel-fma head-rows)
+     digit-pieces chat-escape draft-accept kernel-fma head-rows nll-window)
 
 table="" faults=()
 while [ $# -gt 0 ]; do
