@@ -5,6 +5,10 @@
  * store's refilled cache slot does: the device copies it again), plus the fixed cost of a call
  * (a 16 x 16 product). Medians over the repetitions.
  *
+ * On a device with whole-layer operations (devops.h) also: the same products with activations in
+ * device memory, `reps` of them queued back to back and timed together (the rate a decode step
+ * sees: no round trip per product), and one layer's 16 experts in one launch.
+ *
  *   build-cuda/bench/bench_device [reps]        (K3_DEV=cuda; the same binary with K3_DEV=cpu) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +19,7 @@
 #include "cli/die.h"
 #include "cli/settings.h"
 #include "kernels/device.h"
+#include "kernels/devops.h"
 #include "kernels/mat.h"
 #include "util/err.h"
 #include "util/pool.h"
@@ -65,6 +70,54 @@ static void time_shape(Pool *pool, const char *name, WeightFormat fmt, int rows,
     free(X), free(Y), free(t);
 }
 
+/* reps products of W queued on device memory, timed from the first to the wait after the last. */
+static void time_queued(MatDevice *dev, const char *name, const Mat *W, int reps) {
+    const DevOps *o = dev->ops;
+    float *x = o->alloc(dev, sizeof(float) * (size_t)W->cols), *y = o->alloc(dev, sizeof(float) * (size_t)W->rows);
+    if (!x || !y) df_die("%s", df_errmsg());
+    o->mul(dev, y, W, x); /* warm-up */
+    if (o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
+    double t0 = df_now();
+    for (int i = 0; i < reps; i++) o->mul(dev, y, W, x);
+    if (o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
+    double per = (df_now() - t0) / reps;
+    printf("%-34s queued   %8.1f us  %8.1f GB/s of weights\n", name, per * 1e6, mat_bytes(W) / per / 1e9);
+    o->release(dev, x, sizeof(float) * (size_t)W->cols), o->release(dev, y, sizeof(float) * (size_t)W->rows);
+}
+
+/* One layer's routed experts (16 of 3072 x 3584 MXFP4, resident) in one launch each time. */
+static void time_experts(MatDevice *dev, int reps, Rng *r) {
+    enum { K = 16, INTER = 3072, LATENT = 3584 };
+    const DevOps *o = dev->ops;
+    Mat w[3][K];
+    const Mat *p[3][K];
+    int slot[K];
+    for (int i = 0; i < K; i++) {
+        for (int m = 0; m < 3; m++) {
+            w[m][i] = m == 1 ? make_mat(WF_MXFP4, LATENT, INTER, r) : make_mat(WF_MXFP4, INTER, LATENT, r);
+            w[m][i].key.item = 1000 + 3 * (uint64_t)i + (uint64_t)m; /* each its own key */
+            p[m][i] = &w[m][i];
+            if (!o->keep(dev, p[m][i])) df_die("experts do not fit on the device");
+        }
+        slot[i] = i;
+    }
+    float *z = o->alloc(dev, sizeof(float) * LATENT), *h = o->alloc(dev, sizeof(float) * 2 * K * INTER);
+    float *out = o->alloc(dev, sizeof(float) * K * LATENT);
+    if (!z || !h || !out) df_die("%s", df_errmsg());
+    o->experts(dev, p[0], p[1], p[2], slot, K, z, h, out, 4.0f, 25.0f);
+    if (o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
+    double t0 = df_now();
+    for (int i = 0; i < reps; i++) o->experts(dev, p[0], p[1], p[2], slot, K, z, h, out, 4.0f, 25.0f);
+    if (o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
+    double per = (df_now() - t0) / reps;
+    double bytes = 3.0 * K * mat_bytes(&w[0][0]);
+    printf("%-34s queued   %8.1f us  %8.1f GB/s of weights\n", "16 experts MXFP4, one launch", per * 1e6, bytes / per / 1e9);
+    o->release(dev, z, sizeof(float) * LATENT), o->release(dev, h, sizeof(float) * 2 * K * INTER);
+    o->release(dev, out, sizeof(float) * K * LATENT);
+    for (int i = 0; i < K; i++)
+        for (int m = 0; m < 3; m++) free((void *)w[m][i].data), free((void *)w[m][i].aux);
+}
+
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 20;
     if (reps < 1) reps = 1;
@@ -83,6 +136,15 @@ int main(int argc, char **argv) {
     time_shape(pool, "q_proj-like BF16 12288 x 7168", WF_BF16, 12288, 7168, 8, reps, &r);
     time_shape(pool, "q_proj-like I8ROW 12288 x 7168", WF_I8ROW, 12288, 7168, 1, reps, &r);
     time_shape(pool, "expert MXFP4 3072 x 3584", WF_MXFP4, 3072, 3584, 1, reps, &r);
+    if (dev && dev->ops) {
+        for (int i = 1; i < n_kept; i++)
+            if (kept[i].fmt != WF_MXFP4) {
+                char name[64];
+                snprintf(name, sizeof name, "%s %d x %d", kept[i].fmt == WF_BF16 ? "BF16" : "I8ROW", kept[i].rows, kept[i].cols);
+                time_queued(dev, name, &kept[i], reps * 5);
+            }
+        time_experts(dev, reps * 5, &r);
+    }
     if (dev) {
         size_t res, str;
         dev->counters(dev, &res, &str);

@@ -32,6 +32,7 @@ static const SettingChoice spines[] = {{"auto", SPINE_AUTO}, {"int8", SPINE_INT8
 static const SettingChoice mla_caches[] = {{"latent", MLA_CACHE_LATENT}, {"expanded", MLA_CACHE_EXPANDED}, {NULL, 0}};
 static const SettingChoice a_logs[] = {{"per-head", ALOG_PER_HEAD}, {"per-channel", ALOG_PER_CHANNEL}, {NULL, 0}};
 static const SettingChoice devices[] = {{"auto", DEV_AUTO}, {"cpu", DEV_CPU}, {"cuda", DEV_CUDA}, {NULL, 0}};
+static const SettingChoice device_passes[] = {{"layers", PASS_LAYERS}, {"products", PASS_PRODUCTS}, {NULL, 0}};
 
 /* "'v' is not a, b or c" */
 static int not_one_of(const char *v, const char *const *names, int n) {
@@ -177,6 +178,8 @@ static const Setting table[] = {
      .help = "avx512, avx2 or portable (all bit-identical); auto: the widest the CPU runs"},
     {.name = "K3_DEV", .flag = "device", .kind = SET_CHOICE, .offset = F(engine.device), .choices = devices, .what = "a device", .def = "auto",
      .help = "cuda when the binary has the CUDA backend and a GPU answers, else cpu"},
+    {.name = "K3_DEV_PASS", .flag = "device-pass", .kind = SET_CHOICE, .offset = F(engine.device_pass), .choices = device_passes, .what = "a device pass", .def = "layers",
+     .help = "cuda: decode steps with every layer on the GPU (layers), or only the matrix products, bit-identical to the CPU (products)"},
     {.name = "TMPDIR", .arg = "DIR", .flag = "tmpdir", .kind = SET_TEXT, .offset = F(tmpdir), .what = "a directory", .def = "/tmp",
      .help = "where bench keeps its children's output while it runs"},
     {.name = "XDG_CACHE_HOME", .arg = "DIR", .kind = SET_TEXT, .offset = F(cache_home), .check = check_absolute, .what = "a directory", .def_text = "~/.cache",

@@ -176,6 +176,12 @@ static int open_device(Engine *e) {
     return 0;
 }
 
+/* K3_DEV_PASS=layers: decode steps run every layer on the device when it can (model_use_device). */
+static int use_device(Engine *e) {
+    if (e->opt.device_pass != PASS_LAYERS || !device_current()) return 0;
+    return model_use_device(e->model);
+}
+
 int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
     memset(e, 0, sizeof *e);
     e->opt = *o;
@@ -192,13 +198,14 @@ int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
     }
     model_set_mla_cache(e->model, e->opt.mla_cache);
     if (e->streaming) stream_end_load(&e->stream);
-    if (open_device(e)) return engine_close(e), -1;
+    if (open_device(e) || use_device(e)) return engine_close(e), -1;
     e->max_context = model_max_context(e->model);
     e->prof_t = df_now();
     return 0;
 }
 
 void engine_close(Engine *e) {
+    if (e->model) model_release_device(e->model); /* before the device closes */
     if (e->device_open) device_close();
     model_destroy(e->model);
     if (e->pool) pool_destroy(e->pool);

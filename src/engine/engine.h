@@ -43,6 +43,7 @@ typedef struct {
     int replay_lookahead;    /* K3_REPLAY_LOOKAHEAD: router lookahead simulated on the replay at this
                               * recall in percent; -1: none */
     DeviceKind device;       /* K3_DEV */
+    DevicePass device_pass;  /* K3_DEV_PASS: decode steps layer by layer on the device, or only its products */
     const char *kernels;     /* K3_KERNELS: kern_select's name */
     StoreOptions store;      /* K3_STORE and the streaming store's settings */
     FetchOptions fetch;      /* where a streaming install fetches missing experts from */

@@ -38,12 +38,18 @@ struct MatDevice {
      * effort: a refusal only costs speed). It must stay allocated until the device closes. */
     void (*host_buffer)(MatDevice *d, void *p, size_t bytes);
     size_t spine_bytes;   /* device memory to leave for the spine when experts stay resident */
+    /* Whole-layer operations on device memory (devops.h), or NULL: the model then runs every step
+     * but the products on the CPU. */
+    const struct DevOps *ops;
 };
 
 /* K3_DEV: DEV_AUTO (cuda when this build has the CUDA backend and a usable GPU answers, else cpu),
  * DEV_CPU or DEV_CUDA. A named device is what the caller asked for: it then refuses what the
  * device cannot do instead of falling back. */
 typedef enum { DEV_AUTO, DEV_CPU, DEV_CUDA } DeviceKind;
+/* K3_DEV_PASS: what an accelerator with whole-layer operations (devops.h) runs of a decode step:
+ * every layer (PASS_LAYERS), or only the matrix products, bit-identical to the CPU (PASS_PRODUCTS). */
+typedef enum { PASS_LAYERS, PASS_PRODUCTS } DevicePass;
 
 /* The device a choice means here: *kind is DEV_CPU or DEV_CUDA. Fails, saying why, when DEV_CUDA
  * is asked of a build without the CUDA backend. */

@@ -19,12 +19,20 @@ typedef struct {
     float *v_step;  /* [MODEL_MAX_VERIFY][3 * width + heads]: normalised k, v, decay, beta per row */
 } LayerState;
 
+typedef struct DevState DevState;
+typedef struct DevModel DevModel;
+
 struct State {
     const Model *model;
     LayerState *layers;
     int len;        /* positions consumed */
     int cap;        /* MLA cache capacity in positions */
     int verify_rows; /* rows of a pending verification, 0 when none */
+    /* The device's copy of the state (devpass.c), NULL until a forward ran there: dev_newer when it
+     * holds the latest state (the arrays above are behind), dev_stale when the arrays changed
+     * since it was made. */
+    DevState *dev;
+    int dev_newer, dev_stale;
 };
 
 /* Scratch for one chunk, sized for MODEL_MAX_CHUNK rows; allocated once per model. */
@@ -54,6 +62,7 @@ struct Model {
     int chunk_pos;  /* position of the current forward's first row */
     MlaCacheMode mla_cache;
     ModelStats stats;
+    DevModel *dev;  /* decode steps on the device (model_use_device), or NULL */
 };
 
 /* The chunk scratch (scratch.c): allocated once for max_context positions, freed with the model;
@@ -94,5 +103,21 @@ void state_prepare_verify(State *s);
 
 /* Ensures the MLA caches hold `need` positions (grows geometrically). */
 int state_reserve(State *s, int need);
+
+/* k3.c, for the device pass: layer l's spine tensors readable (and rebound when they moved); the
+ * finite check of a forward's logits (positions rows[i] of n). */
+int model_acquire_layer(Model *m, int l);
+int model_check_logits(const Model *m, const float *logits, const int *rows, int n);
+
+/* devpass.c: one decode step (T = 1, one sequence, logits of that row or NULL) with the layers on
+ * the device, when devpass_takes says it can run this forward; the State's device copy. */
+int devpass_takes(const Model *m, int n_seqs, int T);
+int devpass_forward(Model *m, State *st, int token, float *logits);
+/* Brings the State's arrays up to date from its device copy (no-op when they are). 0, or -1 with
+ * the device's fault. */
+int state_to_host(State *s);
+/* The State's arrays changed on the host: its device copy is re-made before the next device pass. */
+void state_host_changed(State *s);
+void devpass_state_free(State *s);
 
 #endif

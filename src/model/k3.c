@@ -45,6 +45,7 @@ int model_create(Model **out, const Catalog *cat, SpineSource *spine, ExpertSour
 
 void model_destroy(Model *m) {
     if (!m) return;
+    model_release_device(m);
     weights_free(&m->w, &m->cfg);
     scratch_free(&m->s, &m->cfg);
     free(m);
@@ -120,7 +121,7 @@ static int ffn_block(Model *m, int l, int n_anchors, int T) {
  * product over the gathered rows); logits: [n][vocab]. */
 static int tail(Model *m, int n_anchors, int T, const int *out_rows, int n, float *logits) {
     Scratch *s = &m->s;
-    const int H = m->cfg.hidden, V = m->cfg.vocab;
+    const int H = m->cfg.hidden;
     double t0 = df_now();
     attn_res(m, n_anchors, m->w.out_res_q, T, s->x);
     rmsnorm_rows(m, s->x, m->w.final_norm, T);
@@ -133,10 +134,15 @@ static int tail(Model *m, int n_anchors, int T, const int *out_rows, int n, floa
     }
     mat_mul(m->pool, logits, &m->w.lm_head, rows, n);
     m->stats.head_s += df_now() - t0;
+    return model_check_logits(m, logits, out_rows, n);
+}
+
+int model_check_logits(const Model *m, const float *logits, const int *rows, int n) {
+    const int V = m->cfg.vocab;
     for (size_t i = 0; i < (size_t)n * V; i++)
         if (!isfinite(logits[i]))
-            return df_fail("non-finite logit at position %d, token %zu: the weights hold NaN/Inf values",
-                           out_rows[i / V], i % V);
+            return df_fail("non-finite logit at position %d, token %zu: the weights hold NaN/Inf values", rows[i / V],
+                           i % V);
     return 0;
 }
 
@@ -150,7 +156,7 @@ static int check_tokens(const Model *m, const int *tokens, int T) {
 
 /* With a streamed spine, layer l's bytes may sit in a different buffer, or be other bytes, on
  * every pass: its Mats (and their residency keys) are asked for again. */
-static int acquire_spine_layer(Model *m, int l) {
+int model_acquire_layer(Model *m, int l) {
     if (!m->spine->acquire_layer) return 0;
     double t0 = df_now();
     int moved = m->spine->acquire_layer(m->spine, l);
@@ -164,15 +170,21 @@ static int acquire_spine_layer(Model *m, int l) {
 }
 
 /* The pass itself: tokens[0..T) split into seqs, every layer, the states advanced. The caller
- * checked the arguments and reserved the states' room. */
+ * checked the arguments and reserved the states' room. A decode step goes to the device when it
+ * takes it (devpass.c); otherwise the states' arrays are brought up to date first. */
 static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens, int T, const int *out_rows, int n_out,
                         float *logits) {
+    if (devpass_takes(m, n_seqs, T)) return devpass_forward(m, seqs[0].st, tokens[0], logits);
+    for (int q = 0; q < n_seqs; q++) {
+        if (state_to_host(seqs[q].st)) return -1;
+        state_host_changed(seqs[q].st);
+    }
     embed(m, tokens, T);
     m->look_layer = -1;
     m->chunk_pos = seqs[0].st->len; /* trace replay (benchmark only) follows the first sequence */
     int n_anchors = 0;
     for (int l = 0; l < m->cfg.n_layers; l++) {
-        if (acquire_spine_layer(m, l)) return -1;
+        if (model_acquire_layer(m, l)) return -1;
         n_anchors = attention_block(m, seqs, n_seqs, l, n_anchors, T);
         int rc = ffn_block(m, l, n_anchors, T);
         if (m->spine->release_layer) m->spine->release_layer(m->spine, l);

@@ -41,6 +41,8 @@ typedef struct {
 typedef struct ExpertSource {
     int (*acquire)(struct ExpertSource *src, int layer, const int *ids, int n, ExpertMats *out);
     int max_batch;
+    int in_place; /* 1 when acquire only points into memory that stays readable (a mapped file): a
+                   * device may then copy every expert ahead of its use (model_use_device) */
     void (*route)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
     void (*predict)(struct ExpertSource *src, int layer, const int *sel, int T, int k);
     void (*replace)(struct ExpertSource *src, int layer, int pos, int *sel, float *weights, int T, int k);
@@ -146,6 +148,17 @@ int model_forward_verify(Model *m, State *s, const int *tokens, int T, float *lo
 /* Keeps the first n (1..T) rows of the last model_forward_verify: afterwards the state is
  * bit-identical to one that was fed only those n tokens. No-op without a pending verification. */
 void state_commit(State *s, int n);
+
+/* Runs decode steps (one sequence, T = 1) with every layer on the process's device when it offers
+ * whole-layer operations (kernels/devops.h): allocates the activations there, copies the small
+ * vectors, and copies the spine's matrices and, when the expert source is in_place, as many experts
+ * as the device keeps (experts leave room for the spine). Prefill, batches and verification still
+ * run the per-product path. A State's arrays then live on the device between decode steps and come
+ * back whenever the host reads them. Returns 0 (also when the device has no such operations:
+ * nothing changes), or -1 with a message. model_release_device gives it all back (before the
+ * device closes; every State of the model must be destroyed first). */
+int model_use_device(Model *m);
+void model_release_device(Model *m);
 
 /* Greedy choice over logits: the largest, lowest index on ties. */
 int model_argmax(const Model *m, const float *logits);

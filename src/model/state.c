@@ -44,6 +44,7 @@ State *state_create(const Model *m) {
 
 void state_destroy(State *s) {
     if (!s) return;
+    devpass_state_free(s);
     for (int l = 0; l < s->model->cfg.n_layers; l++) {
         LayerState *L = &s->layers[l];
         free(L->conv), free(L->S), free(L->keys), free(L->values), free(L->latent);
@@ -62,6 +63,8 @@ void state_reset(State *s) {
     }
     s->len = 0;
     s->verify_rows = 0;
+    s->dev_newer = 0; /* the device's copy is not read back: the reset state is all zeros */
+    state_host_changed(s);
 }
 
 int state_length(const State *s) { return s->len; }
@@ -95,7 +98,9 @@ static void copy_rows(float *dst, const float *src, size_t per, int from, int n)
 
 int state_copy_from(State *dst, const State *src, int same) {
     const K3Config *c = &src->model->cfg;
-    if (state_reserve(dst, src->len)) return -1;
+    /* (reading a State brings its arrays up from the device: logically const) */
+    if (state_to_host((State *)src) || state_to_host(dst) || state_reserve(dst, src->len)) return -1;
+    state_host_changed(dst);
     if (same > dst->len) same = dst->len;
     if (same > src->len) same = src->len;
     if (same < 0) same = 0;
@@ -122,7 +127,7 @@ static int floats_equal(const float *x, const float *y, size_t n) { return n == 
 int state_equal(const State *a, const State *b) {
     const K3Config *c = &a->model->cfg;
     const size_t n = (size_t)a->len;
-    if (a->len != b->len) return 0;
+    if (a->len != b->len || state_to_host((State *)a) || state_to_host((State *)b)) return 0;
     for (int l = 0; l < c->n_layers; l++) {
         const LayerState *x = &a->layers[l], *y = &b->layers[l];
         int same = c->layer_kind[l] == LAYER_KDA
@@ -154,6 +159,7 @@ void state_commit(State *s, int n) {
     s->verify_rows = 0;
     if (T == 0 || n >= T) return;
     if (n < 1) n = 1;
+    state_host_changed(s); /* (a verification ran on the host: the arrays are current) */
     for (int l = 0; l < c->n_layers; l++)
         if (c->layer_kind[l] == LAYER_KDA) kda_commit(s->model, &s->layers[l], n);
     s->len -= T - n; /* MLA rows past the kept prefix are simply abandoned */
@@ -187,6 +193,7 @@ uint64_t state_saved_bytes(const Model *m, int len) {
 
 int state_save(const State *s, int (*put)(void *ctx, const void *p, size_t n), void *ctx) {
     if (s->verify_rows) return df_fail("state_save: a verification is pending");
+    if (state_to_host((State *)s)) return -1;
     for (int l = 0; l < s->model->cfg.n_layers; l++) {
         float *arr[2];
         size_t n[2];

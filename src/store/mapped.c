@@ -37,6 +37,7 @@ static Mat mapped_spine_mat(SpineSource *src, const TensorInfo *t) {
 int mapped_open(MappedStore *ms, const Catalog *cat) {
     memset(ms, 0, sizeof *ms);
     ms->src.acquire = mapped_acquire;
+    ms->src.in_place = 1;
     ms->spine.mat = mapped_spine_mat;
     ms->spine.resident_layers = cat->cfg.n_layers;
     ms->cat = cat;

@@ -34,6 +34,7 @@ void expert_wrap_init(ExpertWrap *w, ExpertSource *inner) {
     w->inner = inner;
     w->src.acquire = wrap_acquire;
     w->src.max_batch = inner->max_batch;
+    w->src.in_place = inner->in_place;
     w->src.route = inner->route ? wrap_route : NULL;
     w->src.predict = inner->predict ? wrap_predict : NULL;
     w->src.replace = inner->replace ? wrap_replace : NULL;

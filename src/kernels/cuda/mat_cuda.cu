@@ -29,20 +29,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda/cuda_dev.h"
 #include "util/err.h"
 
-namespace {
+namespace dfcuda {
 
 constexpr int LANES = 16, ROWS_PER_BLOCK = 8, THREADS = LANES * ROWS_PER_BLOCK, UNROLL = 8;
 constexpr size_t RESERVE = 2ull << 30; /* device memory left for scratch and the runtime */
 
 __constant__ float c_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-
-struct DevMat {
-    int fmt, rows, cols;
-    const void *data, *aux;
-};
 
 /* 2^(s-127) for s = 1..254; 0 is 2^-127 (subnormal) and 255 NaN, as kern_e8m0_table. */
 __device__ __forceinline__ float e8m0(uint8_t s) {
@@ -64,15 +60,6 @@ __device__ __forceinline__ float expand(const DevMat &w, int r, int c) {
     }
 }
 
-/* Which weight rows, inputs and outputs a launch covers. Row r < n of head h (blockIdx.y) is weight
- * row row0 + h * stride + r; head h's input of X row t starts at X + t * x_t + h * x_h; the output
- * of mul is Y[t * y_t + h * n + r], of tmul Y[(t * heads + h) * cols + i]. A plain product is one
- * head of all the rows. */
-struct Span {
-    int row0, stride, n;
-    size_t x_t, x_h, y_t;
-};
-
 /* acc[k] += w * x[t0 + k][c] for the tile's X rows (x_t floats apart), in the lane's order. */
 template <int TILE_T>
 __device__ __forceinline__ void fma_tile(float *acc, float wv, const float *__restrict__ X, size_t x_t, int t0, int nt,
@@ -84,9 +71,17 @@ __device__ __forceinline__ void fma_tile(float *acc, float wv, const float *__re
 
 /* TILE_T: X rows per walk of the weight row: 1 for decode, 4 otherwise (8 was measured slower on
  * an H200: 686 against 533 us for 12288 x 7168 at T = 8). */
-template <int TILE_T>
-__global__ void __launch_bounds__(THREADS) matmul_kernel(DevMat w, Span sp, const float *__restrict__ X,
-                                                          float *__restrict__ Y, int T) {
+template <int N> struct Batch {
+    MulJob j[N];
+};
+
+template <int TILE_T, int N>
+__global__ void __launch_bounds__(THREADS) matmul_kernel(Batch<N> b, int T) {
+    const MulJob &job = b.j[N == 1 ? 0 : blockIdx.z];
+    const DevMat &w = job.w;
+    const Span &sp = job.sp;
+    const float *__restrict__ X = job.X;
+    float *__restrict__ Y = job.Y;
     const int lane = threadIdx.x & (LANES - 1);
     const int h = blockIdx.y;
     const int rr = blockIdx.x * ROWS_PER_BLOCK + (int)(threadIdx.x / LANES);
@@ -141,7 +136,159 @@ __global__ void tmul_kernel(DevMat w, Span sp, const float *__restrict__ X, floa
     Y[((size_t)t * gridDim.y + h) * (size_t)w.cols + i] = acc;
 }
 
-/* Bytes of a matrix's data and of its aux array (scales), by format. */
+
+/* Decode products (T = 1, one head) with wide loads, in the same order. BF16: two threads per row,
+ * each loading 16 bytes (8 consecutive columns) per 16-column group: the first thread holds lanes
+ * 0-7 of kernels_impl.h, the second lanes 8-15, each lane's columns in order; the pair then adds
+ * the lanes by the same fixed tree. Needs cols a multiple of 16 and 16-byte aligned rows and X. */
+constexpr int GV_THREADS = 256, GV_UNROLL = 8;
+
+__device__ __forceinline__ void lanes_tree_store(const float *l, float *y) {
+    float s8[8], s4[4];
+#pragma unroll
+    for (int i = 0; i < 8; i++) s8[i] = __fadd_rn(l[i], l[i + 8]);
+#pragma unroll
+    for (int i = 0; i < 4; i++) s4[i] = __fadd_rn(s8[i], s8[i + 4]);
+    *y = __fadd_rn(__fadd_rn(s4[0], s4[2]), __fadd_rn(s4[1], s4[3]));
+}
+
+__device__ __forceinline__ void fma_bf16x8(float *acc, uint4 w, float4 x0, float4 x1) {
+    const uint32_t wd[4] = {w.x, w.y, w.z, w.w};
+    const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        acc[2 * k] = __fmaf_rn(__uint_as_float(wd[k] << 16), xs[2 * k], acc[2 * k]);
+        acc[2 * k + 1] = __fmaf_rn(__uint_as_float(wd[k] & 0xFFFF0000u), xs[2 * k + 1], acc[2 * k + 1]);
+    }
+}
+
+template <int N> __global__ void __launch_bounds__(GV_THREADS) gemv_bf16_kernel(Batch<N> b) {
+    const MulJob &job = b.j[N == 1 ? 0 : blockIdx.z];
+    const int p = threadIdx.x & 1, r = blockIdx.x * (GV_THREADS / 2) + (int)(threadIdx.x >> 1);
+    const bool valid = r < job.sp.n;
+    const int cols = job.w.cols, groups = valid ? cols / 16 : 0;
+    const uint4 *__restrict__ wrow = (const uint4 *)((const uint16_t *)job.w.data + (size_t)(valid ? r : 0) * cols) + p;
+    const float4 *__restrict__ x = (const float4 *)job.X + 2 * p;
+    float acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) acc[i] = 0.0f;
+    int g = 0;
+    for (; g + GV_UNROLL <= groups; g += GV_UNROLL) {
+        uint4 wv[GV_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GV_UNROLL; u++) wv[u] = __ldcs(wrow + 2 * (g + u));
+#pragma unroll
+        for (int u = 0; u < GV_UNROLL; u++) fma_bf16x8(acc, wv[u], __ldg(x + 4 * (g + u)), __ldg(x + 4 * (g + u) + 1));
+    }
+    for (; g < groups; g++) fma_bf16x8(acc, __ldcs(wrow + 2 * g), __ldg(x + 4 * g), __ldg(x + 4 * g + 1));
+    float l[16];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const float other = __shfl_xor_sync(0xFFFFFFFFu, acc[i], 1);
+        l[i] = p ? other : acc[i], l[i + 8] = p ? acc[i] : other;
+    }
+    if (valid && p == 0) lanes_tree_store(l, job.Y + r);
+}
+
+/* MXFP4: one thread per row holding all 16 lanes; each 16-byte load is 32 columns under one scale
+ * (columns c..c+15, then c+16..c+31: each lane's two columns in order). X is staged in shared
+ * memory, the E2M1 table too (16 entries in 16 banks: no conflicts). Needs cols a multiple of 128,
+ * at most GV_MX_COLS, and 16-byte aligned rows. */
+constexpr int GV_MX_COLS = 8192, GV_MX_UNROLL = 4;
+
+template <int N> __global__ void __launch_bounds__(GV_THREADS) gemv_mxfp4_kernel(Batch<N> b) {
+    extern __shared__ float xs[];
+    __shared__ float lut[16];
+    const MulJob &job = b.j[N == 1 ? 0 : blockIdx.z];
+    const int cols = job.w.cols;
+    if (threadIdx.x < 16) lut[threadIdx.x] = c_e2m1[threadIdx.x];
+    for (int c = threadIdx.x; c < cols; c += GV_THREADS) xs[c] = job.X[c];
+    __syncthreads();
+    const int r = blockIdx.x * GV_THREADS + (int)threadIdx.x;
+    if (r >= job.sp.n) return;
+    const uint4 *__restrict__ wrow = (const uint4 *)((const uint8_t *)job.w.data + (size_t)r * (size_t)(cols / 2));
+    const uint8_t *__restrict__ srow = (const uint8_t *)job.w.aux + (size_t)r * (size_t)(cols / 32);
+    float acc[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++) acc[i] = 0.0f;
+    const int chunks = cols / 32;
+    for (int g = 0; g < chunks; g += GV_MX_UNROLL) {
+        uint4 wv[GV_MX_UNROLL];
+        float sc[GV_MX_UNROLL];
+#pragma unroll
+        for (int u = 0; u < GV_MX_UNROLL; u++) wv[u] = __ldcs(wrow + g + u), sc[u] = e8m0(srow[g + u]);
+#pragma unroll
+        for (int u = 0; u < GV_MX_UNROLL; u++) {
+            const uint32_t wd[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
+            const float *x = xs + 32 * (g + u);
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+#pragma unroll
+                for (int n = 0; n < 8; n++) {
+                    const float wt = __fmul_rn(lut[(wd[k] >> (4 * n)) & 15u], sc[u]);
+                    acc[8 * (k & 1) + n] = __fmaf_rn(wt, x[8 * k + n], acc[8 * (k & 1) + n]);
+                }
+        }
+    }
+    lanes_tree_store(acc, job.Y + r);
+}
+} // namespace
+
+namespace dfcuda {
+
+bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* Which wide-load decode kernel takes a job (T = 1, one head): 1 BF16, 2 MXFP4, 0 neither. */
+int gemv_kind(const MulJob &j) {
+    if (!aligned16(j.w.data) || !aligned16(j.X)) return 0;
+    if (j.w.fmt == WF_BF16 && j.w.cols % 16 == 0) return 1;
+    if (j.w.fmt == WF_MXFP4 && j.w.cols % 128 == 0 && j.w.cols <= GV_MX_COLS) return 2;
+    return 0;
+}
+
+template <int N> void launch_gemv(CudaDevice *d, const MulJob *jobs, int n, int kind) {
+    Batch<N> b;
+    int rows = 0, cols = 0;
+    for (int i = 0; i < n; i++) {
+        b.j[i] = jobs[i];
+        rows = jobs[i].sp.n > rows ? jobs[i].sp.n : rows, cols = jobs[i].w.cols > cols ? jobs[i].w.cols : cols;
+    }
+    if (kind == 1) {
+        const dim3 grid((unsigned)((rows + GV_THREADS / 2 - 1) / (GV_THREADS / 2)), 1, (unsigned)n);
+        gemv_bf16_kernel<N><<<grid, GV_THREADS, 0, d->stream>>>(b);
+    } else {
+        const dim3 grid((unsigned)((rows + GV_THREADS - 1) / GV_THREADS), 1, (unsigned)n);
+        gemv_mxfp4_kernel<N><<<grid, GV_THREADS, sizeof(float) * (size_t)cols, d->stream>>>(b);
+    }
+}
+
+template <int TILE_T, int N> void launch_batch(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
+    Batch<N> b;
+    int rows = 0;
+    for (int i = 0; i < n; i++) b.j[i] = jobs[i], rows = jobs[i].sp.n > rows ? jobs[i].sp.n : rows;
+    const dim3 grid((unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), (unsigned)heads, (unsigned)n);
+    matmul_kernel<TILE_T, N><<<grid, THREADS, 0, d->stream>>>(b, T);
+}
+
+void launch_products(CudaDevice *d, const MulJob *jobs, int n, int heads, int T, bool tmul) {
+    int kind = !tmul && T == 1 && heads == 1 ? gemv_kind(jobs[0]) : 0;
+    for (int i = 1; i < n && kind; i++)
+        if (gemv_kind(jobs[i]) != kind) kind = 0;
+    if (kind) {
+        if (n == 1) launch_gemv<1>(d, jobs, n, kind);
+        else if (n <= 16) launch_gemv<16>(d, jobs, n, kind);
+        else launch_gemv<MAX_BATCH>(d, jobs, n, kind);
+    } else if (tmul) {
+        const dim3 grid((unsigned)((jobs[0].w.cols + 127) / 128), (unsigned)heads, (unsigned)T);
+        tmul_kernel<<<grid, 128, 0, d->stream>>>(jobs[0].w, jobs[0].sp, jobs[0].X, jobs[0].Y);
+    } else if (n == 1) {
+        if (T == 1) launch_batch<1, 1>(d, jobs, n, heads, T);
+        else launch_batch<4, 1>(d, jobs, n, heads, T);
+    } else if (n <= 16) launch_batch<1, 16>(d, jobs, n, heads, T);
+    else launch_batch<1, MAX_BATCH>(d, jobs, n, heads, T);
+    check(d, cudaGetLastError(), "matmul kernel launch");
+}
+
 void mat_sizes(const Mat *W, size_t *data, size_t *aux) {
     const size_t n = (size_t)W->rows * (size_t)W->cols;
     switch (W->fmt) {
@@ -152,34 +299,6 @@ void mat_sizes(const Mat *W, size_t *data, size_t *aux) {
     }
 }
 
-struct Resident {
-    MatKey key;       /* the item and part it holds (store 0: a free entry), and the generation copied */
-    int fmt, rows, cols, expert;
-    void *dev;        /* data, then aux (16-byte aligned) */
-    size_t bytes;
-};
-
-constexpr int MAX_HOST_BUFFERS = 8;
-
-struct CudaDevice {
-    MatDevice base; /* first member: device.h's callers see this */
-    pthread_mutex_t mu;
-    cudaStream_t stream;
-    Resident *table;          /* open addressing on (store, part, item); cap is a power of two */
-    size_t cap, used;
-    size_t budget, resident, streamed;
-    size_t experts_resident;  /* of resident: MXFP4 */
-    float *x, *y;             /* activation scratch */
-    size_t x_cap, y_cap;
-    uint8_t *stage;           /* weights of a single use */
-    size_t stage_cap;
-    void *locked[MAX_HOST_BUFFERS]; /* host buffers page-locked (host_buffer) */
-    int n_locked;
-    bool faulted;             /* a CUDA call failed: nothing more is computed (base.fault) */
-    char fault_msg[256];
-};
-
-/* Records the first failed CUDA call; returns whether e is a success. */
 bool check(CudaDevice *d, cudaError_t e, const char *what) {
     if (e == cudaSuccess) return true;
     if (!d->faulted)
@@ -230,6 +349,7 @@ void grow_table(CudaDevice *d) {
 
 /* Copies a matrix's data and aux to dst (device), aux at the 16-byte boundary after data. */
 void upload(CudaDevice *d, uint8_t *dst, const Mat *W, size_t data, size_t aux) {
+    d->uploaded = true;
     check(d, cudaMemcpyAsync(dst, W->data, data, cudaMemcpyHostToDevice, d->stream), "copying weights");
     if (aux) check(d, cudaMemcpyAsync(dst + (data + 15) / 16 * 16, W->aux, aux, cudaMemcpyHostToDevice, d->stream),
                    "copying weight scales");
@@ -241,12 +361,12 @@ bool same_shape(const Resident *r, const Mat *W) {
 
 /* Whether a new copy of W may stay: within the budget, and experts leave room for the spine. */
 bool may_keep(const CudaDevice *d, const Mat *W, size_t bytes) {
-    if (d->resident + bytes > d->budget) return false;
+    if (d->resident + d->allocated + bytes > d->budget) return false;
     if (W->fmt != WF_MXFP4) return true;
     size_t spine_left = d->base.spine_bytes > d->resident - d->experts_resident
                             ? d->base.spine_bytes - (d->resident - d->experts_resident)
                             : 0;
-    return d->resident + bytes + spine_left <= d->budget;
+    return d->resident + d->allocated + bytes + spine_left <= d->budget;
 }
 
 /* Copies W into a new device allocation that stays, if it may (r filled); false otherwise. */
@@ -268,12 +388,14 @@ void drop_copy(CudaDevice *d, Resident *r) {
     *r = Resident{};
 }
 
-/* W copied for this product only. NULL when the device has no room even for that. */
-const uint8_t *stage(CudaDevice *d, const Mat *W, size_t data, size_t aux, size_t bytes) {
-    if (!reserve(d, (void **)&d->stage, &d->stage_cap, bytes)) return nullptr;
-    upload(d, d->stage, W, data, aux);
+/* W copied for this use only, to at (NULL: the single-use buffer). NULL when the device has no
+ * room even for that. */
+const uint8_t *stage(CudaDevice *d, const Mat *W, size_t data, size_t aux, size_t bytes, uint8_t *at) {
+    if (!at && !reserve(d, (void **)&d->stage, &d->stage_cap, bytes)) return nullptr;
+    if (!at) at = d->stage;
+    upload(d, at, W, data, aux);
     d->streamed += bytes;
-    return d->stage;
+    return at;
 }
 
 /* Removes entry r from the open-addressing table (the entries after it that hash before it move
@@ -293,11 +415,23 @@ void remove_entry(CudaDevice *d, Resident *r) {
     }
 }
 
-/* Where W's bytes are on the device: its kept copy (refreshed when the key's generation moved on,
- * copied now if new and it may stay), or staged. NULL when the device cannot hold it at all. */
-const uint8_t *device_weights(CudaDevice *d, const Mat *W, size_t data, size_t aux) {
+size_t dev_bytes(const Mat *W) {
+    size_t data = 0, aux = 0;
+    mat_sizes(W, &data, &aux);
+    return (data + 15) / 16 * 16 + aux;
+}
+
+DevMat dev_mat(const Mat *W, const uint8_t *dw) {
+    size_t data = 0, aux = 0;
+    mat_sizes(W, &data, &aux);
+    return DevMat{(int)W->fmt, W->rows, W->cols, dw, aux ? dw + (data + 15) / 16 * 16 : nullptr};
+}
+
+const uint8_t *kept_weights(CudaDevice *d, const Mat *W) {
+    size_t data = 0, aux = 0;
+    mat_sizes(W, &data, &aux);
     const size_t bytes = (data + 15) / 16 * 16 + aux;
-    if (!W->key.store) return stage(d, W, data, aux, bytes);
+    if (!W->key.store) return nullptr;
     if (2 * (d->used + 1) > d->cap) grow_table(d);
     Resident *r = lookup(d, W->key);
     if (r->key.store && same_shape(r, W) && r->bytes == bytes) {
@@ -312,7 +446,15 @@ const uint8_t *device_weights(CudaDevice *d, const Mat *W, size_t data, size_t a
         d->used++;
         return (const uint8_t *)r->dev;
     }
-    return stage(d, W, data, aux, bytes);
+    return nullptr;
+}
+
+const uint8_t *device_weights(CudaDevice *d, const Mat *W, uint8_t *stage_at) {
+    const uint8_t *kept = kept_weights(d, W);
+    if (kept) return kept;
+    size_t data = 0, aux = 0;
+    mat_sizes(W, &data, &aux);
+    return stage(d, W, data, aux, (data + 15) / 16 * 16 + aux, stage_at);
 }
 
 enum Op { OP_MUL, OP_MUL_HEADS, OP_TMUL_HEADS };
@@ -320,8 +462,6 @@ enum Op { OP_MUL, OP_MUL_HEADS, OP_TMUL_HEADS };
 /* One product of any kind: weights, activations up, the kernel, results down; on the CPU when the
  * device has no room for it; zeros after a fault. */
 void run(CudaDevice *d, Op op, Pool *pool, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T) {
-    size_t data = 0, aux = 0;
-    mat_sizes(W, &data, &aux);
     const int heads = op == OP_MUL ? 1 : hd->heads;
     const size_t x_floats = op == OP_MUL ? (size_t)W->cols : (size_t)heads * (size_t)hd->x_stride;
     const size_t y_floats = op == OP_MUL ? (size_t)W->rows
@@ -331,19 +471,12 @@ void run(CudaDevice *d, Op op, Pool *pool, float *Y, const Mat *W, const MatHead
     Span sp = op == OP_MUL ? Span{0, 0, W->rows, x_floats, 0, y_floats}
                            : Span{hd->row0, hd->stride, hd->n, x_floats, (size_t)hd->x_stride, y_floats};
     pthread_mutex_lock(&d->mu);
-    const uint8_t *dw = d->faulted ? nullptr : device_weights(d, W, data, aux);
+    const uint8_t *dw = d->faulted ? nullptr : device_weights(d, W, nullptr);
     const bool room = dw && reserve(d, (void **)&d->x, &d->x_cap, xb) && reserve(d, (void **)&d->y, &d->y_cap, yb);
     if (room && !d->faulted && check(d, cudaMemcpyAsync(d->x, X, xb, cudaMemcpyHostToDevice, d->stream), "copying activations")) {
-        DevMat w = {(int)W->fmt, W->rows, W->cols, dw, aux ? dw + (data + 15) / 16 * 16 : nullptr};
-        if (op == OP_TMUL_HEADS) {
-            const dim3 grid((unsigned)((W->cols + 127) / 128), (unsigned)heads, (unsigned)T);
-            tmul_kernel<<<grid, 128, 0, d->stream>>>(w, sp, d->x, d->y);
-        } else {
-            const dim3 grid((unsigned)((sp.n + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), (unsigned)heads);
-            if (T == 1) matmul_kernel<1><<<grid, THREADS, 0, d->stream>>>(w, sp, d->x, d->y, T);
-            else matmul_kernel<4><<<grid, THREADS, 0, d->stream>>>(w, sp, d->x, d->y, T);
-        }
-        (void)(check(d, cudaGetLastError(), "matmul kernel launch") &&
+        MulJob job = {dev_mat(W, dw), sp, d->x, d->y};
+        launch_products(d, &job, 1, heads, T, op == OP_TMUL_HEADS);
+        (void)(!d->faulted &&
                check(d, cudaMemcpyAsync(Y, d->y, yb, cudaMemcpyDeviceToHost, d->stream), "copying results") &&
                check(d, cudaStreamSynchronize(d->stream), "matmul"));
     }
@@ -398,7 +531,8 @@ void cuda_close(MatDevice *base) {
     for (int i = 0; i < d->n_locked; i++) cudaHostUnregister(d->locked[i]);
     for (size_t i = 0; i < d->cap; i++)
         if (d->table[i].key.store) cudaFree(d->table[i].dev);
-    cudaFree(d->x), cudaFree(d->y), cudaFree(d->stage);
+    cudaFree(d->x), cudaFree(d->y), cudaFree(d->stage), cudaFree(d->batch_stage);
+    for (int i = 0; i < d->n_events; i++) cudaEventDestroy(d->marks[i]);
     cudaStreamDestroy(d->stream);
     pthread_mutex_destroy(&d->mu);
     free(d->table);
@@ -408,7 +542,9 @@ void cuda_close(MatDevice *base) {
 /* The kernels are built for compute capability 8.0 and later (Makefile). */
 bool usable(const cudaDeviceProp &p) { return p.major >= 8; }
 
-} // namespace
+} // namespace dfcuda
+
+using namespace dfcuda;
 
 extern "C" int cuda_device_available(void) {
     int n = 0;
@@ -445,6 +581,7 @@ extern "C" int cuda_device_open(MatDevice **out) {
     d->base.close = cuda_close;
     d->base.host_buffer = cuda_host_buffer;
     d->base.fault = cuda_fault;
+    d->base.ops = &layer_ops;
     grow_table(d);
     *out = &d->base;
     return 0;

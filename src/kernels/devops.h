@@ -1,0 +1,118 @@
+/* devops.h - whole-layer operations on an accelerator's own memory, for one decode step (T = 1).
+ *
+ * A device that offers them (MatDevice.ops, not NULL) lets the model keep a forward's activations,
+ * its KDA states and its MLA latent cache in device memory and run every step of a layer there:
+ * norms, AttnRes, the KDA recurrence, MLA latent attention, SiTU, routing, a layer's experts and
+ * the head, with the matrix products reading weights the device keeps under their residency keys
+ * (mat.h). Only the token's embedding row goes up and the logits (and each MoE layer's routing,
+ * which the expert stores must see) come back.
+ *
+ * Pointers named "device" below are device memory from alloc, owned by whoever allocated them
+ * (the model: its scratch, its vectors, its States' mirrors) and released with release. Every
+ * operation is queued in order on the device's one stream and returns at once, except get (which
+ * waits for everything queued before it). A failure of any of them is the device's fault
+ * (device.h): the operation then does nothing, later ones do nothing either, and every forward
+ * reports the fault.
+ *
+ * Reduction order. The matrix products are those of device.h, bit-identical to the CPU kernels. The
+ * other reductions (RMSNorm and AttnRes sums of squares in fp64, l2 norms, softmax denominators)
+ * are summed by a fixed tree instead of the CPU's left-to-right loop, and the GPU's expf/tanhf
+ * may differ from the C library's in the last bit: results are deterministic and independent of
+ * anything but the inputs, within the fp64 reference's tolerance, but not bit-identical to the
+ * CPU path (docs/ARCHITECTURE.md, "The GPU"). */
+#ifndef DF_DEVOPS_H
+#define DF_DEVOPS_H
+
+#include <stddef.h>
+
+#include "kernels/mat.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct MatDevice MatDevice;
+
+/* One KDA decode step for all heads (docs/MODEL.md 4.3); every pointer is device memory. */
+typedef struct {
+    int heads, head_dim, kernel;   /* width = heads * head_dim */
+    const float *raw[3];           /* q, k, v projections of the step [width] */
+    float *conv;                   /* [3][width][kernel - 1] previous raw inputs, oldest first: advanced */
+    const float *conv_w[3];        /* [width][kernel] */
+    float *qkv[3];                 /* out: q and k normalised (q scaled by 1/sqrt(head_dim)), v, [width] each */
+    float *decay;                  /* scratch [width] */
+    float *beta;                   /* scratch [heads] */
+    const float *f;                /* decay-gate pre-activation [width] */
+    const float *beta_raw;         /* [heads] */
+    const float *decay_rate;       /* exp(A_log): [heads], or [head_dim] when per_channel */
+    int per_channel;
+    const float *dt_bias;          /* [width] */
+    float gate_lower_bound;
+    float *S;                      /* [heads][head_dim][head_dim]: advanced */
+    float *o;                      /* out [width]: the recurrence's read-out, before o_norm */
+} DevKda;
+
+/* MLA latent attention of one new position over n cached ones (the new one included). */
+typedef struct {
+    int heads, kv_lora, qk_nope, qk_rope, n;
+    const float *qf;               /* [heads][qk_nope + qk_rope]: the q_pe part is read */
+    const float *qlat;             /* [heads][kv_lora]: absorbed queries */
+    const float *latent;           /* [n][kv_lora + qk_rope] */
+    float *scores;                 /* scratch [heads][n] */
+    float *lctx;                   /* out [heads][kv_lora] */
+} DevMla;
+
+/* Phases for mark (the GPU-timeline breakdown of a forward). */
+enum { DEV_PHASE_ATTENTION, DEV_PHASE_FFN, DEV_PHASE_EXPERTS, DEV_PHASE_HEAD, DEV_PHASE_IDLE, DEV_N_PHASES };
+
+typedef struct DevOps {
+    /* Zeroed device memory of `bytes`, taken from the room the device keeps for weights; NULL (with
+     * a message) when there is none. */
+    void *(*alloc)(MatDevice *d, size_t bytes);
+    void (*release)(MatDevice *d, void *p, size_t bytes);
+    /* Host to device, device to device (queued); device to host (waits for the queue; 0, or -1
+     * with the fault). */
+    void (*put)(MatDevice *d, void *dst, const void *src, size_t bytes);
+    void (*copy)(MatDevice *d, void *dst, const void *src, size_t bytes);
+    int (*get)(MatDevice *d, void *dst, const void *src, size_t bytes);
+    /* Copies W to device memory now and keeps it under its key, if the room for weights allows
+     * (experts leave room for the spine, device.h); 1 when it is kept. */
+    int (*keep)(MatDevice *d, const Mat *W);
+    /* The products of mat.h for one row (T = 1) on device X and Y. */
+    void (*mul)(MatDevice *d, float *Y, const Mat *W, const float *X);
+    void (*mul_heads)(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X);
+    void (*tmul_heads)(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X);
+    /* out[r] = w * rmsnorm(x[r]) for rows r < rows of n floats (w NULL: weightless), then, when gate
+     * is not NULL, out[r][i] *= sigmoid(gate[r * n + i]). out may be x. */
+    void (*rmsnorm)(MatDevice *d, float *out, const float *x, const float *w, int n, int rows, float eps,
+                    const float *gate);
+    /* out = AttnRes over the values anchors[0..n_anchors) (each dim floats, consecutive) and p, with
+     * pseudo-query q (docs/MODEL.md 4.2); scores: scratch of n_anchors + 1 floats. */
+    void (*attnres)(MatDevice *d, float *out, const float *anchors, int n_anchors, const float *p, const float *q,
+                    int dim, float eps, float *scores);
+    void (*add)(MatDevice *d, float *dst, const float *src, size_t n);       /* dst += src */
+    void (*gate)(MatDevice *d, float *x, const float *g, size_t n);          /* x *= sigmoid(g) */
+    void (*situ)(MatDevice *d, float *a, const float *b, size_t n, float beta, float beta_lin); /* a = SiTU(a, b) */
+    void (*kda)(MatDevice *d, const DevKda *a);
+    void (*mla)(MatDevice *d, const DevMla *a);
+    /* Routing of one row: ids[0..k) and weights[0..k) (device) from router logits and the
+     * selection bias, as moe_route: top-k of sigmoid + bias, largest first, lowest index on ties;
+     * weights the unbiased sigmoids over their sum. */
+    void (*route)(MatDevice *d, const float *logits, const float *bias, int n_experts, int k, int *ids, float *weights);
+    /* Routed experts w[0..n) of one layer on input z [latent]: out[slot[i]] = w2 . SiTU(w1 . z, w3 . z),
+     * each [latent] (out holds k slots); h: scratch [2][n][inter]. */
+    void (*experts)(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot,
+                    int n, const float *z, float *h, float *out, float beta, float beta_lin);
+    /* y = sum over i < k, in order, of weights[i] * eo[i] (each n floats). */
+    void (*combine)(MatDevice *d, float *y, const float *eo, const float *weights, int k, int n);
+    /* Marks the start of a phase on the device's timeline; phase_times adds the seconds between
+     * consecutive marks since the last call to secs[phase] and forgets them (after a get). */
+    void (*mark)(MatDevice *d, int phase);
+    void (*phase_times)(MatDevice *d, double *secs);
+} DevOps;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

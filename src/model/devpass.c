@@ -1,0 +1,520 @@
+/* devpass.c - a decode step (T = 1, one sequence) with every layer on the device (kernels/devops.h):
+ * the same schedule as k3.c, kda.c, mla.c and moe.c, step for step, on device memory.
+ *
+ * Memory. The Model owns its device scratch (one row of every activation) and a device copy of its
+ * small vectors (norm weights, AttnRes queries, conv taps, decay rates, biases), made once by
+ * model_use_device, which also copies the spine's matrices and, from an in-place expert source, the
+ * experts that fit: the device keeps those under their residency keys, so a decode step reads
+ * weights from device memory only. Each State owns a device copy of its KDA windows and matrices
+ * and of its MLA latent cache (DevState), made at its first device step and kept there: a step
+ * leaves the State's host arrays behind (dev_newer), and anything that reads them (a CPU pass,
+ * copies, saves, comparisons) brings them back first (state_to_host); anything that writes them
+ * marks the device copy stale, and the next device step copies them up again.
+ *
+ * What goes up per step: the token's embedding row. What comes back: each MoE layer's routing (the
+ * expert source must see the selections, and acquire the experts), and the logits. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/device.h"
+#include "kernels/devops.h"
+#include "model/internal.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+/* One layer's vectors on the device (NULL where the layer has none). */
+typedef struct {
+    float *attn_norm, *ffn_norm, *attn_res_q, *ffn_res_q;
+    float *conv[3], *decay_rate, *dt_bias, *o_norm; /* KDA */
+    float *q_a_norm, *kv_a_norm;                    /* MLA */
+    float *score_bias, *latent_norm;                /* MoE */
+} DevLayer;
+
+struct DevModel {
+    MatDevice *dev;
+    const DevOps *ops;
+    void *scratch, *vecs;      /* the two allocations everything below points into */
+    size_t scratch_bytes, vec_bytes;
+    /* activations of one row */
+    float *P, *x, *xn, *attn_out, *ffn_out, *anchors, *res_scores;
+    float *raw[3], *qkv[3], *g, *fa, *f, *beta_raw, *decay, *beta, *o;
+    float *cq, *qf, *ckv, *qlat, *lctx, *att, *scores;
+    float *h1, *h3, *router, *z, *y, *eo, *eh, *logits;
+    float *route_out;          /* k ids (as int), then k weights */
+    DevLayer *layers;
+    float *final_norm, *out_res_q;
+};
+
+struct DevState {
+    float **kda;               /* per layer: conv windows then S (KDA layers), else NULL */
+    float **latent;            /* per layer: the latent cache [cap][kv_lora + qk_rope] (MLA), else NULL */
+    int cap;                   /* positions the latent caches hold */
+};
+
+/* ---- sizes ---- */
+
+static size_t conv_floats(const K3Config *c) { return 3 * (size_t)config_kda_width(c) * (size_t)(c->conv_kernel - 1); }
+static size_t kda_floats(const K3Config *c) {
+    return conv_floats(c) + (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim;
+}
+static size_t latent_width(const K3Config *c) { return (size_t)(c->kv_lora + c->qk_rope); }
+static int max_anchors(const K3Config *c) { return (c->n_layers + c->attn_res_block - 1) / c->attn_res_block; }
+
+/* Carving one allocation into buffers: a first pass (base NULL) counts, a second assigns. Each
+ * buffer starts on a 64-float boundary. */
+typedef struct {
+    char *base;
+    size_t used;
+} Carve;
+
+static float *carve(Carve *cv, size_t floats) {
+    float *p = cv->base ? (float *)(cv->base + cv->used) : NULL;
+    cv->used += (floats + 63) / 64 * 64 * sizeof(float);
+    return p;
+}
+
+static void carve_scratch(DevModel *g, const K3Config *c, int max_context, Carve *cv) {
+    const size_t H = (size_t)c->hidden, W = (size_t)config_kda_width(c), NH = (size_t)c->mla_heads;
+    const size_t ffn = c->dense_inter > c->shared_inter ? (size_t)c->dense_inter : (size_t)c->shared_inter;
+    g->P = carve(cv, H), g->x = carve(cv, H), g->xn = carve(cv, H), g->attn_out = carve(cv, H), g->ffn_out = carve(cv, H);
+    g->anchors = carve(cv, H * (size_t)max_anchors(c)), g->res_scores = carve(cv, (size_t)max_anchors(c) + 1);
+    for (int i = 0; i < 3; i++) g->raw[i] = carve(cv, W), g->qkv[i] = carve(cv, W);
+    g->g = carve(cv, W > NH * c->v_head ? W : NH * c->v_head);
+    g->fa = carve(cv, (size_t)c->kda_head_dim), g->f = carve(cv, W), g->beta_raw = carve(cv, (size_t)c->kda_heads);
+    g->decay = carve(cv, W), g->beta = carve(cv, (size_t)c->kda_heads), g->o = carve(cv, W);
+    g->cq = carve(cv, (size_t)(c->q_lora > c->kv_lora ? c->q_lora : c->kv_lora));
+    g->qf = carve(cv, NH * (size_t)config_mla_qk_dim(c)), g->ckv = carve(cv, latent_width(c));
+    g->qlat = carve(cv, NH * c->kv_lora), g->lctx = carve(cv, NH * c->kv_lora), g->att = carve(cv, NH * c->v_head);
+    g->scores = carve(cv, NH * (size_t)max_context);
+    g->h1 = carve(cv, ffn), g->h3 = carve(cv, ffn), g->router = carve(cv, (size_t)c->n_experts);
+    g->z = carve(cv, (size_t)c->latent), g->y = carve(cv, (size_t)c->latent);
+    g->eo = carve(cv, (size_t)c->top_k * c->latent), g->eh = carve(cv, 2 * (size_t)c->top_k * c->moe_inter);
+    g->route_out = carve(cv, 2 * (size_t)c->top_k), g->logits = carve(cv, (size_t)c->vocab);
+}
+
+/* The vectors of layer l (or the globals, l < 0) with their lengths: pointers to the host copy
+ * and to the device field. Returns how many. */
+static int layer_vectors(const Model *m, DevModel *g, int l, float **host, float ***dev, size_t *n) {
+    const K3Config *c = &m->cfg;
+    const size_t H = (size_t)c->hidden, W = (size_t)config_kda_width(c);
+    int k = 0;
+#define VEC(h, d, len) (host[k] = (h), dev[k] = &(d), n[k++] = (len))
+    if (l < 0) {
+        VEC(m->w.final_norm, g->final_norm, H);
+        VEC(m->w.out_res_q, g->out_res_q, H);
+        return k;
+    }
+    const LayerWeights *L = &m->w.layers[l];
+    DevLayer *D = &g->layers[l];
+    VEC(L->attn_norm, D->attn_norm, H), VEC(L->ffn_norm, D->ffn_norm, H);
+    VEC(L->attn_res_q, D->attn_res_q, H), VEC(L->ffn_res_q, D->ffn_res_q, H);
+    if (L->kind == LAYER_KDA) {
+        const float *conv[3] = {L->kda.conv_q, L->kda.conv_k, L->kda.conv_v};
+        for (int i = 0; i < 3; i++) VEC((float *)conv[i], D->conv[i], W * (size_t)c->conv_kernel);
+        VEC(L->kda.decay_rate, D->decay_rate, m->w.a_log_mode == ALOG_PER_HEAD ? (size_t)c->kda_heads : (size_t)c->kda_head_dim);
+        VEC(L->kda.dt_bias, D->dt_bias, W), VEC(L->kda.o_norm, D->o_norm, (size_t)c->kda_head_dim);
+    } else {
+        VEC(L->mla.q_a_norm, D->q_a_norm, (size_t)c->q_lora), VEC(L->mla.kv_a_norm, D->kv_a_norm, (size_t)c->kv_lora);
+    }
+    if (L->moe) VEC(L->moe_w.score_bias, D->score_bias, (size_t)c->n_experts), VEC(L->moe_w.latent_norm, D->latent_norm, (size_t)c->latent);
+#undef VEC
+    return k;
+}
+
+enum { MAX_LAYER_VECTORS = 16 };
+
+/* Places every vector in one allocation (a first pass with no base counts) and, with put, copies it. */
+static void carve_vectors(Model *m, DevModel *g, Carve *cv, int put) {
+    for (int l = -1; l < m->cfg.n_layers; l++) {
+        float *host[MAX_LAYER_VECTORS], **dev[MAX_LAYER_VECTORS];
+        size_t n[MAX_LAYER_VECTORS];
+        int k = layer_vectors(m, g, l, host, dev, n);
+        for (int i = 0; i < k; i++) {
+            *dev[i] = carve(cv, n[i]);
+            if (put) g->ops->put(g->dev, *dev[i], host[i], n[i] * sizeof(float));
+        }
+    }
+}
+
+/* ---- weights made resident ---- */
+
+static int keep_layer_mats(DevModel *g, const LayerWeights *L) {
+    const Mat *mats[16];
+    int n = 0;
+    if (L->kind == LAYER_KDA) {
+        const KdaWeights *k = &L->kda;
+        const Mat *kda[] = {&k->q, &k->k, &k->v, &k->g, &k->f_a, &k->f_b, &k->b, &k->o};
+        for (int i = 0; i < 8; i++) mats[n++] = kda[i];
+    } else {
+        const MlaWeights *a = &L->mla;
+        const Mat *mla[] = {&a->q_a, &a->q_b, &a->kv_a, &a->kv_b, &a->g, &a->o};
+        for (int i = 0; i < 6; i++) mats[n++] = mla[i];
+    }
+    const MlpWeights *mlp = L->moe ? &L->moe_w.shared : &L->dense;
+    if (L->moe) mats[n++] = &L->moe_w.router, mats[n++] = &L->moe_w.latent_down, mats[n++] = &L->moe_w.latent_up;
+    if (mlp->gate.rows) mats[n++] = &mlp->gate, mats[n++] = &mlp->up, mats[n++] = &mlp->down;
+    int kept = 1;
+    for (int i = 0; i < n; i++) kept &= g->ops->keep(g->dev, mats[i]);
+    return kept;
+}
+
+/* Every expert of every MoE layer, while the device keeps them. */
+static int keep_experts(Model *m, DevModel *g) {
+    const K3Config *c = &m->cfg;
+    ExpertSource *src = m->experts;
+    int ids[MODEL_MAX_ROUTED];
+    ExpertMats mats[MODEL_MAX_ROUTED];
+    const int batch = src->max_batch > 0 && src->max_batch < MODEL_MAX_ROUTED ? src->max_batch : MODEL_MAX_ROUTED;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!m->w.layers[l].moe) continue;
+        for (int at = 0; at < c->n_experts; at += batch) {
+            int n = c->n_experts - at < batch ? c->n_experts - at : batch;
+            for (int i = 0; i < n; i++) ids[i] = at + i;
+            if (src->acquire(src, l, ids, n, mats)) return -1;
+            for (int i = 0; i < n; i++)
+                if (!g->ops->keep(g->dev, &mats[i].w1) || !g->ops->keep(g->dev, &mats[i].w2) ||
+                    !g->ops->keep(g->dev, &mats[i].w3))
+                    return 0; /* the rest are copied per use */
+        }
+    }
+    return 0;
+}
+
+/* ---- the model's device resources ---- */
+
+static int dims_supported(const K3Config *c) {
+    return c->n_experts <= 8192 && c->top_k <= K3_MAX_TOP_K && c->kda_head_dim <= 1024;
+}
+
+int model_use_device(Model *m) {
+    MatDevice *dev = device_current();
+    if (m->dev || !dev || !dev->ops || !dims_supported(&m->cfg)) return 0;
+    DevModel *g = df_calloc(1, sizeof *g);
+    g->dev = dev, g->ops = dev->ops;
+    g->layers = df_calloc((size_t)m->cfg.n_layers, sizeof *g->layers);
+    Carve cv = {NULL, 0};
+    carve_scratch(g, &m->cfg, m->max_context, &cv);
+    g->scratch_bytes = cv.used;
+    g->scratch = g->ops->alloc(dev, cv.used);
+    Carve vv = {NULL, 0};
+    carve_vectors(m, g, &vv, 0);
+    g->vec_bytes = vv.used;
+    g->vecs = g->scratch ? g->ops->alloc(dev, vv.used) : NULL;
+    m->dev = g;
+    if (!g->vecs) return model_release_device(m), -1;
+    cv = (Carve){g->scratch, 0}, vv = (Carve){g->vecs, 0};
+    carve_scratch(g, &m->cfg, m->max_context, &cv);
+    carve_vectors(m, g, &vv, 1);
+    for (int l = 0; l < m->cfg.n_layers && l < m->spine->resident_layers; l++) keep_layer_mats(g, &m->w.layers[l]);
+    g->ops->keep(dev, &m->w.lm_head);
+    if (m->experts->in_place && keep_experts(m, g)) return model_release_device(m), -1;
+    if (g->ops->get(dev, NULL, NULL, 0)) return model_release_device(m), -1;
+    return 0;
+}
+
+void model_release_device(Model *m) {
+    DevModel *g = m->dev;
+    if (!g) return;
+    g->ops->release(g->dev, g->scratch, g->scratch_bytes);
+    g->ops->release(g->dev, g->vecs, g->vec_bytes);
+    free(g->layers);
+    free(g);
+    m->dev = NULL;
+}
+
+int devpass_takes(const Model *m, int n_seqs, int T) {
+    return m->dev && n_seqs == 1 && T == 1 && !m->verifying && m->mla_cache == MLA_CACHE_LATENT;
+}
+
+/* ---- a State's device copy ---- */
+
+void devpass_state_free(State *s) {
+    DevState *ds = s->dev;
+    const Model *m = s->model;
+    if (!ds) return;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        if (!m->dev) break; /* (the device was given back first: its memory went with it) */
+        m->dev->ops->release(m->dev->dev, ds->kda[l], kda_floats(&m->cfg) * sizeof(float));
+        m->dev->ops->release(m->dev->dev, ds->latent[l], latent_width(&m->cfg) * (size_t)ds->cap * sizeof(float));
+    }
+    free(ds->kda), free(ds->latent), free(ds);
+    s->dev = NULL;
+}
+
+void state_host_changed(State *s) { s->dev_stale = 1; }
+
+int state_to_host(State *s) {
+    const Model *m = s->model;
+    if (!s->dev_newer) return 0;
+    const DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerState *L = &s->layers[l];
+        int rc = 0;
+        if (c->layer_kind[l] == LAYER_KDA) {
+            rc |= g->ops->get(g->dev, L->conv, s->dev->kda[l], conv_floats(c) * sizeof(float));
+            rc |= g->ops->get(g->dev, L->S, s->dev->kda[l] + conv_floats(c), (kda_floats(c) - conv_floats(c)) * sizeof(float));
+        } else
+            rc |= g->ops->get(g->dev, L->latent, s->dev->latent[l], latent_width(c) * (size_t)s->len * sizeof(float));
+        if (rc) return -1;
+    }
+    s->dev_newer = 0;
+    return 0;
+}
+
+/* Makes the State's device copy current and able to hold one more position. */
+static int state_to_device(Model *m, State *s) {
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    const size_t KVW = latent_width(c);
+    if (!s->dev) {
+        s->dev = df_calloc(1, sizeof *s->dev);
+        s->dev->kda = df_calloc((size_t)c->n_layers, sizeof(float *));
+        s->dev->latent = df_calloc((size_t)c->n_layers, sizeof(float *));
+        for (int l = 0; l < c->n_layers; l++)
+            if (c->layer_kind[l] == LAYER_KDA && !(s->dev->kda[l] = g->ops->alloc(g->dev, kda_floats(c) * sizeof(float))))
+                return -1;
+        s->dev_stale = 1;
+    }
+    DevState *ds = s->dev;
+    if (ds->cap < s->len + 1) { /* the host cache grew (state_reserve): grow alike, keeping the rows */
+        for (int l = 0; l < c->n_layers; l++) {
+            if (c->layer_kind[l] != LAYER_MLA) continue;
+            float *grown = g->ops->alloc(g->dev, KVW * (size_t)s->cap * sizeof(float));
+            if (!grown) return -1;
+            if (ds->latent[l] && !s->dev_stale) g->ops->copy(g->dev, grown, ds->latent[l], KVW * (size_t)s->len * sizeof(float));
+            g->ops->release(g->dev, ds->latent[l], KVW * (size_t)ds->cap * sizeof(float));
+            ds->latent[l] = grown;
+        }
+        ds->cap = s->cap;
+    }
+    if (!s->dev_stale) return 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerState *L = &s->layers[l];
+        if (c->layer_kind[l] == LAYER_KDA) {
+            g->ops->put(g->dev, ds->kda[l], L->conv, conv_floats(c) * sizeof(float));
+            g->ops->put(g->dev, ds->kda[l] + conv_floats(c), L->S, (kda_floats(c) - conv_floats(c)) * sizeof(float));
+        } else if (s->len)
+            g->ops->put(g->dev, ds->latent[l], L->latent, KVW * (size_t)s->len * sizeof(float));
+    }
+    s->dev_stale = 0;
+    return 0;
+}
+
+/* ---- one decode step ---- */
+
+static void dev_kda(Model *m, const LayerWeights *L, int l, State *st) {
+    DevModel *g = m->dev;
+    const DevOps *o = g->ops;
+    MatDevice *d = g->dev;
+    const K3Config *c = &m->cfg;
+    const KdaWeights *w = &L->kda;
+    const DevLayer *D = &g->layers[l];
+    const Mat *proj[3] = {&w->q, &w->k, &w->v};
+    for (int i = 0; i < 3; i++) o->mul(d, g->raw[i], proj[i], g->xn);
+    o->mul(d, g->g, &w->g, g->xn);
+    o->mul(d, g->fa, &w->f_a, g->xn);
+    o->mul(d, g->f, &w->f_b, g->fa);
+    o->mul(d, g->beta_raw, &w->b, g->xn);
+    DevKda a = {c->kda_heads, c->kda_head_dim, c->conv_kernel, {g->raw[0], g->raw[1], g->raw[2]}, st->dev->kda[l],
+                {D->conv[0], D->conv[1], D->conv[2]}, {g->qkv[0], g->qkv[1], g->qkv[2]}, g->decay, g->beta, g->f,
+                g->beta_raw, D->decay_rate, m->w.a_log_mode != ALOG_PER_HEAD, D->dt_bias, c->gate_lower_bound,
+                st->dev->kda[l] + conv_floats(c), g->o};
+    o->kda(d, &a);
+    o->rmsnorm(d, g->o, g->o, D->o_norm, c->kda_head_dim, c->kda_heads, c->rms_eps, g->g);
+    o->mul(d, g->attn_out, &w->o, g->o);
+}
+
+static void dev_mla(Model *m, const LayerWeights *L, int l, State *st) {
+    DevModel *g = m->dev;
+    const DevOps *o = g->ops;
+    MatDevice *d = g->dev;
+    const K3Config *c = &m->cfg;
+    const MlaWeights *w = &L->mla;
+    const DevLayer *D = &g->layers[l];
+    const int NH = c->mla_heads, V = c->v_head, R = c->kv_lora;
+    float *row = st->dev->latent[l] + latent_width(c) * (size_t)st->len;
+    o->mul(d, g->cq, &w->q_a, g->xn);
+    o->rmsnorm(d, g->cq, g->cq, D->q_a_norm, c->q_lora, 1, c->rms_eps, NULL);
+    o->mul(d, g->qf, &w->q_b, g->cq);
+    o->mul(d, g->ckv, &w->kv_a, g->xn);
+    o->rmsnorm(d, row, g->ckv, D->kv_a_norm, R, 1, c->rms_eps, NULL); /* the new cache row: normalised c, raw k_pe */
+    o->copy(d, row + R, g->ckv + R, sizeof(float) * (size_t)c->qk_rope);
+    o->mul(d, g->g, &w->g, g->xn);
+    const MatHeads keys = {NH, 0, c->qk_nope + V, c->qk_nope, config_mla_qk_dim(c)};
+    const MatHeads values = {NH, c->qk_nope, c->qk_nope + V, V, R};
+    o->tmul_heads(d, g->qlat, &w->kv_b, &keys, g->qf);
+    DevMla a = {NH, R, c->qk_nope, c->qk_rope, st->len + 1, g->qf, g->qlat, st->dev->latent[l], g->scores, g->lctx};
+    o->mla(d, &a);
+    o->mul_heads(d, g->att, &w->kv_b, &values, g->lctx);
+    o->gate(d, g->att, g->g, (size_t)NH * V);
+    o->mul(d, g->attn_out, &w->o, g->att);
+}
+
+/* x = AttnRes over (anchors, P) with query q; with no anchors, x = P. */
+static void dev_attnres(Model *m, int n_anchors, const float *q, float *x) {
+    DevModel *g = m->dev;
+    const size_t H = (size_t)m->cfg.hidden;
+    if (n_anchors == 0) g->ops->copy(g->dev, x, g->P, H * sizeof(float));
+    else g->ops->attnres(g->dev, x, g->anchors, n_anchors, g->P, q, (int)H, m->cfg.rms_eps, g->res_scores);
+}
+
+static int dev_attention(Model *m, State *st, int l, int n_anchors) {
+    DevModel *g = m->dev;
+    const DevLayer *D = &g->layers[l];
+    const size_t H = (size_t)m->cfg.hidden;
+    g->ops->mark(g->dev, DEV_PHASE_ATTENTION);
+    dev_attnres(m, n_anchors, D->attn_res_q, g->xn);
+    int boundary = l % m->cfg.attn_res_block == 0;
+    if (boundary) g->ops->copy(g->dev, g->anchors + (size_t)n_anchors++ * H, g->P, H * sizeof(float));
+    g->ops->rmsnorm(g->dev, g->xn, g->xn, D->attn_norm, (int)H, 1, m->cfg.rms_eps, NULL);
+    if (m->w.layers[l].kind == LAYER_MLA) dev_mla(m, &m->w.layers[l], l, st);
+    else dev_kda(m, &m->w.layers[l], l, st);
+    if (boundary) g->ops->copy(g->dev, g->P, g->attn_out, H * sizeof(float));
+    else g->ops->add(g->dev, g->P, g->attn_out, H);
+    return n_anchors;
+}
+
+static void dev_mlp(Model *m, const MlpWeights *w, int width, const float *u, float *out) {
+    DevModel *g = m->dev;
+    g->ops->mul(g->dev, g->h1, &w->gate, u);
+    g->ops->mul(g->dev, g->h3, &w->up, u);
+    g->ops->situ(g->dev, g->h1, g->h3, (size_t)width, m->cfg.situ_beta, m->cfg.situ_linear_beta);
+    g->ops->mul(g->dev, out, &w->down, g->h1);
+}
+
+/* The layer's routing, brought to the host (the expert source sees it, and may replace it). */
+static int dev_route(Model *m, const LayerWeights *L, int layer) {
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    const int K = c->top_k;
+    Scratch *s = &m->s;
+    int *ids = (int *)g->route_out;
+    float *wts = g->route_out + K;
+    g->ops->mul(g->dev, g->router, &L->moe_w.router, g->x);
+    g->ops->route(g->dev, g->router, g->layers[layer].score_bias, c->n_experts, K, ids, wts);
+    if (g->ops->get(g->dev, s->sel, ids, sizeof(int) * (size_t)K) || g->ops->get(g->dev, s->sel_w, wts, sizeof(float) * (size_t)K))
+        return -1;
+    if (m->experts->replace) {
+        m->experts->replace(m->experts, layer, m->chunk_pos, s->sel, s->sel_w, 1, K);
+        g->ops->put(g->dev, ids, s->sel, sizeof(int) * (size_t)K);
+        g->ops->put(g->dev, wts, s->sel_w, sizeof(float) * (size_t)K);
+    }
+    if (m->experts->route) {
+        double t0 = df_now();
+        m->experts->route(m->experts, layer, s->sel, 1, K);
+        m->stats.route_s += df_now() - t0;
+    }
+    /* the lookahead reads this layer's FFN input on the host only when the source takes guesses */
+    if (m->experts->predict && g->ops->get(g->dev, s->x, g->x, sizeof(float) * (size_t)c->hidden)) return -1;
+    lookahead(m, layer, s->x, 1);
+    return 0;
+}
+
+/* The row's experts, acquired from the source in its batches, each batch in one device launch:
+ * expert i of the selection writes slot i of eo. */
+static int dev_routed(Model *m, int layer) {
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    ExpertSource *src = m->experts;
+    const int K = c->top_k;
+    int ids[K3_MAX_TOP_K], slot[K3_MAX_TOP_K];
+    ExpertMats mats[K3_MAX_TOP_K];
+    const Mat *w1[K3_MAX_TOP_K], *w2[K3_MAX_TOP_K], *w3[K3_MAX_TOP_K];
+    for (int i = 0; i < K; i++) { /* ascending, as the host pass acquires them */
+        int e = m->s.sel[i], at = i;
+        while (at > 0 && ids[at - 1] > e) ids[at] = ids[at - 1], at--;
+        ids[at] = e;
+    }
+    const int batch = src->max_batch > 0 ? src->max_batch : K;
+    for (int at = 0; at < K; at += batch) {
+        int count = K - at < batch ? K - at : batch;
+        if (src->ready_first) src->ready_first(src, layer, ids + at, K - at);
+        double t0 = df_now();
+        if (src->acquire(src, layer, ids + at, count, mats)) return -1;
+        m->stats.expert_wait_s += df_now() - t0;
+        for (int i = 0; i < count; i++) {
+            w1[i] = &mats[i].w1, w2[i] = &mats[i].w2, w3[i] = &mats[i].w3;
+            for (int j = 0; j < K; j++)
+                if (m->s.sel[j] == ids[at + i]) slot[i] = j;
+        }
+        g->ops->experts(g->dev, w1, w2, w3, slot, count, g->z, g->eh, g->eo, c->situ_beta, c->situ_linear_beta);
+    }
+    m->stats.expert_bytes += (uint64_t)K * m->cat->expert_bytes;
+    return 0;
+}
+
+static int dev_moe(Model *m, const LayerWeights *L, int layer) {
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    const MoeWeights *w = &L->moe_w;
+    if (dev_route(m, L, layer)) return -1;
+    g->ops->mul(g->dev, g->z, &w->latent_down, g->x);
+    if (c->n_shared > 0) dev_mlp(m, &w->shared, c->shared_inter, g->x, g->xn);
+    g->ops->mark(g->dev, DEV_PHASE_EXPERTS);
+    if (dev_routed(m, layer)) return -1;
+    g->ops->mark(g->dev, DEV_PHASE_FFN);
+    g->ops->combine(g->dev, g->y, g->eo, g->route_out + c->top_k, c->top_k, c->latent);
+    g->ops->rmsnorm(g->dev, g->y, g->y, g->layers[layer].latent_norm, c->latent, 1, c->rms_eps, NULL);
+    g->ops->mul(g->dev, g->ffn_out, &w->latent_up, g->y);
+    if (c->n_shared > 0) g->ops->add(g->dev, g->ffn_out, g->xn, (size_t)c->hidden);
+    return 0;
+}
+
+static int dev_ffn(Model *m, int l, int n_anchors) {
+    DevModel *g = m->dev;
+    const LayerWeights *L = &m->w.layers[l];
+    g->ops->mark(g->dev, DEV_PHASE_FFN);
+    dev_attnres(m, n_anchors, g->layers[l].ffn_res_q, g->x);
+    g->ops->rmsnorm(g->dev, g->x, g->x, g->layers[l].ffn_norm, m->cfg.hidden, 1, m->cfg.rms_eps, NULL);
+    if (L->moe) {
+        if (dev_moe(m, L, l)) return -1;
+    } else
+        dev_mlp(m, &L->dense, m->cfg.dense_inter, g->x, g->ffn_out);
+    g->ops->add(g->dev, g->P, g->ffn_out, (size_t)m->cfg.hidden);
+    return 0;
+}
+
+/* The GPU-timeline phases of the step into the model's stats. */
+static void add_phase_times(Model *m) {
+    double secs[DEV_N_PHASES] = {0};
+    m->dev->ops->phase_times(m->dev->dev, secs);
+    m->stats.attention_s += secs[DEV_PHASE_ATTENTION];
+    m->stats.ffn_s += secs[DEV_PHASE_FFN] + secs[DEV_PHASE_EXPERTS];
+    m->stats.experts_s += secs[DEV_PHASE_EXPERTS];
+    m->stats.head_s += secs[DEV_PHASE_HEAD];
+}
+
+int devpass_forward(Model *m, State *st, int token, float *logits) {
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    if (state_to_device(m, st)) return -1;
+    st->dev_newer = 1; /* from here on the device's copy is the State */
+    mat_gather_rows(&m->w.embed, &token, 1, m->s.P);
+    g->ops->put(g->dev, g->P, m->s.P, sizeof(float) * (size_t)c->hidden);
+    m->look_layer = -1;
+    m->chunk_pos = st->len;
+    int n_anchors = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (model_acquire_layer(m, l)) return -1;
+        n_anchors = dev_attention(m, st, l, n_anchors);
+        int rc = dev_ffn(m, l, n_anchors);
+        if (m->spine->release_layer) m->spine->release_layer(m->spine, l);
+        if (rc) return -1;
+    }
+    st->len++;
+    m->stats.positions++;
+    m->stats.forwards++;
+    if (logits) {
+        g->ops->mark(g->dev, DEV_PHASE_HEAD);
+        dev_attnres(m, n_anchors, g->out_res_q, g->x);
+        g->ops->rmsnorm(g->dev, g->x, g->x, g->final_norm, c->hidden, 1, c->rms_eps, NULL);
+        g->ops->mul(g->dev, g->logits, &m->w.lm_head, g->x);
+    }
+    g->ops->mark(g->dev, DEV_PHASE_IDLE);
+    int rc = g->ops->get(g->dev, logits, g->logits, logits ? sizeof(float) * (size_t)c->vocab : 0);
+    add_phase_times(m);
+    if (rc) return -1;
+    int row = 0;
+    return logits ? model_check_logits(m, logits, &row, 1) : 0;
+}
