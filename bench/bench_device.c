@@ -10,6 +10,7 @@
  * sees: no round trip per product), and one layer's 16 experts in one launch.
  *
  *   build-cuda/bench/bench_device [reps]        (K3_DEV=cuda; the same binary with K3_DEV=cpu) */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "kernels/device.h"
 #include "kernels/devops.h"
 #include "kernels/mat.h"
+#include "model/ops.h"
 #include "util/err.h"
 #include "util/pool.h"
 #include "util/rng.h"
@@ -51,10 +53,13 @@ static Mat make_mat(WeightFormat fmt, int rows, int cols, Rng *r) {
     return (Mat){fmt, rows, cols, d, a, {bench_store, 0, (uint64_t)n_kept, 0}};
 }
 
-static void time_shape(Pool *pool, const char *name, WeightFormat fmt, int rows, int cols, int T, int reps, Rng *r) {
+/* Median time of mat_mul with W over reps calls (an MXFP4 W's generation moves on every call). */
+static void time_mat(Pool *pool, const char *name, Mat *Wp, int T, int reps, Rng *r) {
+    const int rows = Wp->rows, cols = Wp->cols;
+    const WeightFormat fmt = Wp->fmt;
     float *X = df_malloc(sizeof(float) * (size_t)T * cols), *Y = df_malloc(sizeof(float) * (size_t)T * rows);
     for (size_t i = 0; i < (size_t)T * cols; i++) X[i] = (float)((uint32_t)(rng_next(r) >> 32) % 1000) / 1000.0f - 0.5f;
-    Mat W = make_mat(fmt, rows, cols, r);
+    Mat W = *Wp;
     double *t = df_malloc(sizeof(double) * (size_t)reps);
     mat_mul(pool, Y, &W, X, T); /* warm-up: a resident weight is copied here */
     for (int i = 0; i < reps; i++) {
@@ -66,22 +71,36 @@ static void time_shape(Pool *pool, const char *name, WeightFormat fmt, int rows,
     qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     double med = t[reps / 2];
     printf("%-34s T=%-2d %8.1f us  %8.1f GB/s of weights\n", name, T, med * 1e6, mat_bytes(&W) / med / 1e9);
-    kept[n_kept++] = W;
+    *Wp = W;
     free(X), free(Y), free(t);
 }
 
-/* reps products of W queued on device memory, timed from the first to the wait after the last. */
-static void time_queued(MatDevice *dev, const char *name, const Mat *W, int reps) {
+static void time_shape(Pool *pool, const char *name, WeightFormat fmt, int rows, int cols, int T, int reps, Rng *r) {
+    kept[n_kept] = make_mat(fmt, rows, cols, r);
+    time_mat(pool, name, &kept[n_kept++], T, reps, r);
+}
+
+/* reps products of W queued on device memory, timed from the first to the wait after the last; and
+ * whether the product is bit-identical to the CPU kernels'. */
+static void time_queued(MatDevice *dev, const char *name, const Mat *W, int reps, Rng *r) {
     const DevOps *o = dev->ops;
     float *x = o->alloc(dev, sizeof(float) * (size_t)W->cols), *y = o->alloc(dev, sizeof(float) * (size_t)W->rows);
+    float *hx = df_malloc(sizeof(float) * (size_t)W->cols), *hy = df_malloc(sizeof(float) * (size_t)W->rows);
+    float *want = df_malloc(sizeof(float) * (size_t)W->rows);
     if (!x || !y) df_die("%s", df_errmsg());
-    o->mul(dev, y, W, x); /* warm-up */
-    if (o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
+    for (int i = 0; i < W->cols; i++) hx[i] = (float)((uint32_t)(rng_next(r) >> 32) % 2001) / 1000.0f - 1.0f;
+    o->put(dev, x, hx, sizeof(float) * (size_t)W->cols);
+    o->mul(dev, y, W, x); /* warm-up, and the check */
+    if (o->get(dev, hy, y, sizeof(float) * (size_t)W->rows)) df_die("%s", df_errmsg());
+    mat_mul_cpu(NULL, want, W, hx, 1);
+    int same = !memcmp(hy, want, sizeof(float) * (size_t)W->rows);
+    free(hx), free(hy), free(want);
     double t0 = df_now();
     for (int i = 0; i < reps; i++) o->mul(dev, y, W, x);
     if (o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
     double per = (df_now() - t0) / reps;
-    printf("%-34s queued   %8.1f us  %8.1f GB/s of weights\n", name, per * 1e6, mat_bytes(W) / per / 1e9);
+    printf("%-34s queued   %8.1f us  %8.1f GB/s of weights  (%s the CPU's)\n", name, per * 1e6, mat_bytes(W) / per / 1e9,
+           same ? "bit-identical to" : "DIFFERENT from");
     o->release(dev, x, sizeof(float) * (size_t)W->cols), o->release(dev, y, sizeof(float) * (size_t)W->rows);
 }
 
@@ -111,6 +130,23 @@ static void time_experts(MatDevice *dev, int reps, Rng *r) {
     if (o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
     double per = (df_now() - t0) / reps;
     double bytes = 3.0 * K * mat_bytes(&w[0][0]);
+    /* expert 5 on the CPU kernels, from the same input */
+    float *hz = df_malloc(sizeof(float) * LATENT), *h1 = df_malloc(sizeof(float) * INTER), *h3 = df_malloc(sizeof(float) * INTER);
+    float *want = df_malloc(sizeof(float) * LATENT), *got = df_malloc(sizeof(float) * LATENT);
+    for (int i = 0; i < LATENT; i++) hz[i] = (float)((uint32_t)(rng_next(r) >> 32) % 2001) / 1000.0f - 1.0f;
+    o->put(dev, z, hz, sizeof(float) * LATENT);
+    o->experts(dev, p[0], p[1], p[2], slot, K, z, h, out, 4.0f, 25.0f);
+    if (o->get(dev, got, out + 5 * LATENT, sizeof(float) * LATENT)) df_die("%s", df_errmsg());
+    mat_mul_cpu(NULL, h1, p[0][5], hz, 1), mat_mul_cpu(NULL, h3, p[2][5], hz, 1);
+    for (int i = 0; i < INTER; i++) h1[i] = op_situ(h1[i], h3[i], 4.0f, 25.0f);
+    mat_mul_cpu(NULL, want, p[1][5], h1, 1);
+    double err = 0, mx = 0;
+    for (int i = 0; i < LATENT; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        err = e > err ? e : err, mx = fabs(want[i]) > mx ? fabs(want[i]) : mx;
+    }
+    printf("  (an expert against the CPU: max |gpu - cpu| %.2e of values up to %.2e: SiTU's tanhf/expf)\n", err, mx);
+    free(hz), free(h1), free(h3), free(want), free(got);
     printf("%-34s queued   %8.1f us  %8.1f GB/s of weights\n", "16 experts MXFP4, one launch", per * 1e6, bytes / per / 1e9);
     o->release(dev, z, sizeof(float) * LATENT), o->release(dev, h, sizeof(float) * 2 * K * INTER);
     o->release(dev, out, sizeof(float) * K * LATENT);
@@ -136,12 +172,19 @@ int main(int argc, char **argv) {
     time_shape(pool, "q_proj-like BF16 12288 x 7168", WF_BF16, 12288, 7168, 8, reps, &r);
     time_shape(pool, "q_proj-like I8ROW 12288 x 7168", WF_I8ROW, 12288, 7168, 1, reps, &r);
     time_shape(pool, "expert MXFP4 3072 x 3584", WF_MXFP4, 3072, 3584, 1, reps, &r);
+    if (dev) { /* the same from page-locked memory (the streaming store's cache, a registered mapping) */
+        Mat W = make_mat(WF_MXFP4, 3072, 3584, &r);
+        dev->host_buffer(dev, (void *)W.data, mat_bytes(&W));
+        dev->host_buffer(dev, (void *)W.aux, (size_t)3072 * 3584 / 32);
+        kept[n_kept++] = W;
+        time_mat(pool, "expert MXFP4, page-locked", &kept[n_kept - 1], 1, reps, &r);
+    }
     if (dev && dev->ops) {
         for (int i = 1; i < n_kept; i++)
             if (kept[i].fmt != WF_MXFP4) {
                 char name[64];
                 snprintf(name, sizeof name, "%s %d x %d", kept[i].fmt == WF_BF16 ? "BF16" : "I8ROW", kept[i].rows, kept[i].cols);
-                time_queued(dev, name, &kept[i], reps * 5);
+                time_queued(dev, name, &kept[i], reps * 5, &r);
             }
         time_experts(dev, reps * 5, &r);
     }

@@ -32,6 +32,7 @@ static const SettingChoice spines[] = {{"auto", SPINE_AUTO}, {"int8", SPINE_INT8
 static const SettingChoice mla_caches[] = {{"latent", MLA_CACHE_LATENT}, {"expanded", MLA_CACHE_EXPANDED}, {NULL, 0}};
 static const SettingChoice a_logs[] = {{"per-head", ALOG_PER_HEAD}, {"per-channel", ALOG_PER_CHANNEL}, {NULL, 0}};
 static const SettingChoice devices[] = {{"auto", DEV_AUTO}, {"cpu", DEV_CPU}, {"cuda", DEV_CUDA}, {NULL, 0}};
+static const SettingChoice host_experts[] = {{"auto", HOST_EXPERTS_AUTO}, {"copy", HOST_EXPERTS_COPY}, {"cpu", HOST_EXPERTS_CPU}, {NULL, 0}};
 static const SettingChoice device_passes[] = {{"layers", PASS_LAYERS}, {"products", PASS_PRODUCTS}, {NULL, 0}};
 
 /* "'v' is not a, b or c" */
@@ -180,6 +181,10 @@ static const Setting table[] = {
      .help = "cuda when the binary has the CUDA backend and a GPU answers, else cpu"},
     {.name = "K3_DEV_PASS", .flag = "device-pass", .kind = SET_CHOICE, .offset = F(engine.device_pass), .choices = device_passes, .what = "a device pass", .def = "layers",
      .help = "cuda: decode steps with every layer on the GPU (layers), or only the matrix products, bit-identical to the CPU (products)"},
+    {.name = "K3_DEV_EXPERT_GB", .flag = "device-expert-gb", .kind = SET_INT, .offset = F(engine.device_expert_gb), .lo = 0, .hi = 1000000, .what = "a size in GB", .def_text = "auto", .unset = -1,
+     .help = "GPU memory the layer pass may fill with routed experts (auto: all the spine leaves; 0: experts stay in host memory)"},
+    {.name = "K3_DEV_HOST_EXPERTS", .flag = "device-host-experts", .kind = SET_CHOICE, .offset = F(engine.host_experts), .choices = host_experts, .what = "a way", .def = "auto",
+     .help = "experts the GPU does not hold: copy (to the GPU per use), cpu (CPU threads compute them from host memory meanwhile), auto (the cheaper, measured)"},
     {.name = "TMPDIR", .arg = "DIR", .flag = "tmpdir", .kind = SET_TEXT, .offset = F(tmpdir), .what = "a directory", .def = "/tmp",
      .help = "where bench keeps its children's output while it runs"},
     {.name = "XDG_CACHE_HOME", .arg = "DIR", .kind = SET_TEXT, .offset = F(cache_home), .check = check_absolute, .what = "a directory", .def_text = "~/.cache",

@@ -178,8 +178,15 @@ static int open_device(Engine *e) {
 
 /* K3_DEV_PASS=layers: decode steps run every layer on the device when it can (model_use_device). */
 static int use_device(Engine *e) {
-    if (e->opt.device_pass != PASS_LAYERS || !device_current()) return 0;
-    return model_use_device(e->model);
+    MatDevice *dev = device_current();
+    if (e->opt.device_pass != PASS_LAYERS || !dev) return 0;
+    if (e->opt.device_expert_gb >= 0) {
+        dev->expert_bytes = (size_t)e->opt.device_expert_gb * 1000000000ull;
+        /* experts read from the mapping at every use: page-locked, they copy at the bus's speed */
+        for (int i = 0; e->store.base && e->opt.host_experts != HOST_EXPERTS_CPU && i < e->store.n; i++)
+            dev->host_buffer(dev, (void *)e->store.base[i], e->store.size[i]);
+    }
+    return model_use_device(e->model, e->opt.host_experts);
 }
 
 int engine_open(Engine *e, const char *dir, const EngineOptions *o) {

@@ -88,6 +88,9 @@ void generate_print_stats(const Engine *e, const GenResult *r, FILE *f) {
             (unsigned long long)sp->accepted, (unsigned long long)sp->drafted,
             sp->drafted ? 100.0 * sp->accepted / sp->drafted : 0, (unsigned long long)sp->pauses,
             (unsigned long long)sp->paused);
+    if (s->experts_cpu || s->experts_copied)
+        fprintf(f, "stats: layer pass: of the experts the GPU does not hold, %llu computed by the CPU threads, %llu copied\n",
+                (unsigned long long)s->experts_cpu, (unsigned long long)s->experts_copied);
     if (s->look_routed)
         fprintf(f, "stats: router lookahead: %llu of %llu routed experts guessed a layer ahead (recall %.1f%%)\n",
                 (unsigned long long)s->look_hits, (unsigned long long)s->look_routed, 100.0 * s->look_hits / s->look_routed);

@@ -38,6 +38,7 @@ struct MatDevice {
      * effort: a refusal only costs speed). It must stay allocated until the device closes. */
     void (*host_buffer)(MatDevice *d, void *p, size_t bytes);
     size_t spine_bytes;   /* device memory to leave for the spine when experts stay resident */
+    size_t expert_bytes;  /* device memory experts may take at most (SIZE_MAX: all the room there is) */
     /* Whole-layer operations on device memory (devops.h), or NULL: the model then runs every step
      * but the products on the CPU. */
     const struct DevOps *ops;

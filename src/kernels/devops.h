@@ -78,6 +78,9 @@ typedef struct DevOps {
     /* Copies W to device memory now and keeps it under its key, if the room for weights allows
      * (experts leave room for the spine, device.h); 1 when it is kept. */
     int (*keep)(MatDevice *d, const Mat *W);
+    /* 1 when the device holds a current copy of W (its key and generation): a product of W then reads
+     * no host memory. */
+    int (*holds)(MatDevice *d, const Mat *W);
     /* The products of mat.h for one row (T = 1) on device X and Y. */
     void (*mul)(MatDevice *d, float *Y, const Mat *W, const float *X);
     void (*mul_heads)(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X);

@@ -12,13 +12,19 @@
  * marks the device copy stale, and the next device step copies them up again.
  *
  * What goes up per step: the token's embedding row. What comes back: each MoE layer's routing (the
- * expert source must see the selections, and acquire the experts), and the logits. */
+ * expert source must see the selections, and acquire the experts), and the logits.
+ *
+ * Experts the device does not hold (more than its memory, or a streaming store's cache) are either
+ * copied for the one use or computed by the CPU threads from host memory while the device computes
+ * the shared experts and the held ones (the hybrid path); HostExperts says which, or lets the
+ * measured seconds per expert of each decide. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/device.h"
 #include "kernels/devops.h"
 #include "model/internal.h"
+#include "model/ops.h"
 #include "util/clock.h"
 #include "util/err.h"
 
@@ -43,6 +49,11 @@ struct DevModel {
     float *route_out;          /* k ids (as int), then k weights */
     DevLayer *layers;
     float *final_norm, *out_res_q;
+    /* routed experts the device does not hold (all_kept: it holds every one) */
+    int all_kept;
+    HostExperts way;
+    double cost[2];            /* seconds per expert, moving average: [0] copied, [1] on the CPU */
+    long samples[2], decisions;
 };
 
 struct DevState {
@@ -158,7 +169,8 @@ static int keep_layer_mats(DevModel *g, const LayerWeights *L) {
     return kept;
 }
 
-/* Every expert of every MoE layer, while the device keeps them. */
+/* Every expert of every MoE layer, while the device keeps them: 0 when it kept them all, 1 when
+ * not, -1 on a failed acquire. */
 static int keep_experts(Model *m, DevModel *g) {
     const K3Config *c = &m->cfg;
     ExpertSource *src = m->experts;
@@ -174,7 +186,7 @@ static int keep_experts(Model *m, DevModel *g) {
             for (int i = 0; i < n; i++)
                 if (!g->ops->keep(g->dev, &mats[i].w1) || !g->ops->keep(g->dev, &mats[i].w2) ||
                     !g->ops->keep(g->dev, &mats[i].w3))
-                    return 0; /* the rest are copied per use */
+                    return 1; /* the rest are run the host way */
         }
     }
     return 0;
@@ -186,11 +198,11 @@ static int dims_supported(const K3Config *c) {
     return c->n_experts <= 8192 && c->top_k <= K3_MAX_TOP_K && c->kda_head_dim <= 1024;
 }
 
-int model_use_device(Model *m) {
+int model_use_device(Model *m, HostExperts way) {
     MatDevice *dev = device_current();
     if (m->dev || !dev || !dev->ops || !dims_supported(&m->cfg)) return 0;
     DevModel *g = df_calloc(1, sizeof *g);
-    g->dev = dev, g->ops = dev->ops;
+    g->dev = dev, g->ops = dev->ops, g->way = way;
     g->layers = df_calloc((size_t)m->cfg.n_layers, sizeof *g->layers);
     Carve cv = {NULL, 0};
     carve_scratch(g, &m->cfg, m->max_context, &cv);
@@ -207,7 +219,9 @@ int model_use_device(Model *m) {
     carve_vectors(m, g, &vv, 1);
     for (int l = 0; l < m->cfg.n_layers && l < m->spine->resident_layers; l++) keep_layer_mats(g, &m->w.layers[l]);
     g->ops->keep(dev, &m->w.lm_head);
-    if (m->experts->in_place && keep_experts(m, g)) return model_release_device(m), -1;
+    int kept = m->experts->in_place ? keep_experts(m, g) : 1;
+    if (kept < 0) return model_release_device(m), -1;
+    g->all_kept = kept == 0;
     if (g->ops->get(dev, NULL, NULL, 0)) return model_release_device(m), -1;
     return 0;
 }
@@ -411,16 +425,71 @@ static int dev_route(Model *m, const LayerWeights *L, int layer) {
     return 0;
 }
 
-/* The row's experts, acquired from the source in its batches, each batch in one device launch:
- * expert i of the selection writes slot i of eo. */
-static int dev_routed(Model *m, int layer) {
+/* Whether an expert the device does not hold runs on the CPU: as told, or by the measured costs,
+ * each way tried a few times first and again every 64th time. */
+static int on_cpu(DevModel *g) {
+    if (g->way != HOST_EXPERTS_AUTO) return g->way == HOST_EXPERTS_CPU;
+    g->decisions++;
+    if (g->samples[0] < 4 || g->samples[1] < 4) return g->samples[1] < g->samples[0];
+    int cheaper = g->cost[1] < g->cost[0];
+    return g->decisions % 64 == 0 ? !cheaper : cheaper;
+}
+
+static void note_cost(DevModel *g, int cpu, double secs, int n) {
+    double per = secs / n;
+    g->cost[cpu] = g->samples[cpu] ? 0.8 * g->cost[cpu] + 0.2 * per : per;
+    g->samples[cpu] += n;
+}
+
+/* One expert on the CPU threads (their kernels, not the device's) from z on the host (s->z), its
+ * output sent to slot `slot` of the device's eo. */
+static void cpu_expert(Model *m, const ExpertMats *w, int slot) {
     DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    Scratch *s = &m->s;
+    mat_mul_cpu(m->pool, s->ex_h1, &w->w1, s->z, 1);
+    mat_mul_cpu(m->pool, s->ex_h3, &w->w3, s->z, 1);
+    for (int i = 0; i < c->moe_inter; i++) s->ex_h1[i] = op_situ(s->ex_h1[i], s->ex_h3[i], c->situ_beta, c->situ_linear_beta);
+    mat_mul_cpu(m->pool, s->ex_out, &w->w2, s->ex_h1, 1);
+    g->ops->put(g->dev, g->eo + (size_t)slot * c->latent, s->ex_out, sizeof(float) * (size_t)c->latent);
+}
+
+/* Runs one acquired batch: the held experts in one launch (queued), those to compute on the CPU
+ * meanwhile, then those to copy (hybrid: z is on the host). */
+static void run_batch(Model *m, const ExpertMats *mats, const int *slots, int n, int hybrid) {
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    const Mat *w1[K3_MAX_TOP_K], *w2[K3_MAX_TOP_K], *w3[K3_MAX_TOP_K];
+    int slot[K3_MAX_TOP_K], way[K3_MAX_TOP_K];
+    for (int i = 0; i < n; i++) {
+        int held = g->all_kept || (g->ops->holds(g->dev, &mats[i].w1) && g->ops->holds(g->dev, &mats[i].w2) &&
+                                   g->ops->holds(g->dev, &mats[i].w3));
+        way[i] = held ? 0 : hybrid && on_cpu(g) ? 1 : 2;
+    }
+    for (int pass = 0; pass < 3; pass++) { /* held, then on the CPU, then copied */
+        int k = 0;
+        double t0 = df_now();
+        for (int i = 0; i < n; i++) {
+            if (way[i] != pass) continue;
+            if (pass == 1) cpu_expert(m, &mats[i], slots[i]);
+            else w1[k] = &mats[i].w1, w2[k] = &mats[i].w2, w3[k] = &mats[i].w3, slot[k] = slots[i];
+            k++;
+        }
+        if (k && pass != 1)
+            g->ops->experts(g->dev, w1, w2, w3, slot, k, g->z, g->eh, g->eo, c->situ_beta, c->situ_linear_beta);
+        if (k && pass == 1) note_cost(g, 1, df_now() - t0, k), m->stats.experts_cpu += (uint64_t)k;
+        if (k && pass == 2) note_cost(g, 0, df_now() - t0, k), m->stats.experts_copied += (uint64_t)k; /* copies are waited for */
+    }
+}
+
+/* The row's experts, acquired from the source in its batches: expert i of the selection writes
+ * slot i of eo. */
+static int dev_routed(Model *m, int layer, int hybrid) {
     const K3Config *c = &m->cfg;
     ExpertSource *src = m->experts;
     const int K = c->top_k;
     int ids[K3_MAX_TOP_K], slot[K3_MAX_TOP_K];
     ExpertMats mats[K3_MAX_TOP_K];
-    const Mat *w1[K3_MAX_TOP_K], *w2[K3_MAX_TOP_K], *w3[K3_MAX_TOP_K];
     for (int i = 0; i < K; i++) { /* ascending, as the host pass acquires them */
         int e = m->s.sel[i], at = i;
         while (at > 0 && ids[at - 1] > e) ids[at] = ids[at - 1], at--;
@@ -433,12 +502,10 @@ static int dev_routed(Model *m, int layer) {
         double t0 = df_now();
         if (src->acquire(src, layer, ids + at, count, mats)) return -1;
         m->stats.expert_wait_s += df_now() - t0;
-        for (int i = 0; i < count; i++) {
-            w1[i] = &mats[i].w1, w2[i] = &mats[i].w2, w3[i] = &mats[i].w3;
+        for (int i = 0; i < count; i++)
             for (int j = 0; j < K; j++)
                 if (m->s.sel[j] == ids[at + i]) slot[i] = j;
-        }
-        g->ops->experts(g->dev, w1, w2, w3, slot, count, g->z, g->eh, g->eo, c->situ_beta, c->situ_linear_beta);
+        run_batch(m, mats, slot, count, hybrid);
     }
     m->stats.expert_bytes += (uint64_t)K * m->cat->expert_bytes;
     return 0;
@@ -450,9 +517,13 @@ static int dev_moe(Model *m, const LayerWeights *L, int layer) {
     const MoeWeights *w = &L->moe_w;
     if (dev_route(m, L, layer)) return -1;
     g->ops->mul(g->dev, g->z, &w->latent_down, g->x);
+    /* experts the device may not hold can run on the CPU: z comes up before the shared experts are
+     * queued, so that the CPU computes while the device does */
+    const int hybrid = !g->all_kept && g->way != HOST_EXPERTS_COPY;
+    if (hybrid && g->ops->get(g->dev, m->s.z, g->z, sizeof(float) * (size_t)c->latent)) return -1;
     if (c->n_shared > 0) dev_mlp(m, &w->shared, c->shared_inter, g->x, g->xn);
     g->ops->mark(g->dev, DEV_PHASE_EXPERTS);
-    if (dev_routed(m, layer)) return -1;
+    if (dev_routed(m, layer, hybrid)) return -1;
     g->ops->mark(g->dev, DEV_PHASE_FFN);
     g->ops->combine(g->dev, g->y, g->eo, g->route_out + c->top_k, c->top_k, c->latent);
     g->ops->rmsnorm(g->dev, g->y, g->y, g->layers[layer].latent_norm, c->latent, 1, c->rms_eps, NULL);

@@ -75,6 +75,7 @@ typedef struct {
     uint64_t expert_bytes, spine_bytes;
     uint64_t positions, forwards;
     uint64_t look_routed, look_hits;  /* router lookahead: experts routed in guessed layers, and guessed */
+    uint64_t experts_cpu, experts_copied; /* layer pass: experts it did not hold, run on the CPU or copied */
 } ModelStats;
 
 #define MODEL_MAX_CHUNK 64
@@ -152,12 +153,18 @@ void state_commit(State *s, int n);
 /* Runs decode steps (one sequence, T = 1) with every layer on the process's device when it offers
  * whole-layer operations (kernels/devops.h): allocates the activations there, copies the small
  * vectors, and copies the spine's matrices and, when the expert source is in_place, as many experts
- * as the device keeps (experts leave room for the spine). Prefill, batches and verification still
+ * as the device keeps (experts leave room for the spine, and take at most its expert_bytes). Prefill, batches and verification still
  * run the per-product path. A State's arrays then live on the device between decode steps and come
  * back whenever the host reads them. Returns 0 (also when the device has no such operations:
  * nothing changes), or -1 with a message. model_release_device gives it all back (before the
  * device closes; every State of the model must be destroyed first). */
-int model_use_device(Model *m);
+/* How the layer pass runs routed experts the device does not hold (not copied at start-up: too many
+ * for its memory, K3_DEV_EXPERT_GB, or a streaming store): copied to the device for the one use
+ * (COPY), computed by the CPU threads from host memory while the device computes the rest (CPU), or
+ * each time the way whose measured seconds per expert are lower (AUTO; both are measured again now
+ * and then). K3_DEV_HOST_EXPERTS. */
+typedef enum { HOST_EXPERTS_AUTO, HOST_EXPERTS_COPY, HOST_EXPERTS_CPU } HostExperts;
+int model_use_device(Model *m, HostExperts way);
 void model_release_device(Model *m);
 
 /* Greedy choice over logits: the largest, lowest index on ties. */

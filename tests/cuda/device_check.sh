@@ -36,6 +36,17 @@ same() { # label, model, extra env...
     cmp -s "$dir/cpu.bin" "$dir/gpu.bin" && pass "products, $label: logits bit-identical" || bad "products, $label: logits differ"
 }
 
+# Every position fed alone, CPU against the GPU's products: the decode kernels (wide loads) are
+# bit-identical too.
+same1() { # label, model, extra env...
+    local label=$1 model=$2; shift 2
+    env "$@" K3_DEV=cpu "$df" logits --model "$model" --tokens "$toks" --chunk 1 --out "$dir/cpu.bin" 2>/dev/null &&
+        env "$@" K3_DEV=cuda K3_DEV_PASS=products "$df" logits --model "$model" --tokens "$toks" --chunk 1 \
+            --out "$dir/gpu.bin" 2>"$dir/gpu.err" || { bad "products T=1, $label: $(tail -1 "$dir/gpu.err")"; return; }
+    cmp -s "$dir/cpu.bin" "$dir/gpu.bin" && pass "products T=1, $label: logits bit-identical" ||
+        bad "products T=1, $label: logits differ"
+}
+
 # The layer pass against the fp64 reference, every position fed alone (so every step is a decode
 # step on the GPU), and its greedy tokens; the largest difference from the CPU's logits too.
 reference() { # label, model, tokens, greedy
@@ -82,6 +93,8 @@ if [ "$what" != k3 ]; then
     same "big, small streamed cache (slots refilled)" "$dir/big" K3_STORE=stream K3_RAM_GB=0.3
     same "big, streamed spine (1 layer pinned)" "$dir/big" K3_STORE=stream K3_RAM_GB=2 K3_PIN_LAYERS=1
     same "small int8, streamed spine" "$dir/small8" K3_STORE=stream K3_RAM_GB=0.3 K3_PIN_LAYERS=1
+    same1 "small bf16" "$dir/small"
+    same1 "big (MXFP4 experts)" "$dir/big"
     K3_DEV=cuda "$df" run --model "$dir/small" --tokens "1 2 3" --max-new 4 >/dev/null 2>"$dir/gpu.err"
     grep -q "device cuda (" "$dir/gpu.err" && pass "start-up line names the GPU" || bad "start-up line: $(head -1 "$dir/gpu.err")"
 
@@ -99,6 +112,9 @@ if [ "$what" != k3 ]; then
     tokens_same "big, mapped" "$dir/big" "$toks" 48
     tokens_same "big, streamed experts" "$dir/big" "$toks" 48 K3_STORE=stream K3_RAM_GB=2
     tokens_same "big, small streamed cache (slots refilled)" "$dir/big" "$toks" 48 K3_STORE=stream K3_RAM_GB=0.3
+    tokens_same "big, experts in host memory, on the CPU" "$dir/big" "$toks" 48 K3_DEV_EXPERT_GB=0 K3_DEV_HOST_EXPERTS=cpu
+    tokens_same "big, experts in host memory, copied" "$dir/big" "$toks" 48 K3_DEV_EXPERT_GB=0 K3_DEV_HOST_EXPERTS=copy
+    tokens_same "big, experts in host memory, as measured" "$dir/big" "$toks" 48 K3_DEV_EXPERT_GB=0
     tokens_same "big, streamed spine" "$dir/big" "$toks" 32 K3_STORE=stream K3_RAM_GB=2 K3_PIN_LAYERS=1
     tokens_same "small int8, streamed spine" "$dir/small8" "$toks" 48 K3_STORE=stream K3_RAM_GB=0.3 K3_PIN_LAYERS=1
     tokens_same "small, long context (2000-token prompt)" "$dir/small" \
@@ -112,23 +128,32 @@ if [ "$what" != check ]; then
     [ -f "$dir/k3/config.json" ] || "$df" synth --preset k3 --layers "$layers" --seed 2 --out "$dir/k3" --quiet >/dev/null ||
         bad "synth k3"
     echo "synth took $(( $(date +%s) - t0 )) s, $(du -sh "$dir/k3" | cut -f1)"
-    prompt="1 2 3 4 5 6 7 8"
+    # one prompt token: every position is a decode step (on the GPU: all in the layer pass, so its
+    # phases are the GPU's timeline)
+    prompt="1"
     # mapped: weights resident on the GPU (the layer pass copies the spine and every expert that
-    # fits at start-up); stream: the expert cache (page-locked for the GPU) is refilled, so experts
-    # are copied per use
-    rows=("cpu mapped:K3_DEV=cpu K3_STORE=mapped" "cuda layers mapped:K3_DEV=cuda K3_STORE=mapped"
+    # fits at start-up); host: the experts stay in (page-locked) host memory and run copied, on the
+    # CPU threads, or as measured; stream: the expert cache is refilled from disk
+    rows=("cpu mapped:K3_DEV=cpu K3_STORE=mapped"
+          "cuda layers mapped:K3_DEV=cuda K3_STORE=mapped"
           "cuda products mapped:K3_DEV=cuda K3_DEV_PASS=products K3_STORE=mapped"
+          "cuda host copy:K3_DEV=cuda K3_STORE=mapped K3_DEV_EXPERT_GB=0 K3_DEV_HOST_EXPERTS=copy"
+          "cuda host cpu:K3_DEV=cuda K3_STORE=mapped K3_DEV_EXPERT_GB=0 K3_DEV_HOST_EXPERTS=cpu"
+          "cuda host auto:K3_DEV=cuda K3_STORE=mapped K3_DEV_EXPERT_GB=0"
           "cpu stream:K3_DEV=cpu K3_STORE=stream K3_RAM_GB=24" "cuda layers stream:K3_DEV=cuda K3_STORE=stream K3_RAM_GB=24")
     for round in 1 2; do
         for row in "${rows[@]}"; do
             label=${row%%:*} settings=${row#*:}
-            out=$(env $settings K3_SPEC=0 "$df" run --model "$dir/k3" --tokens "$prompt" --max-new 32 --stats \
+            t0=$(date +%s.%N)
+            out=$(env $settings K3_SPEC=0 "$df" run --model "$dir/k3" --tokens "$prompt" --max-new 33 --stats \
                 2>&1 >"$dir/k3.tok.${label// /_}")
-            printf 'round %d %-20s %s\n' "$round" "$label" "$(grep -E '^stats: prompt' <<<"$out")"
-            [ $round = 2 ] && printf '        %-20s %s\n' "" "$(grep -E '^stats: phases' <<<"$out")"
+            printf 'round %d %-20s %s (process %s s)\n' "$round" "$label" "$(grep -E '^stats: prompt' <<<"$out")" \
+                "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
+            [ $round = 2 ] && grep -E '^stats: (phases|layer pass)' <<<"$out" | sed 's/^/        /'
         done
     done
-    for label in "cuda layers mapped" "cuda products mapped" "cpu stream" "cuda layers stream"; do
+    for label in "cuda layers mapped" "cuda products mapped" "cuda host copy" "cuda host cpu" "cuda host auto" "cpu stream" \
+        "cuda layers stream"; do
         cmp -s "$dir/k3.tok.cpu_mapped" "$dir/k3.tok.${label// /_}" && pass "k3 shapes: $label tokens = cpu mapped" ||
             bad "k3 shapes: $label tokens differ"
     done

@@ -27,7 +27,9 @@ static int h_get(MatDevice *d, void *dst, const void *src, size_t n) {
     if (n) memcpy(dst, src, n);
     return 0;
 }
-static int h_keep(MatDevice *d, const Mat *W) { return (void)d, (void)W, n_kept++, 1; }
+static int holds_all = 1; /* 0: no expert is kept, so the pass runs them the host way it was told */
+static int h_keep(MatDevice *d, const Mat *W) { return (void)d, n_kept++, holds_all || W->fmt != WF_MXFP4; }
+static int h_holds(MatDevice *d, const Mat *W) { return (void)d, holds_all || W->fmt != WF_MXFP4; }
 static void h_mul(MatDevice *d, float *Y, const Mat *W, const float *X) { (void)d, n_ops++, mat_mul_cpu(NULL, Y, W, X, 1); }
 static void h_mul_heads(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X) {
     (void)d, mat_mul_heads_cpu(NULL, Y, W, hd, X, 1);
@@ -143,7 +145,7 @@ static void h_mark(MatDevice *d, int phase) { (void)d, (void)phase; }
 static void h_phase_times(MatDevice *d, double *secs) { (void)d, (void)secs; }
 static void h_close(MatDevice *d) { (void)d; }
 
-static const DevOps host_ops = {h_alloc, h_release, h_put, h_copy, h_get, h_keep, h_mul, h_mul_heads, h_tmul_heads,
+static const DevOps host_ops = {h_alloc, h_release, h_put, h_copy, h_get, h_keep, h_holds, h_mul, h_mul_heads, h_tmul_heads,
                                 h_rmsnorm, h_attnres, h_add, h_gate, h_situ, h_kda, h_mla, h_route, h_experts,
                                 h_combine, h_mark, h_phase_times};
 
@@ -248,6 +250,12 @@ static void run_layout(const char *what, EngineOptions o, const float *want) {
     CHECK_MSG(!memcmp(got, want, n * sizeof(float)), "%s: logits differ from the CPU's", what);
     CHECK_MSG(equal, "%s: a State saved from the device and loaded differs", what);
     CHECK_MSG(n_ops > 0 && n_gets > 0, "%s: no decode step ran on the device (%ld products)", what, n_ops);
+    const ModelStats *ms = model_stats(e.model);
+    const int cpu = ms->experts_cpu > 0, copied = ms->experts_copied > 0;
+    if (holds_all) CHECK_MSG(!cpu && !copied, "%s: experts ran the host way although the device holds them", what);
+    else if (o.host_experts == HOST_EXPERTS_CPU) CHECK_MSG(cpu && !copied, "%s: %d %d", what, cpu, copied);
+    else if (o.host_experts == HOST_EXPERTS_COPY) CHECK_MSG(!cpu && copied, "%s: %d %d", what, cpu, copied);
+    else CHECK_MSG(cpu && copied, "%s: both ways are measured: %d %d", what, cpu, copied);
     engine_close(&e);
     device_close();
     free(got);
@@ -267,6 +275,16 @@ static void test_layer_pass_is_the_cpu_pass(void) {
     o.store.pin_layers = 1;
     o.store.ram_bytes = 300000000;
     run_layout("streamed spine and experts", o, want);
+    /* experts the device does not hold: on the CPU threads, copied, or as measured */
+    holds_all = 0;
+    const HostExperts ways[] = {HOST_EXPERTS_CPU, HOST_EXPERTS_COPY, HOST_EXPERTS_AUTO};
+    const char *names[] = {"experts on the CPU", "experts copied", "experts either way, as measured"};
+    for (int i = 0; i < 3; i++) {
+        o = fixture_options();
+        o.host_experts = ways[i];
+        run_layout(names[i], o, want);
+    }
+    holds_all = 1;
     o = fixture_options();
     o.device_pass = PASS_PRODUCTS;
     Engine e;

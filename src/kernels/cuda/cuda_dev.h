@@ -47,7 +47,7 @@ struct Resident {
     size_t bytes;
 };
 
-constexpr int MAX_HOST_BUFFERS = 8;
+constexpr int MAX_HOST_BUFFERS = 1024; /* a mapped store's shards among them */
 constexpr int MAX_MARKS = 4096; /* phase marks of one forward (devops.h mark) */
 
 struct CudaDevice {
@@ -82,6 +82,8 @@ void mat_sizes(const Mat *W, size_t *data, size_t *aux);
 /* W's copy kept on the device (refreshed when the key's generation moved on, copied now if new and
  * it may stay), or NULL. Caller holds d->mu. */
 const uint8_t *kept_weights(CudaDevice *d, const Mat *W);
+/* Whether W has a current copy on the device (nothing copied). Caller holds d->mu. */
+bool holds_weights(CudaDevice *d, const Mat *W);
 /* Grows a device buffer to at least n bytes (its old content is not kept); false when the device
  * has no room. */
 bool reserve(CudaDevice *d, void **buf, size_t *cap, size_t n);

@@ -364,6 +364,11 @@ int op_keep(MatDevice *base, const Mat *W) {
     return kept;
 }
 
+int op_holds(MatDevice *base, const Mat *W) {
+    Locked L(base);
+    return L.ok() && holds_weights(L.d, W);
+}
+
 /* One product on device memory: the weights (kept or staged), the kernel. */
 void product(MatDevice *base, float *Y, const Mat *W, const MatHeads *hd, const float *X, bool tmul) {
     Locked L(base);
@@ -533,7 +538,7 @@ void op_phase_times(MatDevice *base, double *secs) {
 
 } // namespace
 
-const DevOps layer_ops = {op_alloc, op_release, op_put, op_copy, op_get, op_keep, op_mul, op_mul_heads, op_tmul_heads,
+const DevOps layer_ops = {op_alloc, op_release, op_put, op_copy, op_get, op_keep, op_holds, op_mul, op_mul_heads, op_tmul_heads,
                           op_rmsnorm, op_attnres, op_add, op_gate, op_situ, op_kda, op_mla, op_route, op_experts,
                           op_combine, op_mark, op_phase_times};
 

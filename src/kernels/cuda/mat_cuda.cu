@@ -141,7 +141,7 @@ __global__ void tmul_kernel(DevMat w, Span sp, const float *__restrict__ X, floa
  * each loading 16 bytes (8 consecutive columns) per 16-column group: the first thread holds lanes
  * 0-7 of kernels_impl.h, the second lanes 8-15, each lane's columns in order; the pair then adds
  * the lanes by the same fixed tree. Needs cols a multiple of 16 and 16-byte aligned rows and X. */
-constexpr int GV_THREADS = 256, GV_UNROLL = 8;
+constexpr int GV_THREADS = 128, GV_UNROLL = 16;
 
 __device__ __forceinline__ void lanes_tree_store(const float *l, float *y) {
     float s8[8], s4[4];
@@ -190,10 +190,11 @@ template <int N> __global__ void __launch_bounds__(GV_THREADS) gemv_bf16_kernel(
     if (valid && p == 0) lanes_tree_store(l, job.Y + r);
 }
 
-/* MXFP4: one thread per row holding all 16 lanes; each 16-byte load is 32 columns under one scale
- * (columns c..c+15, then c+16..c+31: each lane's two columns in order). X is staged in shared
- * memory, the E2M1 table too (16 entries in 16 banks: no conflicts). Needs cols a multiple of 128,
- * at most GV_MX_COLS, and 16-byte aligned rows. */
+/* MXFP4: two threads per row, as for BF16 (lanes 0-7 and 8-15). Per 64 columns the pair loads 32
+ * contiguous bytes, 16 each (32 columns under one scale); each 4-byte word holds 8 columns of one
+ * half of the lanes, so the pair swaps two words and each thread then walks its lanes' columns in
+ * order. X is staged in shared memory, and the E2M1 table (16 entries in 16 banks: no conflicts).
+ * Needs cols a multiple of 64, at most GV_MX_COLS, and 16-byte aligned rows. */
 constexpr int GV_MX_COLS = 8192, GV_MX_UNROLL = 4;
 
 template <int N> __global__ void __launch_bounds__(GV_THREADS) gemv_mxfp4_kernel(Batch<N> b) {
@@ -204,33 +205,44 @@ template <int N> __global__ void __launch_bounds__(GV_THREADS) gemv_mxfp4_kernel
     if (threadIdx.x < 16) lut[threadIdx.x] = c_e2m1[threadIdx.x];
     for (int c = threadIdx.x; c < cols; c += GV_THREADS) xs[c] = job.X[c];
     __syncthreads();
-    const int r = blockIdx.x * GV_THREADS + (int)threadIdx.x;
-    if (r >= job.sp.n) return;
-    const uint4 *__restrict__ wrow = (const uint4 *)((const uint8_t *)job.w.data + (size_t)r * (size_t)(cols / 2));
-    const uint8_t *__restrict__ srow = (const uint8_t *)job.w.aux + (size_t)r * (size_t)(cols / 32);
-    float acc[16];
+    const int p = threadIdx.x & 1, r = blockIdx.x * (GV_THREADS / 2) + (int)(threadIdx.x >> 1);
+    const bool valid = r < job.sp.n;
+    const int steps = cols / 64; /* the same for every lane (a row past the end reads row 0): the swaps need all 32 */
+    const uint4 *__restrict__ wrow = (const uint4 *)((const uint8_t *)job.w.data + (size_t)(valid ? r : 0) * (size_t)(cols / 2)) + p;
+    const uint16_t *__restrict__ srow = (const uint16_t *)((const uint8_t *)job.w.aux + (size_t)(valid ? r : 0) * (size_t)(cols / 32));
+    float acc[8];
 #pragma unroll
-    for (int i = 0; i < 16; i++) acc[i] = 0.0f;
-    const int chunks = cols / 32;
-    for (int g = 0; g < chunks; g += GV_MX_UNROLL) {
+    for (int i = 0; i < 8; i++) acc[i] = 0.0f;
+    for (int g0 = 0; g0 < steps; g0 += GV_MX_UNROLL) {
         uint4 wv[GV_MX_UNROLL];
-        float sc[GV_MX_UNROLL];
+        uint32_t sc2[GV_MX_UNROLL];
 #pragma unroll
-        for (int u = 0; u < GV_MX_UNROLL; u++) wv[u] = __ldcs(wrow + g + u), sc[u] = e8m0(srow[g + u]);
+        for (int u = 0; u < GV_MX_UNROLL; u++)
+            if (g0 + u < steps) wv[u] = __ldcs(wrow + 2 * (g0 + u)), sc2[u] = srow[g0 + u];
 #pragma unroll
         for (int u = 0; u < GV_MX_UNROLL; u++) {
-            const uint32_t wd[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
-            const float *x = xs + 32 * (g + u);
+            if (g0 + u >= steps) break;
+            const uint32_t s0 = p ? wv[u].x : wv[u].y, s1 = p ? wv[u].z : wv[u].w;
+            const uint32_t r0 = __shfl_xor_sync(0xFFFFFFFFu, s0, 1), r1 = __shfl_xor_sync(0xFFFFFFFFu, s1, 1);
+            const uint32_t wd[4] = {p ? r0 : wv[u].x, p ? r1 : wv[u].z, p ? wv[u].y : r0, p ? wv[u].w : r1};
+            const float sc[2] = {e8m0((uint8_t)(sc2[u] & 255u)), e8m0((uint8_t)(sc2[u] >> 8))};
+            const float *x = xs + 64 * (g0 + u) + 8 * p;
 #pragma unroll
-            for (int k = 0; k < 4; k++)
+            for (int j = 0; j < 4; j++)
 #pragma unroll
                 for (int n = 0; n < 8; n++) {
-                    const float wt = __fmul_rn(lut[(wd[k] >> (4 * n)) & 15u], sc[u]);
-                    acc[8 * (k & 1) + n] = __fmaf_rn(wt, x[8 * k + n], acc[8 * (k & 1) + n]);
+                    const float wt = __fmul_rn(lut[(wd[j] >> (4 * n)) & 15u], sc[j >> 1]);
+                    acc[n] = __fmaf_rn(wt, x[16 * j + n], acc[n]);
                 }
         }
     }
-    lanes_tree_store(acc, job.Y + r);
+    float l[16];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const float other = __shfl_xor_sync(0xFFFFFFFFu, acc[i], 1);
+        l[i] = p ? other : acc[i], l[i + 8] = p ? acc[i] : other;
+    }
+    if (valid && p == 0) lanes_tree_store(l, job.Y + r);
 }
 } // namespace
 
@@ -242,7 +254,7 @@ bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 int gemv_kind(const MulJob &j) {
     if (!aligned16(j.w.data) || !aligned16(j.X)) return 0;
     if (j.w.fmt == WF_BF16 && j.w.cols % 16 == 0) return 1;
-    if (j.w.fmt == WF_MXFP4 && j.w.cols % 128 == 0 && j.w.cols <= GV_MX_COLS) return 2;
+    if (j.w.fmt == WF_MXFP4 && j.w.cols % 64 == 0 && j.w.cols <= GV_MX_COLS && ((uintptr_t)j.w.aux & 1) == 0) return 2;
     return 0;
 }
 
@@ -257,7 +269,7 @@ template <int N> void launch_gemv(CudaDevice *d, const MulJob *jobs, int n, int 
         const dim3 grid((unsigned)((rows + GV_THREADS / 2 - 1) / (GV_THREADS / 2)), 1, (unsigned)n);
         gemv_bf16_kernel<N><<<grid, GV_THREADS, 0, d->stream>>>(b);
     } else {
-        const dim3 grid((unsigned)((rows + GV_THREADS - 1) / GV_THREADS), 1, (unsigned)n);
+        const dim3 grid((unsigned)((rows + GV_THREADS / 2 - 1) / (GV_THREADS / 2)), 1, (unsigned)n);
         gemv_mxfp4_kernel<N><<<grid, GV_THREADS, sizeof(float) * (size_t)cols, d->stream>>>(b);
     }
 }
@@ -363,6 +375,7 @@ bool same_shape(const Resident *r, const Mat *W) {
 bool may_keep(const CudaDevice *d, const Mat *W, size_t bytes) {
     if (d->resident + d->allocated + bytes > d->budget) return false;
     if (W->fmt != WF_MXFP4) return true;
+    if (d->experts_resident + bytes > d->base.expert_bytes) return false;
     size_t spine_left = d->base.spine_bytes > d->resident - d->experts_resident
                             ? d->base.spine_bytes - (d->resident - d->experts_resident)
                             : 0;
@@ -425,6 +438,12 @@ DevMat dev_mat(const Mat *W, const uint8_t *dw) {
     size_t data = 0, aux = 0;
     mat_sizes(W, &data, &aux);
     return DevMat{(int)W->fmt, W->rows, W->cols, dw, aux ? dw + (data + 15) / 16 * 16 : nullptr};
+}
+
+bool holds_weights(CudaDevice *d, const Mat *W) {
+    if (!W->key.store || !d->cap) return false;
+    const Resident *r = lookup(d, W->key);
+    return r->key.store && r->key.gen == W->key.gen && same_shape(r, W) && r->bytes == dev_bytes(W);
 }
 
 const uint8_t *kept_weights(CudaDevice *d, const Mat *W) {
@@ -520,7 +539,9 @@ void cuda_counters(MatDevice *base, size_t *resident, size_t *streamed) {
 void cuda_host_buffer(MatDevice *base, void *p, size_t bytes) {
     CudaDevice *d = (CudaDevice *)base;
     pthread_mutex_lock(&d->mu);
-    if (d->n_locked < MAX_HOST_BUFFERS && cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess)
+    if (d->n_locked < MAX_HOST_BUFFERS &&
+        (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess ||
+         (cudaGetLastError(), cudaHostRegister(p, bytes, cudaHostRegisterReadOnly) == cudaSuccess))) /* a read-only mapping */
         d->locked[d->n_locked++] = p;
     cudaGetLastError(); /* a refusal only costs copy speed */
     pthread_mutex_unlock(&d->mu);
@@ -582,6 +603,7 @@ extern "C" int cuda_device_open(MatDevice **out) {
     d->base.host_buffer = cuda_host_buffer;
     d->base.fault = cuda_fault;
     d->base.ops = &layer_ops;
+    d->base.expert_bytes = SIZE_MAX;
     grow_table(d);
     *out = &d->base;
     return 0;
