@@ -123,10 +123,10 @@ static void time_experts(MatDevice *dev, int reps, Rng *r) {
     float *z = o->alloc(dev, sizeof(float) * LATENT), *h = o->alloc(dev, sizeof(float) * 2 * K * INTER);
     float *out = o->alloc(dev, sizeof(float) * K * LATENT);
     if (!z || !h || !out) df_die("%s", df_errmsg());
-    o->experts(dev, p[0], p[1], p[2], slot, K, z, h, out, 4.0f, 25.0f);
+    o->experts(dev, p[0], p[1], p[2], slot, K, z, h, out, 4.0f, 25.0f, 1);
     if (o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
     double t0 = df_now();
-    for (int i = 0; i < reps; i++) o->experts(dev, p[0], p[1], p[2], slot, K, z, h, out, 4.0f, 25.0f);
+    for (int i = 0; i < reps; i++) o->experts(dev, p[0], p[1], p[2], slot, K, z, h, out, 4.0f, 25.0f, 1);
     if (o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
     double per = (df_now() - t0) / reps;
     double bytes = 3.0 * K * mat_bytes(&w[0][0]);
@@ -135,7 +135,7 @@ static void time_experts(MatDevice *dev, int reps, Rng *r) {
     float *want = df_malloc(sizeof(float) * LATENT), *got = df_malloc(sizeof(float) * LATENT);
     for (int i = 0; i < LATENT; i++) hz[i] = (float)((uint32_t)(rng_next(r) >> 32) % 2001) / 1000.0f - 1.0f;
     o->put(dev, z, hz, sizeof(float) * LATENT);
-    o->experts(dev, p[0], p[1], p[2], slot, K, z, h, out, 4.0f, 25.0f);
+    o->experts(dev, p[0], p[1], p[2], slot, K, z, h, out, 4.0f, 25.0f, 1);
     if (o->get(dev, got, out + 5 * LATENT, sizeof(float) * LATENT)) df_die("%s", df_errmsg());
     mat_mul_cpu(NULL, h1, p[0][5], hz, 1), mat_mul_cpu(NULL, h3, p[2][5], hz, 1);
     for (int i = 0; i < INTER; i++) h1[i] = op_situ(h1[i], h3[i], 4.0f, 25.0f);

@@ -182,8 +182,9 @@ static int use_device(Engine *e) {
     if (e->opt.device_pass != PASS_LAYERS || !dev) return 0;
     if (e->opt.device_expert_gb >= 0) {
         dev->expert_bytes = (size_t)e->opt.device_expert_gb * 1000000000ull;
-        /* experts read from the mapping at every use: page-locked, they copy at the bus's speed */
-        for (int i = 0; e->store.base && e->opt.host_experts != HOST_EXPERTS_CPU && i < e->store.n; i++)
+        /* experts read from the mapping at every use: page-locked, they copy at the bus's speed, and
+         * the CPU threads read them without page faults */
+        for (int i = 0; e->store.base && i < e->store.n; i++)
             dev->host_buffer(dev, (void *)e->store.base[i], e->store.size[i]);
     }
     return model_use_device(e->model, e->opt.host_experts);

@@ -103,9 +103,11 @@ typedef struct DevOps {
      * weights the unbiased sigmoids over their sum. */
     void (*route)(MatDevice *d, const float *logits, const float *bias, int n_experts, int k, int *ids, float *weights);
     /* Routed experts w[0..n) of one layer on input z [latent]: out[slot[i]] = w2 . SiTU(w1 . z, w3 . z),
-     * each [latent] (out holds k slots); h: scratch [2][n][inter]. */
+     * each [latent] (out holds k slots); h: scratch [2][n][inter]. Weights the device does not keep
+     * are copied from host memory: with wait, it returns once those copies are done (the host memory
+     * may then change); without, they may still run (the memory must stay as it is, a mapped file). */
     void (*experts)(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot,
-                    int n, const float *z, float *h, float *out, float beta, float beta_lin);
+                    int n, const float *z, float *h, float *out, float beta, float beta_lin, int wait);
     /* y = sum over i < k, in order, of weights[i] * eo[i] (each n floats). */
     void (*combine)(MatDevice *d, float *y, const float *eo, const float *weights, int k, int n);
     /* Marks the start of a phase on the device's timeline; phase_times adds the seconds between

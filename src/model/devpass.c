@@ -425,14 +425,17 @@ static int dev_route(Model *m, const LayerWeights *L, int layer) {
     return 0;
 }
 
-/* Whether an expert the device does not hold runs on the CPU: as told, or by the measured costs,
- * each way tried a few times first and again every 64th time. */
-static int on_cpu(DevModel *g) {
-    if (g->way != HOST_EXPERTS_AUTO) return g->way == HOST_EXPERTS_CPU;
+/* How many of n experts the device does not hold go to the CPU threads (the rest are copied): as
+ * told, or as measured (AUTO): first each way alone a few times, for its seconds per expert; then,
+ * when copies can run while the CPU computes (concurrent), the split that should make both finish
+ * together, else the cheaper way for all; every 64th batch measures each way alone again. */
+static int cpu_share(DevModel *g, int n, int concurrent) {
+    if (g->way != HOST_EXPERTS_AUTO) return g->way == HOST_EXPERTS_CPU ? n : 0;
     g->decisions++;
-    if (g->samples[0] < 4 || g->samples[1] < 4) return g->samples[1] < g->samples[0];
-    int cheaper = g->cost[1] < g->cost[0];
-    return g->decisions % 64 == 0 ? !cheaper : cheaper;
+    if (g->samples[0] < 4 || g->decisions % 64 == 0) return 0;
+    if (g->samples[1] < 4 || g->decisions % 64 == 32) return n;
+    if (!concurrent) return g->cost[1] < g->cost[0] ? n : 0;
+    return (int)(n * g->cost[0] / (g->cost[0] + g->cost[1]) + 0.5);
 }
 
 static void note_cost(DevModel *g, int cpu, double secs, int n) {
@@ -454,32 +457,40 @@ static void cpu_expert(Model *m, const ExpertMats *w, int slot) {
     g->ops->put(g->dev, g->eo + (size_t)slot * c->latent, s->ex_out, sizeof(float) * (size_t)c->latent);
 }
 
-/* Runs one acquired batch: the held experts in one launch (queued), those to compute on the CPU
- * meanwhile, then those to copy (hybrid: z is on the host). */
-static void run_batch(Model *m, const ExpertMats *mats, const int *slots, int n, int hybrid) {
+/* Runs one acquired batch: the held experts in one launch, those to copy in another (queued: from
+ * in-place memory the copies run on while the CPU computes), then those for the CPU threads. */
+static int run_batch(Model *m, const ExpertMats *mats, const int *slots, int n, int hybrid) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
-    const Mat *w1[K3_MAX_TOP_K], *w2[K3_MAX_TOP_K], *w3[K3_MAX_TOP_K];
-    int slot[K3_MAX_TOP_K], way[K3_MAX_TOP_K];
+    const int in_place = m->experts->in_place;
+    const Mat *w1[2][K3_MAX_TOP_K], *w2[2][K3_MAX_TOP_K], *w3[2][K3_MAX_TOP_K];
+    int slot[2][K3_MAX_TOP_K], nk[2] = {0, 0}, host[K3_MAX_TOP_K], n_host = 0;
     for (int i = 0; i < n; i++) {
         int held = g->all_kept || (g->ops->holds(g->dev, &mats[i].w1) && g->ops->holds(g->dev, &mats[i].w2) &&
                                    g->ops->holds(g->dev, &mats[i].w3));
-        way[i] = held ? 0 : hybrid && on_cpu(g) ? 1 : 2;
+        if (!held) host[n_host++] = i;
     }
-    for (int pass = 0; pass < 3; pass++) { /* held, then on the CPU, then copied */
-        int k = 0;
-        double t0 = df_now();
-        for (int i = 0; i < n; i++) {
-            if (way[i] != pass) continue;
-            if (pass == 1) cpu_expert(m, &mats[i], slots[i]);
-            else w1[k] = &mats[i].w1, w2[k] = &mats[i].w2, w3[k] = &mats[i].w3, slot[k] = slots[i];
-            k++;
-        }
-        if (k && pass != 1)
-            g->ops->experts(g->dev, w1, w2, w3, slot, k, g->z, g->eh, g->eo, c->situ_beta, c->situ_linear_beta);
-        if (k && pass == 1) note_cost(g, 1, df_now() - t0, k), m->stats.experts_cpu += (uint64_t)k;
-        if (k && pass == 2) note_cost(g, 0, df_now() - t0, k), m->stats.experts_copied += (uint64_t)k; /* copies are waited for */
+    const int n_cpu = hybrid ? cpu_share(g, n_host, in_place) : 0, n_copy = n_host - n_cpu;
+    int way[K3_MAX_TOP_K] = {0}; /* 0 held, 1 copied (the first n_copy of the others), 2 on the CPU */
+    for (int h = 0; h < n_host; h++) way[host[h]] = h < n_copy ? 1 : 2;
+    for (int i = 0; i < n; i++) {
+        if (way[i] == 2) continue;
+        int b = way[i], k = nk[b]++;
+        w1[b][k] = &mats[i].w1, w2[b][k] = &mats[i].w2, w3[b][k] = &mats[i].w3, slot[b][k] = slots[i];
     }
+    double t0 = df_now();
+    for (int b = 0; b < 2; b++)
+        if (nk[b])
+            g->ops->experts(g->dev, w1[b], w2[b], w3[b], slot[b], nk[b], g->z, g->eh, g->eo, c->situ_beta,
+                            c->situ_linear_beta, !in_place);
+    for (int h = n_copy; h < n_host; h++) cpu_expert(m, &mats[host[h]], slots[host[h]]);
+    if (n_cpu && !n_copy) note_cost(g, 1, df_now() - t0, n_cpu);
+    if (n_copy && !n_cpu) { /* the copies alone: until they are done */
+        if (in_place && g->ops->get(g->dev, NULL, NULL, 0)) return -1;
+        note_cost(g, 0, df_now() - t0, n_copy);
+    }
+    m->stats.experts_cpu += (uint64_t)n_cpu, m->stats.experts_copied += (uint64_t)n_copy;
+    return 0;
 }
 
 /* The row's experts, acquired from the source in its batches: expert i of the selection writes
@@ -505,7 +516,7 @@ static int dev_routed(Model *m, int layer, int hybrid) {
         for (int i = 0; i < count; i++)
             for (int j = 0; j < K; j++)
                 if (m->s.sel[j] == ids[at + i]) slot[i] = j;
-        run_batch(m, mats, slot, count, hybrid);
+        if (run_batch(m, mats, slot, count, hybrid)) return -1;
     }
     m->stats.expert_bytes += (uint64_t)K * m->cat->expert_bytes;
     return 0;

@@ -124,7 +124,8 @@ static void h_route(MatDevice *d, const float *logits, const float *bias, int ne
 }
 
 static void h_experts(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot, int n,
-                      const float *z, float *h, float *out, float beta, float beta_lin) {
+                      const float *z, float *h, float *out, float beta, float beta_lin, int wait) {
+    (void)wait;
     for (int i = 0; i < n; i++) {
         const int inter = w1[i]->rows, latent = w1[i]->cols;
         mat_mul_cpu(NULL, h, w1[i], z, 1);

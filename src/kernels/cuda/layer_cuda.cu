@@ -499,13 +499,14 @@ void expert_launch(CudaDevice *d, const Mat *const *w1, const Mat *const *w2, co
 }
 
 void op_experts(MatDevice *base, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot, int n,
-                const float *z, float *h, float *out, float beta, float beta_lin) {
+                const float *z, float *h, float *out, float beta, float beta_lin, int wait) {
     Locked L(base);
     for (int at = 0; at < n && L.ok(); at += EXPERTS_PER_LAUNCH) {
         const int m = n - at < EXPERTS_PER_LAUNCH ? n - at : EXPERTS_PER_LAUNCH;
         expert_launch(L.d, w1, w2, w3, slot, at, m, n, z, h, out, beta, beta_lin);
     }
-    settle_uploads(L.d);
+    if (wait) settle_uploads(L.d);
+    else L.d->uploaded = false;
 }
 
 void op_combine(MatDevice *base, float *y, const float *eo, const float *weights, int k, int n) {

@@ -137,11 +137,11 @@ __global__ void tmul_kernel(DevMat w, Span sp, const float *__restrict__ X, floa
 }
 
 
-/* Decode products (T = 1, one head) with wide loads, in the same order. BF16: two threads per row,
- * each loading 16 bytes (8 consecutive columns) per 16-column group: the first thread holds lanes
- * 0-7 of kernels_impl.h, the second lanes 8-15, each lane's columns in order; the pair then adds
- * the lanes by the same fixed tree. Needs cols a multiple of 16 and 16-byte aligned rows and X. */
-constexpr int GV_THREADS = 128, GV_UNROLL = 16;
+/* Decode products (T = 1, one head) with wide loads, in the same order. BF16: four threads per row,
+ * each loading 8 bytes (4 consecutive columns) per 16-column group: thread t holds lanes 4t..4t+3
+ * of kernels_impl.h, each lane's columns in order; the four then add the lanes by the same fixed
+ * tree. Needs cols a multiple of 16 and 16-byte aligned rows and X. */
+constexpr int GV_THREADS = 256, GV_UNROLL = 16, BF_TPR = 4;
 
 __device__ __forceinline__ void lanes_tree_store(const float *l, float *y) {
     float s8[8], s4[4];
@@ -152,42 +152,38 @@ __device__ __forceinline__ void lanes_tree_store(const float *l, float *y) {
     *y = __fadd_rn(__fadd_rn(s4[0], s4[2]), __fadd_rn(s4[1], s4[3]));
 }
 
-__device__ __forceinline__ void fma_bf16x8(float *acc, uint4 w, float4 x0, float4 x1) {
-    const uint32_t wd[4] = {w.x, w.y, w.z, w.w};
-    const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        acc[2 * k] = __fmaf_rn(__uint_as_float(wd[k] << 16), xs[2 * k], acc[2 * k]);
-        acc[2 * k + 1] = __fmaf_rn(__uint_as_float(wd[k] & 0xFFFF0000u), xs[2 * k + 1], acc[2 * k + 1]);
-    }
+__device__ __forceinline__ void fma_bf16x4(float *acc, uint2 w, float4 x) {
+    acc[0] = __fmaf_rn(__uint_as_float(w.x << 16), x.x, acc[0]);
+    acc[1] = __fmaf_rn(__uint_as_float(w.x & 0xFFFF0000u), x.y, acc[1]);
+    acc[2] = __fmaf_rn(__uint_as_float(w.y << 16), x.z, acc[2]);
+    acc[3] = __fmaf_rn(__uint_as_float(w.y & 0xFFFF0000u), x.w, acc[3]);
 }
 
 template <int N> __global__ void __launch_bounds__(GV_THREADS) gemv_bf16_kernel(Batch<N> b) {
     const MulJob &job = b.j[N == 1 ? 0 : blockIdx.z];
-    const int p = threadIdx.x & 1, r = blockIdx.x * (GV_THREADS / 2) + (int)(threadIdx.x >> 1);
+    const int t = threadIdx.x & (BF_TPR - 1), r = blockIdx.x * (GV_THREADS / BF_TPR) + (int)(threadIdx.x / BF_TPR);
     const bool valid = r < job.sp.n;
     const int cols = job.w.cols, groups = valid ? cols / 16 : 0;
-    const uint4 *__restrict__ wrow = (const uint4 *)((const uint16_t *)job.w.data + (size_t)(valid ? r : 0) * cols) + p;
-    const float4 *__restrict__ x = (const float4 *)job.X + 2 * p;
-    float acc[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) acc[i] = 0.0f;
+    const uint2 *__restrict__ wrow = (const uint2 *)((const uint16_t *)job.w.data + (size_t)(valid ? r : 0) * cols) + t;
+    const float4 *__restrict__ x = (const float4 *)job.X + t;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     int g = 0;
     for (; g + GV_UNROLL <= groups; g += GV_UNROLL) {
-        uint4 wv[GV_UNROLL];
+        uint2 wv[GV_UNROLL];
 #pragma unroll
-        for (int u = 0; u < GV_UNROLL; u++) wv[u] = __ldcs(wrow + 2 * (g + u));
+        for (int u = 0; u < GV_UNROLL; u++) wv[u] = __ldcs(wrow + 4 * (g + u));
 #pragma unroll
-        for (int u = 0; u < GV_UNROLL; u++) fma_bf16x8(acc, wv[u], __ldg(x + 4 * (g + u)), __ldg(x + 4 * (g + u) + 1));
+        for (int u = 0; u < GV_UNROLL; u++) fma_bf16x4(acc, wv[u], __ldg(x + 4 * (g + u)));
     }
-    for (; g < groups; g++) fma_bf16x8(acc, __ldcs(wrow + 2 * g), __ldg(x + 4 * g), __ldg(x + 4 * g + 1));
-    float l[16];
+    for (; g < groups; g++) fma_bf16x4(acc, __ldcs(wrow + 4 * g), __ldg(x + 4 * g));
+    /* lanes 8-15 (threads 2, 3) onto lanes 0-7, then lanes 4-7 (thread 1) onto 0-3: the tree's
+     * first two levels; the last two in thread 0 */
+    float s[4];
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const float other = __shfl_xor_sync(0xFFFFFFFFu, acc[i], 1);
-        l[i] = p ? other : acc[i], l[i + 8] = p ? acc[i] : other;
-    }
-    if (valid && p == 0) lanes_tree_store(l, job.Y + r);
+    for (int i = 0; i < 4; i++) s[i] = __fadd_rn(acc[i], __shfl_xor_sync(0xFFFFFFFFu, acc[i], 2));
+#pragma unroll
+    for (int i = 0; i < 4; i++) s[i] = __fadd_rn(s[i], __shfl_xor_sync(0xFFFFFFFFu, s[i], 1));
+    if (valid && t == 0) job.Y[r] = __fadd_rn(__fadd_rn(s[0], s[2]), __fadd_rn(s[1], s[3]));
 }
 
 /* MXFP4: two threads per row, as for BF16 (lanes 0-7 and 8-15). Per 64 columns the pair loads 32
@@ -266,7 +262,7 @@ template <int N> void launch_gemv(CudaDevice *d, const MulJob *jobs, int n, int 
         rows = jobs[i].sp.n > rows ? jobs[i].sp.n : rows, cols = jobs[i].w.cols > cols ? jobs[i].w.cols : cols;
     }
     if (kind == 1) {
-        const dim3 grid((unsigned)((rows + GV_THREADS / 2 - 1) / (GV_THREADS / 2)), 1, (unsigned)n);
+        const dim3 grid((unsigned)((rows + GV_THREADS / BF_TPR - 1) / (GV_THREADS / BF_TPR)), 1, (unsigned)n);
         gemv_bf16_kernel<N><<<grid, GV_THREADS, 0, d->stream>>>(b);
     } else {
         const dim3 grid((unsigned)((rows + GV_THREADS / 2 - 1) / (GV_THREADS / 2)), 1, (unsigned)n);
