@@ -141,7 +141,17 @@ __global__ void tmul_kernel(DevMat w, Span sp, const float *__restrict__ X, floa
  * each loading 8 bytes (4 consecutive columns) per 16-column group: thread t holds lanes 4t..4t+3
  * of kernels_impl.h, each lane's columns in order; the four then add the lanes by the same fixed
  * tree. Needs cols a multiple of 16 and 16-byte aligned rows and X. */
-constexpr int GV_THREADS = 256, GV_UNROLL = 16, BF_TPR = 4;
+/* Blocks of 64 threads (16 rows): a 12288-row product is 768 blocks, spread evenly over the
+ * multiprocessors (blocks of 128 rows left a third of an H200 idle, or doubly loaded). The MXFP4
+ * kernel's launches hold many products, so its blocks may be larger. (DF_GV_* override them for
+ * measuring variants.) */
+#ifndef DF_GV_BF16_THREADS
+#define DF_GV_BF16_THREADS 64
+#endif
+#ifndef DF_GV_UNROLL
+#define DF_GV_UNROLL 16
+#endif
+constexpr int GV_THREADS = 256, BF_THREADS = DF_GV_BF16_THREADS, GV_UNROLL = DF_GV_UNROLL, BF_TPR = 4;
 
 __device__ __forceinline__ void lanes_tree_store(const float *l, float *y) {
     float s8[8], s4[4];
@@ -159,9 +169,9 @@ __device__ __forceinline__ void fma_bf16x4(float *acc, uint2 w, float4 x) {
     acc[3] = __fmaf_rn(__uint_as_float(w.y & 0xFFFF0000u), x.w, acc[3]);
 }
 
-template <int N> __global__ void __launch_bounds__(GV_THREADS) gemv_bf16_kernel(Batch<N> b) {
+template <int N> __global__ void __launch_bounds__(BF_THREADS) gemv_bf16_kernel(Batch<N> b) {
     const MulJob &job = b.j[N == 1 ? 0 : blockIdx.z];
-    const int t = threadIdx.x & (BF_TPR - 1), r = blockIdx.x * (GV_THREADS / BF_TPR) + (int)(threadIdx.x / BF_TPR);
+    const int t = threadIdx.x & (BF_TPR - 1), r = blockIdx.x * (BF_THREADS / BF_TPR) + (int)(threadIdx.x / BF_TPR);
     const bool valid = r < job.sp.n;
     const int cols = job.w.cols, groups = valid ? cols / 16 : 0;
     const uint2 *__restrict__ wrow = (const uint2 *)((const uint16_t *)job.w.data + (size_t)(valid ? r : 0) * cols) + t;
@@ -262,8 +272,8 @@ template <int N> void launch_gemv(CudaDevice *d, const MulJob *jobs, int n, int 
         rows = jobs[i].sp.n > rows ? jobs[i].sp.n : rows, cols = jobs[i].w.cols > cols ? jobs[i].w.cols : cols;
     }
     if (kind == 1) {
-        const dim3 grid((unsigned)((rows + GV_THREADS / BF_TPR - 1) / (GV_THREADS / BF_TPR)), 1, (unsigned)n);
-        gemv_bf16_kernel<N><<<grid, GV_THREADS, 0, d->stream>>>(b);
+        const dim3 grid((unsigned)((rows + BF_THREADS / BF_TPR - 1) / (BF_THREADS / BF_TPR)), 1, (unsigned)n);
+        gemv_bf16_kernel<N><<<grid, BF_THREADS, 0, d->stream>>>(b);
     } else {
         const dim3 grid((unsigned)((rows + GV_THREADS / 2 - 1) / (GV_THREADS / 2)), 1, (unsigned)n);
         gemv_mxfp4_kernel<N><<<grid, GV_THREADS, sizeof(float) * (size_t)cols, d->stream>>>(b);
