@@ -141,17 +141,19 @@ __global__ void tmul_kernel(DevMat w, Span sp, const float *__restrict__ X, floa
  * each loading 8 bytes (4 consecutive columns) per 16-column group: thread t holds lanes 4t..4t+3
  * of kernels_impl.h, each lane's columns in order; the four then add the lanes by the same fixed
  * tree. Needs cols a multiple of 16 and 16-byte aligned rows and X. */
-/* Blocks of 64 threads (16 rows): a 12288-row product is 768 blocks, spread evenly over the
- * multiprocessors (blocks of 128 rows left a third of an H200 idle, or doubly loaded). The MXFP4
- * kernel's launches hold many products, so its blocks may be larger. (DF_GV_* override them for
- * measuring variants.) */
+/* Blocks of one warp (8 rows): measured on an H200, a 12288 x 7168 product took 63 us in blocks of
+ * 32 threads against 127 us in blocks of 64, 128 or 256 (bench_device built with the DF_GV_*
+ * overrides, one run). */
 #ifndef DF_GV_BF16_THREADS
-#define DF_GV_BF16_THREADS 64
+#define DF_GV_BF16_THREADS 32
+#endif
+#ifndef DF_GV_MX_THREADS
+#define DF_GV_MX_THREADS 256
 #endif
 #ifndef DF_GV_UNROLL
 #define DF_GV_UNROLL 16
 #endif
-constexpr int GV_THREADS = 256, BF_THREADS = DF_GV_BF16_THREADS, GV_UNROLL = DF_GV_UNROLL, BF_TPR = 4;
+constexpr int GV_THREADS = DF_GV_MX_THREADS, BF_THREADS = DF_GV_BF16_THREADS, GV_UNROLL = DF_GV_UNROLL, BF_TPR = 4;
 
 __device__ __forceinline__ void lanes_tree_store(const float *l, float *y) {
     float s8[8], s4[4];
