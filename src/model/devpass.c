@@ -261,6 +261,10 @@ int state_to_host(State *s) {
     const Model *m = s->model;
     if (!s->dev_newer) return 0;
     const DevModel *g = m->dev;
+    if (!g) { /* the device was given back with the State's newest copy on it */
+        s->dev_newer = 0, s->dev_stale = 1;
+        return df_fail("the decode state was on the GPU, which is closed");
+    }
     const K3Config *c = &m->cfg;
     for (int l = 0; l < c->n_layers; l++) {
         LayerState *L = &s->layers[l];

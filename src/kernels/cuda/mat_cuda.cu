@@ -8,6 +8,9 @@
  * __fmaf_rn/__fmul_rn/__fadd_rn, built with --fmad=false), so every output is bit-identical to
  * the CPU kernels'. A half warp walks its weight row once per tile of X rows (1 when decoding, 4
  * otherwise), loading 8 weights ahead of their multiply-adds so that enough reads are in flight.
+ * Decode products (one X row, one head) of BF16 and MXFP4 weights take wide-load kernels instead
+ * (gemv_bf16_kernel, gemv_mxfp4_kernel): each thread holds several of the 16 lanes and walks their
+ * columns in the same order, so they give the same bits.
  * The per-head products (mat_mul_heads) run the same kernel over each head's block of rows; the
  * transposed one (mat_tmul_heads) gives each output one thread that adds the products of its
  * column in row order, as the CPU does.
