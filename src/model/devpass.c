@@ -511,12 +511,15 @@ static int dev_routed(Model *m, int layer, int hybrid) {
         ids[at] = e;
     }
     const int batch = src->max_batch > 0 ? src->max_batch : K;
+    int waited = 0;
     for (int at = 0; at < K; at += batch) {
         int count = K - at < batch ? K - at : batch;
-        if (src->ready_first) src->ready_first(src, layer, ids + at, K - at);
+        int ready = src->ready_first ? src->ready_first(src, layer, ids + at, K - at) : 1;
         double t0 = df_now();
         if (src->acquire(src, layer, ids + at, count, mats)) return -1;
-        m->stats.expert_wait_s += df_now() - t0;
+        double wait = df_now() - t0;
+        m->stats.expert_wait_s += wait;
+        if (!ready && !waited) m->stats.first_wait_s += wait, waited = 1;
         for (int i = 0; i < count; i++)
             for (int j = 0; j < K; j++)
                 if (m->s.sel[j] == ids[at + i]) slot[i] = j;
