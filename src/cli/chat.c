@@ -392,7 +392,9 @@ int cmd_chat(Settings *set, int argc, char **argv) {
     c.sampling = sample_args_finish(&cmd, &sargs, &sp, stderr);
     c.max_new = max_new;
     term_init();
-    cli_open_engine(&c.e, set, &set->engine, stderr);
+    EngineOptions eo = set->engine;
+    if (c.sampling) eo.decoding = sample_params_label(&sp);
+    cli_open_engine(&c.e, set, &eo, stderr);
     if (!(c.tok = engine_tokenizer(&c.e))) df_die("%s", df_errmsg());
     session_init(&c.s, &c.e);
     if (c.sampling && sampler_init(&c.sampler, &sp, c.e.cat.cfg.vocab)) df_die("%s", df_errmsg());

@@ -173,7 +173,9 @@ int cmd_run(Settings *set, int argc, char **argv) {
     int sampling = sample_args_finish(&cmd, &sargs, &sp, stderr);
     term_init();
     Engine e;
-    cli_open_engine(&e, set, &set->engine, stderr);
+    EngineOptions eo = set->engine;
+    if (sampling) eo.decoding = sample_params_label(&sp);
+    cli_open_engine(&e, set, &eo, stderr);
     Session s;
     session_init(&s, &e);
     s.chunk = (int)chunk;

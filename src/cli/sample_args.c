@@ -56,3 +56,9 @@ int sample_args_finish(const CliCommand *cmd, SampleArgs *a, SampleParams *p, FI
             p->temperature, p->top_p, p->top_k, p->min_p, p->presence_penalty, p->frequency_penalty, (long long)p->seed);
     return 1;
 }
+
+const char *sample_params_label(const SampleParams *p) {
+    if (p->temperature > 0) return "sampled (seeded, not exact)";
+    if (p->presence_penalty != 0 || p->frequency_penalty != 0) return "greedy with penalties (not exact)";
+    return "greedy";
+}

@@ -25,5 +25,7 @@ void sample_args_specs(SampleArgs *a, CliOpt *opts);
  * "sampling: ..." (with the seed) to log unless decoding is plain greedy. Returns 1 when a
  * Sampler is needed (sampling, or penalties), 0 for plain greedy. */
 int sample_args_finish(const CliCommand *cmd, SampleArgs *a, SampleParams *p, FILE *log);
+/* How p chooses tokens, for the start-up line (a static string). */
+const char *sample_params_label(const SampleParams *p);
 
 #endif

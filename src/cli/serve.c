@@ -78,6 +78,7 @@ int cmd_serve(Settings *set, int argc, char **argv) {
     EngineOptions eo = set->engine;
     eo.extra_states = cfg.prompt_snapshot; /* each slot's snapshot is a second State */
     eo.slots = parallel ? (int)parallel : ENGINE_SLOTS_AUTO;
+    eo.decoding = "greedy (a request may sample)";
     Engine e;
     cli_open_engine(&e, set, &eo, stderr);
     cfg.parallel = e.slots;

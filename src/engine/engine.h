@@ -57,6 +57,8 @@ typedef struct {
                               * 1..ENGINE_SLOTS_AUTO_MAX. extra_states and slots are not settings */
     const char *model_note;  /* how the caller found the model, for the start-up line ("the bundled
                               * k3-mini: ..."), or NULL. Not a setting */
+    const char *decoding;    /* how the caller chooses tokens, for the start-up line; NULL: "greedy"
+                              * (the exact default). Not a setting */
 } EngineOptions;
 
 #define ENGINE_SLOTS_AUTO (-1)

@@ -22,7 +22,7 @@ void engine_print_settings(const Engine *e, FILE *f) {
     else snprintf(device, sizeof device, "cpu (%s kernels)", kern_isa());
     fprintf(f, "deltafin: model %s%s%s%s (%d layers, %d experts, top-%d) | device %s | threads %d | "
                "spine %s | experts local %llu/%llu (%s)%s | context %d (MLA cache %s) | A_log %s | speculation %s | "
-               "fp32 greedy\n",
+               "fp32 %s\n",
             e->cat.dir, e->opt.model_note ? " [" : "", e->opt.model_note ? e->opt.model_note : "",
             e->opt.model_note ? "]" : "", c->n_layers, c->n_experts, e->top_k_full, device, e->threads,
             e->spine_int8 ? "int8 (lossy)" : "bf16 (exact)",
@@ -30,7 +30,7 @@ void engine_print_settings(const Engine *e, FILE *f) {
             (unsigned long long)total, e->streaming ? "streamed" : "mapped", topk, e->max_context,
             e->opt.mla_cache == MLA_CACHE_LATENT ? "latent" : "expanded",
             e->opt.a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)",
-            e->opt.spec ? "n-gram (lossless)" : "off");
+            e->opt.spec ? "n-gram (lossless)" : "off", e->opt.decoding ? e->opt.decoding : "greedy");
     if (e->streaming) stream_print_plan(&e->stream, f);
     if (e->opt.replay)
         fprintf(f, "deltafin: BENCHMARK: experts chosen by the router trace %s (%d rows, top-%d of %d, mapped onto %d x "

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# run's sampling flags: without them decoding stays greedy (the same ids as before); a seed
-# reproduces its ids on any thread count and with speculation on or off; another seed gives
+# run's sampling flags: without them decoding stays greedy (the same ids as before); the start-up
+# line says how tokens are chosen; a seed reproduces its ids on any thread count and with speculation on or off; another seed gives
 # others; a run without --seed prints the seed it drew, which reproduces it; top-k 1 is greedy;
 # bad values are refused naming the flag.
 set -eu
@@ -11,10 +11,12 @@ mkdir -p "$t"
 ids=$(printf '%s' "The capital of France is" | "$DF" tokenize --model "$m")
 run() { "$DF" run --model "$m" --tokens "$ids" --max-new 40 "$@" 2>"$t/err"; }
 greedy=$(run)
+grep -q "| fp32 greedy$" "$t/err" || { echo "the start-up line does not say greedy: $(cat "$t/err")"; exit 1; }
 [ "$(run --temperature 0)" = "$greedy" ]
 grep -q "^sampling:" "$t/err" && { echo "greedy printed a sampling line"; exit 1; }
 a=$(run --temperature 0.9 --top-p 0.95 --seed 21)
 grep -q "seed 21 (sampled, not exact)" "$t/err"
+grep -q "| fp32 sampled (seeded, not exact)$" "$t/err" || { echo "the start-up line does not say sampled"; exit 1; }
 [ "$a" != "$greedy" ]
 [ "$(K3_THREADS=1 run --temperature 0.9 --top-p 0.95 --seed 21)" = "$a" ]
 [ "$(K3_SPEC=0 run --temperature 0.9 --top-p 0.95 --seed 21)" = "$a" ]
@@ -22,6 +24,7 @@ grep -q "seed 21 (sampled, not exact)" "$t/err"
 # penalties: greedy with a frequency penalty changes the ids, speculation or not
 p=$(run --frequency-penalty 1.5)
 [ "$p" != "$greedy" ]
+grep -q "| fp32 greedy with penalties (not exact)$" "$t/err" || { echo "the start-up line does not name the penalties"; exit 1; }
 [ "$(K3_SPEC=0 run --frequency-penalty 1.5)" = "$p" ]
 # an unseeded run says which seed it drew
 b=$(run --temperature 1.1 --min-p 0.05)
