@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # run's sampling flags: without them decoding stays greedy (the same ids as before); the start-up
-# line says how tokens are chosen; a seed reproduces its ids on any thread count and with speculation on or off; another seed gives
-# others; a run without --seed prints the seed it drew, which reproduces it; top-k 1 is greedy;
-# bad values are refused naming the flag.
+# line says how tokens are chosen; a seed reproduces its ids on any thread count and with
+# speculation on or off; another seed gives others; a run without --seed prints the seed it drew,
+# which reproduces it; top-k 1 is greedy; bad values are refused naming the flag.
 set -eu
 t="$DF_TEST_TMP/run_sampling"
 m="$t/m"
