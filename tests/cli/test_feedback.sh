@@ -52,6 +52,9 @@ sock="dffb$$"
 tm() { tmux -L "$sock" "$@"; }
 trap 'tmux -L "$sock" kill-server 2>/dev/null || true; cleanup' EXIT
 pane() { tm capture-pane -p -J -t fb -S -100; }
+# A session that lives as long as the test keeps the tmux server up while panes are replaced (a
+# server whose last session was killed exits, and one asked for at that moment fails to start).
+tm new-session -d -s keep "sleep 3600"
 run_in_pane() { # command: runs it in a fresh pane that stays after it exits
     tm kill-session -t fb 2>/dev/null || true
     tm new-session -d -s fb -x 220 -y 50 "$1; echo; echo DONE; sleep 600"
