@@ -5,12 +5,13 @@
 #include <stdlib.h>
 
 _Noreturn void df_die(const char *fmt, ...) {
+    char raw[4096], out[4096];
     va_list ap;
     fflush(stdout);
-    fputs("deltafin: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    df_escape_controls(out, sizeof out, raw); /* one line, whatever an argument held */
+    fprintf(stderr, "deltafin: %s\n", out);
     exit(1);
 }

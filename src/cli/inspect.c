@@ -1,4 +1,5 @@
-/* deltafin inspect DIR - what a checkpoint holds, after full validation. */
+/* deltafin inspect DIR - what a checkpoint holds, after full validation: config, index, every
+ * shard header against the schema, and the tokenizer files. */
 #include <stdio.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "cli/opts.h"
 #include "format/catalog.h"
 #include "format/schema.h"
+#include "text/tokenizer.h"
 #include "util/err.h"
 
 static void print_layers(const K3Config *c) {
@@ -57,7 +59,7 @@ static void print_bytes(const Catalog *cat) {
 
 int cmd_inspect(Settings *set, int argc, char **argv) {
     static const char about[] =
-        "Validates a checkpoint (every tensor the config implies, dtypes, shapes, expert spans) and summarises it: "
+        "Validates a checkpoint (every tensor the config implies, dtypes, shapes, expert spans, the tokenizer files) and summarises it: "
         "architecture, tensor counts, spine and expert bytes, bytes read per token. The directory is -m/--model "
         "DIR, or given as the argument.";
     const CliCommand cmd = {"inspect", "[options] [DIR]", about, NULL, 0, 1, "DIR", 0};
@@ -71,8 +73,12 @@ int cmd_inspect(Settings *set, int argc, char **argv) {
     cli_model_dir(set, MODEL_READ, &m);
     Catalog cat;
     if (catalog_open(&cat, m.dir)) df_die("%s", df_errmsg());
+    Tokenizer *tok = tok_load_checked(m.dir, cat.cfg.vocab);
+    if (!tok) df_die("%s", df_errmsg());
     printf("checkpoint  %s: valid K3-architecture checkpoint%s%s%s\n", m.dir, m.note[0] ? " [" : "", m.note,
            m.note[0] ? "]" : "");
+    printf("tokenizer   %d ids: %d mergeable + %d special\n", tok_vocab_size(tok), tok_n_mergeable(tok), TOK_N_SPECIAL);
+    tok_free(tok);
     print_architecture(&cat.cfg);
     print_counts(&cat);
     print_bytes(&cat);

@@ -9,66 +9,38 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "format/index.h"
 #include "format/schema.h"
 #include "util/err.h"
 #include "util/fileio.h"
-
-#define INDEX_FILE "model.safetensors.index.json"
-#define MAX_SHARDS 100000
 
 void catalog_shard_name(char *buf, size_t len, int i, int n) {
     snprintf(buf, len, "model-%05d-of-%06d.safetensors", i, n);
 }
 
-/* Parses "model-NNNNN-of-NNNNN[N].safetensors"; returns 0 and the two numbers, or -1. */
-static int parse_shard_name(const char *s, int *i, int *n) {
-    int a, b, used = 0;
-    if (sscanf(s, "model-%5d-of-%6d.safetensors%n", &a, &b, &used) != 2 || (size_t)used != strlen(s)) return -1;
-    if (a < 1 || b < 1 || a > b || b > MAX_SHARDS) return -1;
-    *i = a, *n = b;
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Shard file names from the index (validated: 1..N of N, sorted); *files is a copy. */
+static int shards_from_index(const char *dir, char ***files, int *n, ShardIndex *ix) {
+    char *path = path_join(dir, INDEX_FILE), *text;
+    size_t len;
+    int rc = file_read_all(path, INDEX_MAX_BYTES, &text, &len);
+    if (!rc) {
+        rc = index_parse(ix, text, len, path);
+        free(text);
+    }
+    free(path);
+    *files = NULL, *n = 0;
+    if (rc) return -1;
+    *files = df_malloc(sizeof **files * (size_t)ix->n_shards);
+    for (int i = 0; i < ix->n_shards; i++) (*files)[i] = df_strdup(ix->shards[i]);
+    *n = ix->n_shards;
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Shard file names from the index's weight_map (distinct values, sorted). */
-static int shards_from_index(const char *dir, char ***files, int *n, json_t **index) {
-    char *path = path_join(dir, INDEX_FILE), *text;
-    size_t len;
-    int rc = file_read_all(path, 512u << 20, &text, &len);
-    if (rc) return free(path), -1;
-    json_error_t jerr;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    free(text);
-    json_t *map = root ? json_object_get(root, "weight_map") : NULL;
-    if (!root) rc = df_fail("%s: invalid JSON at line %d: %s", path, jerr.line, jerr.text);
-    else if (!json_is_object(map)) rc = df_fail("%s: weight_map: missing or not an object", path);
-    char **list = NULL;
-    int count = 0;
-    const char *key;
-    json_t *v;
-    if (!rc) json_object_foreach(map, key, v) {
-        int si, sn;
-        if (!json_is_string(v) || parse_shard_name(json_string_value(v), &si, &sn)) {
-            rc = df_fail("%s: weight_map.%s: not a shard name of the form model-NNNNN-of-NNNNNN.safetensors", path, key);
-            break;
-        }
-        int seen = 0;
-        for (int i = 0; i < count && !seen; i++) seen = !strcmp(list[i], json_string_value(v));
-        if (seen) continue;
-        list = df_realloc(list, sizeof *list * (size_t)(count + 1));
-        list[count++] = df_strdup(json_string_value(v));
-    }
-    if (rc) json_decref(root);
-    else *index = root;
-    free(path);
-    *files = list, *n = count;
-    return rc;
-}
-
 /* Every weight_map entry must name a tensor that really is in the shard the index says. */
-static int check_index(const Catalog *cat, json_t *index) {
-    json_t *map = json_object_get(index, "weight_map");
+static int check_index(const Catalog *cat, const ShardIndex *ix) {
+    json_t *map = ix->weight_map;
     const char *key;
     json_t *v;
     size_t listed = 0;
@@ -93,8 +65,8 @@ static int shards_from_listing(const char *dir, char ***files, int *n) {
     struct dirent *de;
     while ((de = readdir(d))) {
         int si, sn;
-        if (parse_shard_name(de->d_name, &si, &sn)) continue;
-        if (count >= MAX_SHARDS) break;
+        if (index_shard_number(de->d_name, &si, &sn)) continue;
+        if (count >= INDEX_MAX_SHARDS) break;
         list = df_realloc(list, sizeof *list * (size_t)(count + 1));
         list[count++] = df_strdup(de->d_name);
     }
@@ -109,7 +81,7 @@ static int check_shard_set(const char *dir, char **files, int n) {
     qsort(files, (size_t)n, sizeof *files, cmp_str);
     for (int k = 0; k < n; k++) {
         int i, total;
-        parse_shard_name(files[k], &i, &total);
+        index_shard_number(files[k], &i, &total);
         if (total != n || i != k + 1) {
             char want[64];
             catalog_shard_name(want, sizeof want, k + 1, n);
@@ -122,8 +94,8 @@ static int check_shard_set(const char *dir, char **files, int n) {
 static int read_headers(const char *dir, char **files, int n, StHeader *headers) {
     for (int i = 0; i < n; i++) {
         char *path = path_join(dir, files[i]);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        int rc = fd < 0 ? df_fail("%s: cannot open: %s", path, strerror(errno)) : st_read_header(&headers[i], fd, i, path);
+        int fd = file_open_regular(path);
+        int rc = fd < 0 ? -1 : st_read_header(&headers[i], fd, i, path);
         if (fd >= 0) close(fd);
         free(path);
         if (rc) return -1;
@@ -148,19 +120,19 @@ int catalog_open(Catalog *cat, const char *dir) {
     char *index_path = path_join(dir, INDEX_FILE);
     int has_index = access(index_path, F_OK) == 0;
     free(index_path);
-    json_t *index = NULL;
-    rc = has_index ? shards_from_index(dir, &files, &n, &index) : shards_from_listing(dir, &files, &n);
-    if (!rc) rc = check_shard_set(dir, files, n);
+    ShardIndex ix = {0};
+    rc = has_index ? shards_from_index(dir, &files, &n, &ix) : shards_from_listing(dir, &files, &n);
+    if (!rc && !has_index) rc = check_shard_set(dir, files, n);
     StHeader *headers = df_calloc((size_t)n, sizeof *headers);
     if (!rc) rc = read_headers(dir, files, n, headers);
     if (!rc) rc = catalog_build(cat, dir, &cfg, headers, files, n);
     else
         for (int i = 0; i < n; i++) st_header_free(&headers[i]);
-    if (!rc && index && check_index(cat, index)) {
+    if (!rc && has_index && check_index(cat, &ix)) {
         catalog_free(cat);
         rc = -1;
     }
-    json_decref(index);
+    index_free(&ix);
     free(headers);
     free_names(files, n);
     return rc;

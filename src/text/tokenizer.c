@@ -19,20 +19,41 @@ struct Tokenizer {
     Pretok *pretok;
 };
 
-Tokenizer *tok_load(const char *model_dir) {
+Tokenizer *tok_parse(const char *ranks, size_t ranks_len, const char *ranks_label, const char *config,
+                     size_t config_len, const char *config_label) {
     Tokenizer *t = df_calloc(1, sizeof *t);
     rankmap_init(&t->ranks);
-    char *ranks_path = path_join(model_dir, "tiktoken.model");
-    char *config_path = path_join(model_dir, "tokenizer_config.json");
     char *spell[TOK_N_SPECIAL] = {0};
-    int rc = vocab_read_ranks(ranks_path, &t->ranks, t->byte_rank);
-    if (!rc) rc = vocab_read_specials(config_path, (int32_t)t->ranks.n, spell);
+    int rc = vocab_parse_ranks(ranks, ranks_len, ranks_label, &t->ranks, t->byte_rank);
+    if (!rc) rc = vocab_parse_specials(config, config_len, config_label, (int32_t)t->ranks.n, spell);
     if (!rc) special_init(&t->special, (int32_t)t->ranks.n, spell); /* takes the strings */
     else
         for (int i = 0; i < TOK_N_SPECIAL; i++) free(spell[i]);
     if (!rc && !(t->pretok = pretok_new())) rc = -1;
-    free(ranks_path), free(config_path);
     if (rc) {
+        tok_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+Tokenizer *tok_load(const char *model_dir) {
+    char *ranks_path = path_join(model_dir, "tiktoken.model");
+    char *config_path = path_join(model_dir, "tokenizer_config.json");
+    char *ranks = NULL, *config = NULL;
+    size_t ranks_len, config_len;
+    Tokenizer *t = NULL;
+    if (!file_read_all(ranks_path, VOCAB_MAX_FILE_BYTES, &ranks, &ranks_len) &&
+        !file_read_all(config_path, VOCAB_MAX_CONFIG_BYTES, &config, &config_len))
+        t = tok_parse(ranks, ranks_len, ranks_path, config, config_len, config_path);
+    free(ranks), free(config), free(ranks_path), free(config_path);
+    return t;
+}
+
+Tokenizer *tok_load_checked(const char *model_dir, int vocab) {
+    Tokenizer *t = tok_load(model_dir);
+    if (t && tok_vocab_size(t) != vocab) {
+        df_fail("%s: the tokenizer has %d ids but config.json says vocab_size %d", model_dir, tok_vocab_size(t), vocab);
         tok_free(t);
         return NULL;
     }

@@ -26,6 +26,11 @@ typedef struct Tokenizer Tokenizer;
 /* Loads model_dir/tiktoken.model and model_dir/tokenizer_config.json. NULL with a message that
  * names the file and line or field on any problem. Free with tok_free. */
 Tokenizer *tok_load(const char *model_dir);
+/* tok_load, and the vocabulary must have exactly `vocab` ids (config.json's vocab_size). */
+Tokenizer *tok_load_checked(const char *model_dir, int vocab);
+/* The same from the two files' contents (labels name them in messages). */
+Tokenizer *tok_parse(const char *ranks, size_t ranks_len, const char *ranks_label, const char *config,
+                     size_t config_len, const char *config_label);
 void tok_free(Tokenizer *t);
 
 int tok_vocab_size(const Tokenizer *t);  /* n_mergeable + 256 */

@@ -39,10 +39,7 @@ static int parse_rank_line(const char *path, size_t line, const char *s, size_t 
     return 0;
 }
 
-int vocab_read_ranks(const char *path, RankMap *m, int32_t byte_rank[256]) {
-    char *text;
-    size_t n;
-    if (file_read_all(path, VOCAB_MAX_FILE_BYTES, &text, &n)) return -1;
+int vocab_parse_ranks(const char *text, size_t n, const char *path, RankMap *m, int32_t byte_rank[256]) {
     uint8_t *tok = df_malloc(VOCAB_MAX_TOKEN_BYTES);
     for (int b = 0; b < 256; b++) byte_rank[b] = -1;
     int rc = 0;
@@ -56,6 +53,14 @@ int vocab_read_ranks(const char *path, RankMap *m, int32_t byte_rank[256]) {
     for (int b = 0; b < 256 && !rc; b++)
         if (byte_rank[b] < 0) rc = df_fail("%s: the single byte 0x%02X is not a token (all 256 must be)", path, b);
     free(tok);
+    return rc;
+}
+
+int vocab_read_ranks(const char *path, RankMap *m, int32_t byte_rank[256]) {
+    char *text;
+    size_t n;
+    if (file_read_all(path, VOCAB_MAX_FILE_BYTES, &text, &n)) return -1;
+    int rc = vocab_parse_ranks(text, n, path, m, byte_rank);
     free(text);
     return rc;
 }
@@ -108,14 +113,10 @@ static int read_decoder(const char *path, json_t *dec, int32_t first_id, char *s
     return 0;
 }
 
-int vocab_read_specials(const char *path, int32_t first_id, char *spell[TOK_N_SPECIAL]) {
+int vocab_parse_specials(const char *text, size_t n, const char *path, int32_t first_id, char *spell[TOK_N_SPECIAL]) {
     memset(spell, 0, TOK_N_SPECIAL * sizeof *spell);
-    char *text;
-    size_t n;
-    if (file_read_all(path, VOCAB_MAX_CONFIG_BYTES, &text, &n)) return -1;
     json_error_t e;
     json_t *root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &e);
-    free(text);
     if (!root) return df_fail("%s:%d: invalid JSON: %s", path, e.line, e.text);
     json_t *dec = json_object_get(root, "added_tokens_decoder");
     int rc;
@@ -123,5 +124,15 @@ int vocab_read_specials(const char *path, int32_t first_id, char *spell[TOK_N_SP
     else if (!json_is_object(dec)) rc = df_fail("%s: added_tokens_decoder: missing or not an object", path);
     else rc = read_decoder(path, dec, first_id, spell);
     json_decref(root);
+    return rc;
+}
+
+int vocab_read_specials(const char *path, int32_t first_id, char *spell[TOK_N_SPECIAL]) {
+    memset(spell, 0, TOK_N_SPECIAL * sizeof *spell);
+    char *text;
+    size_t n;
+    if (file_read_all(path, VOCAB_MAX_CONFIG_BYTES, &text, &n)) return -1;
+    int rc = vocab_parse_specials(text, n, path, first_id, spell);
+    free(text);
     return rc;
 }

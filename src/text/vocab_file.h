@@ -16,6 +16,11 @@
 #define VOCAB_MAX_CONFIG_BYTES (16u << 20) /* tokenizer_config.json */
 #define VOCAB_MAX_SPECIAL_BYTES 256
 
+/* The same from a buffer holding the file (`label` names it in messages); the readers below
+ * read the file and call these. */
+int vocab_parse_ranks(const char *text, size_t n, const char *label, RankMap *m, int32_t byte_rank[256]);
+int vocab_parse_specials(const char *text, size_t n, const char *label, int32_t first_id, char *spell[TOK_N_SPECIAL]);
+
 /* Reads tiktoken.model at path into m (freshly initialised by the caller) and fills
  * byte_rank[b] with the rank of each single byte. */
 int vocab_read_ranks(const char *path, RankMap *m, int32_t byte_rank[256]);

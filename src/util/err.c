@@ -7,21 +7,43 @@
 
 static _Thread_local char err_buf[1024];
 
+/* Messages are one line and often quote file contents or arguments: a control character (a
+ * CRLF file's carriage return, an escape sequence) is written as \r, \n, \t or \xNN so it can
+ * neither split the line nor act on the terminal. Copies src into dst[cap], NUL-terminated. */
+void df_escape_controls(char *dst, size_t cap, const char *src) {
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p && o + 1 < cap; p++) {
+        char esc[5];
+        size_t n = 1;
+        if (*p >= 0x20 && *p != 0x7f) esc[0] = (char)*p;
+        else if (*p == '\r' || *p == '\n' || *p == '\t')
+            esc[0] = '\\', esc[1] = *p == '\r' ? 'r' : *p == '\n' ? 'n' : 't', n = 2;
+        else n = (size_t)snprintf(esc, sizeof esc, "\\x%02X", *p);
+        if (o + n >= cap) break;
+        memcpy(dst + o, esc, n);
+        o += n;
+    }
+    dst[o] = 0;
+}
+
 int df_fail(const char *fmt, ...) {
+    char raw[sizeof err_buf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    df_escape_controls(err_buf, sizeof err_buf, raw);
     return -1;
 }
 
 int df_failctx(const char *fmt, ...) {
-    char out[sizeof err_buf];
+    char raw[sizeof err_buf], out[sizeof err_buf];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(out, sizeof out, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    size_t at = n < 0 ? 0 : (size_t)n < sizeof out - 3 ? (size_t)n : sizeof out - 3;
+    df_escape_controls(out, sizeof out, raw);
+    size_t n = strlen(out), at = n < sizeof out - 3 ? n : sizeof out - 3;
     memcpy(out + at, ": ", 2);
     at += 2;
     size_t rest = strnlen(err_buf, sizeof err_buf - 1);

@@ -24,6 +24,10 @@ extern "C" {
 int df_fail(const char *fmt, ...) DF_PRINTF(1, 2);
 /* Prepend context to the current message: "ctx: previous message". Returns -1. */
 int df_failctx(const char *fmt, ...) DF_PRINTF(1, 2);
+/* Copies src into dst[cap] (NUL-terminated) with every control character written as \r, \n,
+ * \t or \xNN: df_fail and df_failctx store messages so, since messages are one line and often
+ * quote file contents (a CRLF file's carriage return) or arguments. */
+void df_escape_controls(char *dst, size_t cap, const char *src);
 /* The last message of this thread ("" if none). Valid until the next df_fail on this thread. */
 const char *df_errmsg(void);
 void df_errclear(void);

@@ -215,10 +215,44 @@ def missing_shard(d):
     return ["shard set is incomplete"]
 
 
+def index_empty_weight_map(d):
+    p = os.path.join(d, "model.safetensors.index.json")
+    idx = json.load(open(p))
+    idx["weight_map"] = {}
+    json.dump(idx, open(p, "w"))
+    return ["model.safetensors.index.json", "weight_map is empty"]
+
+
+def tokenizer_crlf(d):
+    # a tokenizer file saved with Windows line ends: the message quotes the line with its
+    # carriage return escaped (a raw one would be a second line or overwrite the message)
+    p = os.path.join(d, "tiktoken.model")
+    text = open(p, "rb").read()
+    open(p, "wb").write(text.replace(b"\n", b"\r\n"))
+    return ["tiktoken.model:1", "rank '0\\r'"]
+
+
+def tokenizer_corrupt(d):
+    # one token's base64 damaged in place (same size): inspect reads the tokenizer too
+    p = os.path.join(d, "tiktoken.model")
+    lines = open(p, "rb").read().split(b"\n")
+    lines[300] = b"!" + lines[300][1:]
+    open(p, "wb").write(b"\n".join(lines))
+    return ["tiktoken.model:301", "base64"]
+
+
+def tokenizer_last_token_missing(d):
+    p = os.path.join(d, "tiktoken.model")
+    lines = open(p, "rb").read().rstrip(b"\n").split(b"\n")
+    open(p, "wb").write(b"\n".join(lines[:-1]) + b"\n")
+    return ["tokenizer_config.json", "outside the special range"]
+
+
 CASES = [truncated_shard, header_past_eof, header_not_json, overlapping_tensors, unsupported_dtype, wrong_dtype,
          shape_mismatch, missing_tensor, unexpected_tensor, non_contiguous_expert, malformed_config,
          layer_lists_overlap, layer_lists_incomplete, config_wrong_type, config_shape_disagrees,
-         index_wrong_shard, missing_shard]
+         index_wrong_shard, missing_shard, index_empty_weight_map, tokenizer_crlf, tokenizer_corrupt,
+         tokenizer_last_token_missing]
 
 
 def check(case, src, scratch, binaries):
@@ -232,7 +266,7 @@ def check(case, src, scratch, binaries):
         err = r.stderr.strip()
         if r.returncode != 1:
             problems.append(f"{df}: exit {r.returncode} (want 1): {err[-400:]}")
-        elif len(err.splitlines()) != 1:
+        elif len(err.splitlines()) != 1 or "\r" in err:
             problems.append(f"{df}: message is not one line: {err[-400:]}")
         elif any(w not in err for w in want):
             problems.append(f"{df}: message lacks {want}: {err}")
