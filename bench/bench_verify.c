@@ -84,6 +84,6 @@ int main(int argc, char **argv) {
     }
     free(t), free(rows);
     state_destroy(st);
-    engine_close(&e);
+    if (engine_close(&e)) fprintf(stderr, "bench_verify: %s\n", df_errmsg()), rc = 1;
     return rc;
 }

@@ -7,6 +7,7 @@
 
 #include "cli/bench.h"
 #include "util/err.h"
+#include "util/fileio.h"
 
 typedef enum { M_S_PER_TOKEN, M_TOKENS_PER_S, M_PREFILL_TPS, M_MB_PER_TOKEN, M_COUNT } Metric;
 
@@ -152,8 +153,9 @@ int bench_report_json(const BenchConfig *cs, int n, json_t *head, const char *js
     free(v);
     json_t *doc = json_deep_copy(head);
     json_object_set_new(doc, "configs", configs);
-    int rc = json_dump_file(doc, json_path, JSON_INDENT(1) | JSON_REAL_PRECISION(9));
+    char *text = json_dumps(doc, JSON_INDENT(1) | JSON_REAL_PRECISION(9));
     json_decref(doc);
-    if (rc) return df_fail("bench: cannot write --json %s", json_path);
-    return 0;
+    int rc = text ? file_write_atomic(json_path, text, strlen(text)) : df_fail("out of memory");
+    free(text);
+    return rc ? df_failctx("bench: cannot write --json %s", json_path) : 0;
 }

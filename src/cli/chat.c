@@ -422,6 +422,6 @@ int cmd_chat(Settings *set, int argc, char **argv) {
     session_free(&c.s);
     if (c.sampling) sampler_free(&c.sampler);
     tok_free(c.tok);
-    engine_close(&c.e);
+    if (engine_close(&c.e)) df_die("%s", df_errmsg());
     return 0;
 }

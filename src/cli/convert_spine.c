@@ -73,7 +73,7 @@ static float *run_sequence(const char *dir, const EngineOptions *o, SpineChoice 
     int rc = engine_feed(&e, st, ids, CHECK_TOKENS, &fo);
     state_destroy(st);
     *spine_bytes = !e.spine_int8 ? 0 : e.streaming ? e.stream.plan.spine_bytes + e.stream.plan.globals : e.i8.bytes;
-    engine_close(&e);
+    if (engine_close(&e)) rc = -1;
     if (rc) free(rows), rows = NULL;
     return rows;
 }
@@ -124,6 +124,6 @@ int cmd_convert_spine(Settings *set, int argc, char **argv) {
     Engine e;
     if (engine_open(&e, dir, &source)) df_die("%s", df_errmsg());
     if (convert_all(&e) || (!no_check && quality_check(&e, e.cat.dir, &set->engine))) df_die("%s", df_errmsg());
-    engine_close(&e);
+    if (engine_close(&e)) df_die("%s", df_errmsg());
     return 0;
 }

@@ -66,6 +66,6 @@ int cmd_logits(Settings *set, int argc, char **argv) {
     fprintf(stderr, "wrote logits [%d x %d] to %s\n", n, V, out);
     state_destroy(st);
     free(rows), free(ids);
-    engine_close(&e);
+    if (engine_close(&e)) df_die("%s", df_errmsg());
     return 0;
 }

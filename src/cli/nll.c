@@ -121,6 +121,6 @@ int cmd_nll(Settings *set, int argc, char **argv) {
            exp(mean), windows, windows == 1 ? "" : "s", (long long)window);
     free(fo.rows), free(ids), free((int *)sc.mask);
     state_destroy(st);
-    engine_close(&e);
+    if (engine_close(&e)) df_die("%s", df_errmsg());
     return 0;
 }

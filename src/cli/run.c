@@ -21,6 +21,7 @@
 #include "text/utf8stream.h"
 #include "text/xtml.h"
 #include "util/err.h"
+#include "util/fileio.h"
 
 /* GenOptions.cancel: polled before every prefill chunk (where the prompt's progress is shown)
  * and every token. */
@@ -136,7 +137,9 @@ static int prompt_ids(Engine *e, Printer *p, const char *tokens, const char *tex
 /* --stats-json FILE: the generation's numbers and ids for a program to read (bench). */
 static void write_stats_json(Engine *e, const GenResult *res, const Printer *p, const char *path) {
     json_t *j = generate_stats_json(e, res, p->ids);
-    if (!j || json_dump_file(j, path, JSON_COMPACT)) df_die("run: cannot write --stats-json %s", path);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (!text || file_write_atomic(path, text, strlen(text))) df_die("run: cannot write --stats-json %s: %s", path, df_errmsg());
+    free(text);
     json_decref(j);
 }
 
@@ -211,6 +214,6 @@ int cmd_run(Settings *set, int argc, char **argv) {
     xtml_parser_free(pr.chat);
     utf8stream_free(&pr.text);
     tok_free(pr.tok);
-    engine_close(&e);
+    if (engine_close(&e)) df_die("%s", df_errmsg());
     return res.interrupted ? 130 : 0;
 }

@@ -89,6 +89,6 @@ int cmd_serve(Settings *set, int argc, char **argv) {
     int rc = serve_run(&e, tok, &cfg, stderr);
     if (rc) fprintf(stderr, "deltafin: %s\n", df_errmsg());
     tok_free(tok);
-    engine_close(&e);
+    if (engine_close(&e)) fprintf(stderr, "deltafin: %s\n", df_errmsg()), rc = -1;
     return rc ? 1 : 0;
 }

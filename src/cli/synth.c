@@ -7,12 +7,13 @@
 #include "cli/opts.h"
 #include "synth/synth.h"
 #include "util/err.h"
+#include "util/fileio.h"
 
 int cmd_synth(Settings *set, int argc, char **argv) {
     const char *preset = NULL, *out = NULL;
     int64_t seed = 1, layers = 0;
     double size_gb = 0, embed_scale = 1;
-    int quiet = 0;
+    int quiet = 0, force = 0;
     const CliOpt opts[] = {
         CLI_STR("preset", 0, &preset, "NAME", "tiny | small | big | k3"),
         CLI_STR("out", 'o', &out, "DIR", "the directory to write"),
@@ -23,14 +24,22 @@ int cmd_synth(Settings *set, int argc, char **argv) {
          "multiply the embedding by X (0.001..10000, default 1); a large X such as 1024 makes greedy output fall "
          "into loops, for measuring speculation"),
         CLI_FLAG("quiet", 'q', &quiet, "no progress lines"),
+        CLI_FLAG("force", 0, &force, "write into a directory that is not empty (files of the same names are replaced)"),
     };
     static const char about[] =
         "Writes a random-weight checkpoint in the exact K3 file layout (shards, index, config, tokenizer): tiny for "
         "tests, big for models larger than RAM, k3 for full-width layers. The text such a model writes is "
-        "meaningless; the bundled k3-mini is a trained one.";
+        "meaningless; the bundled k3-mini is a trained one. A directory that is not empty (an install, another "
+        "model) is refused unless --force.";
     const CliCommand cmd = {"synth", "--preset NAME --out DIR [options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     if (!preset || !out) cli_usage_error(&cmd, "--preset and --out are required");
+    int exists;
+    char first[256];
+    if (file_dir_peek(out, &exists, first, sizeof first)) df_die("synth: %s", df_errmsg());
+    if (*first && !force)
+        df_die("synth: %s is not empty (it holds %s): give a new or empty directory, or --force to replace the "
+               "model files there", out, first);
     SynthPreset p;
     SynthOptions opt = {size_gb, (int)layers};
     if (synth_preset(&p, preset, &opt) || synth_set_embed_scale(&p, embed_scale) ||

@@ -212,12 +212,12 @@ int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
     return 0;
 }
 
-void engine_close(Engine *e) {
+int engine_close(Engine *e) {
     if (e->model) model_release_device(e->model); /* before the device closes */
     if (e->device_open) device_close();
     model_destroy(e->model);
     if (e->pool) pool_destroy(e->pool);
-    if (trace_close(&e->trace)) fprintf(stderr, "deltafin: %s\n", df_errmsg());
+    int rc = trace_close(&e->trace);
     if (e->opt.replay) replay_close(&e->replay);
     if (e->store.base) mapped_close(&e->store);
     i8spine_close(&e->i8);
@@ -225,18 +225,10 @@ void engine_close(Engine *e) {
     installer_close(e->inst);
     if (e->cat.dir) catalog_free(&e->cat);
     memset(e, 0, sizeof *e);
+    return rc;
 }
 
-Tokenizer *engine_tokenizer(const Engine *e) {
-    Tokenizer *tok = tok_load(e->cat.dir);
-    if (tok && tok_vocab_size(tok) != e->cat.cfg.vocab) {
-        df_fail("%s: the tokenizer has %d ids but config.json says vocab_size %d", e->cat.dir, tok_vocab_size(tok),
-                e->cat.cfg.vocab);
-        tok_free(tok);
-        return NULL;
-    }
-    return tok;
-}
+Tokenizer *engine_tokenizer(const Engine *e) { return tok_load_checked(e->cat.dir, e->cat.cfg.vocab); }
 
 int engine_encode_text(const Engine *e, const Tokenizer *tok, const char *text, size_t len, int **ids) {
     TokIds out = {0};

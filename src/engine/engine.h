@@ -93,7 +93,9 @@ typedef struct {
 
 /* Opens the checkpoint in dir with the options (copied). Fails with a message. */
 int engine_open(Engine *e, const char *dir, const EngineOptions *o);
-void engine_close(Engine *e);
+/* Releases everything; -1 with a message when the router trace (K3_TRACE) could not be written
+ * completely (the command must fail). */
+int engine_close(Engine *e);
 /* The start-up lines: one with every resolved setting, then the streaming plan when streaming
  * and the install's reminder when it lacks experts. */
 void engine_print_settings(const Engine *e, FILE *f);

@@ -146,18 +146,15 @@ static int write_tensor(int fd, const char *tmp, const TensorInfo *t, const uint
 }
 
 int i8spine_convert(const Catalog *cat, const TensorInfo *t, const void *src) {
-    char *path = i8spine_path(cat, t), *tmp = df_malloc(strlen(path) + 8);
-    sprintf(tmp, "%s.tmp", path);
-    char *dir = path_join(cat->dir, I8SPINE_SUBDIR);
-    int rc = file_mkdirs(dir), fd = -1;
-    if (!rc && (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
-        rc = df_fail("%s: cannot create: %s", tmp, strerror(errno));
-    if (!rc) rc = write_tensor(fd, tmp, t, src);
-    if (!rc && fsync(fd) != 0) rc = df_fail("%s: fsync failed: %s", tmp, strerror(errno));
-    if (fd >= 0 && close(fd) != 0 && !rc) rc = df_fail("%s: close failed: %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, path) != 0) rc = df_fail("%s: rename failed: %s", path, strerror(errno));
-    if (rc && fd >= 0) unlink(tmp);
-    free(dir), free(tmp), free(path);
+    char *path = i8spine_path(cat, t), *dir = path_join(cat->dir, I8SPINE_SUBDIR);
+    FileReplace r;
+    int rc = file_mkdirs(dir);
+    if (!rc) rc = file_replace_begin(&r, path, 0, NULL);
+    if (!rc) {
+        if (write_tensor(r.fd, r.tmp, t, src)) file_replace_abort(&r), rc = -1;
+        else rc = file_replace_commit(&r);
+    }
+    free(dir), free(path);
     return rc;
 }
 

@@ -39,6 +39,7 @@ int trace_open(TraceSource *t, ExpertSource *inner, const K3Config *c, const cha
     memset(t, 0, sizeof *t);
     t->f = fopen(path, "a");
     if (!t->f) return df_fail("K3_TRACE: cannot open %s: %s", path, strerror(errno));
+    t->path = df_strdup(path);
     expert_wrap_init(&t->wrap, inner);
     t->wrap.src.route = trace_route;
     t->n_layers = c->n_layers, t->top_k = c->top_k, t->last_layer = -1;
@@ -50,7 +51,11 @@ int trace_open(TraceSource *t, ExpertSource *inner, const K3Config *c, const cha
 int trace_close(TraceSource *t) {
     if (!t->f) return 0;
     if (t->rows) flush(t);
-    int rc = fclose(t->f) ? df_fail("K3_TRACE: cannot write the trace: %s", strerror(errno)) : 0;
+    /* a write that failed earlier (a full disk) left the stream's error flag set */
+    int failed = ferror(t->f), rc = 0;
+    if (fclose(t->f) != 0) rc = df_fail("K3_TRACE: cannot write the trace to %s: %s", t->path, strerror(errno));
+    else if (failed) rc = df_fail("K3_TRACE: writing the trace to %s failed (a full disk or an I/O error)", t->path);
+    free(t->path);
     free(t->sel), free(t->seen);
     memset(t, 0, sizeof *t);
     return rc;

@@ -17,6 +17,7 @@
 typedef struct {
     ExpertWrap wrap;         /* first member: passes through what the trace does not change */
     FILE *f;
+    char *path;
     int n_layers, top_k, rows, last_layer;
     int *sel;                /* [n_layers][MODEL_MAX_CHUNK][top_k] of the forward in progress */
     unsigned char *seen;     /* [n_layers] */
@@ -25,7 +26,7 @@ typedef struct {
 
 /* Appends to path (K3_TRACE). */
 int trace_open(TraceSource *t, ExpertSource *inner, const K3Config *c, const char *path);
-/* Writes the last forward's lines and closes the file. */
+/* Writes the last forward's lines and closes the file; -1 when any write failed. */
 int trace_close(TraceSource *t);
 
 #endif

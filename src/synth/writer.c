@@ -131,22 +131,17 @@ static int write_shard(const Plan *p, const SynthPreset *sp, int shard, uint64_t
     char *header = st_build_header(t, n, &hlen);
     free(t);
     if (!header) return -1;
-    char name[64], *path, *tmp;
+    char name[64];
     catalog_shard_name(name, sizeof name, shard + 1, p->n_shards);
-    path = path_join(dir, name);
-    size_t tmp_len = strlen(path) + 8;
-    tmp = df_malloc(tmp_len);
-    snprintf(tmp, tmp_len, "%s.tmp", path);
+    char *path = path_join(dir, name);
     BulkWriter w;
-    int rc = bulk_open(&w, tmp);
+    int rc = bulk_open(&w, path);
     if (!rc) {
         rc = bulk_write(&w, header, hlen);
         for (int i = 0; i < n && !rc; i++) rc = write_tensor(&w, sp, &p->e[first + i], seed, spill, pr);
         if (bulk_close(&w) && !rc) rc = -1;
     }
-    if (!rc && rename(tmp, path) != 0) rc = df_fail("%s: rename failed: %s", path, strerror(errno));
-    if (rc) unlink(tmp);
-    free(header), free(path), free(tmp);
+    free(header), free(path);
     return rc;
 }
 

@@ -41,10 +41,8 @@ static void *writer_main(void *arg) {
 int bulk_open(BulkWriter *w, const char *path) {
     memset(w, 0, sizeof *w);
     w->label = path;
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
-    w->direct = w->fd >= 0;
-    if (w->fd < 0 && errno == EINVAL) w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) return df_fail("%s: cannot create: %s", path, strerror(errno));
+    if (file_replace_begin(&w->rep, path, 1, &w->direct)) return -1;
+    w->fd = w->rep.fd;
     w->buf[0] = df_aligned_alloc(4096, BULK_BUF);
     w->buf[1] = df_aligned_alloc(4096, BULK_BUF);
     pthread_mutex_init(&w->mu, NULL);
@@ -54,7 +52,7 @@ int bulk_open(BulkWriter *w, const char *path) {
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w->buf[0]), free(w->buf[1]);
-    close(w->fd);
+    file_replace_abort(&w->rep);
     return df_fail("%s: cannot start a writer thread: %s", path, strerror(err));
 }
 
@@ -122,8 +120,9 @@ int bulk_close(BulkWriter *w) {
         if (fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_DIRECT) != 0) rc = df_fail("%s: fcntl: %s", w->label, strerror(errno));
         if (!rc) rc = file_write_full(w->fd, buf + aligned, w->used - aligned, w->label);
     }
-    if (!rc && fsync(w->fd) != 0) rc = df_fail("%s: fsync failed: %s", w->label, strerror(errno));
-    if (close(w->fd) != 0 && !rc) rc = df_fail("%s: close failed: %s", w->label, strerror(errno));
+    if (rc) file_replace_abort(&w->rep);
+    else rc = file_replace_commit(&w->rep);
+    w->fd = -1;
     free(w->buf[0]), free(w->buf[1]);
     w->buf[0] = w->buf[1] = NULL;
     return rc;

@@ -5,7 +5,9 @@
  * buffers alternate: while a background thread writes a full one, the caller fills the other, so
  * producing the bytes and writing them overlap. The unaligned tail is written after O_DIRECT is
  * switched off. Where the file system refuses O_DIRECT (tmpfs, some overlays) it falls back to
- * ordinary buffered writes. */
+ * ordinary buffered writes. The file is replaced as a whole (util/fileio.h's FileReplace: written
+ * to path.tmp and renamed over path once complete and synced), so a reader or a kill never sees
+ * a partial file and nothing but a regular file is ever replaced. */
 #ifndef DF_BULKWRITE_H
 #define DF_BULKWRITE_H
 
@@ -15,7 +17,10 @@
 
 #define BULK_BUF (16u << 20)
 
+#include "util/fileio.h"
+
 typedef struct {
+    FileReplace rep;     /* the temporary being written */
     int fd;
     int direct;
     uint8_t *buf[2];     /* staging buffers, BULK_BUF bytes each, 4096-aligned */
@@ -32,15 +37,15 @@ typedef struct {
     char err[512];
 } BulkWriter;
 
-/* Creates/truncates path and starts the writer thread. Returns 0, or -1 with a message (nothing
- * to close then; the file may exist, empty). */
+/* Starts replacing path (see FileReplace for what is refused) and the writer thread. Returns 0,
+ * or -1 with a message (nothing to close then; path untouched). */
 int bulk_open(BulkWriter *w, const char *path);
 /* Space to produce up to *avail bytes in place; commit them with bulk_commit. */
 uint8_t *bulk_reserve(BulkWriter *w, size_t *avail);
 int bulk_commit(BulkWriter *w, size_t n);
 int bulk_write(BulkWriter *w, const void *data, size_t n);
-/* Flushes, fsyncs and closes. Returns -1 with a message on any failure (the file is then
- * incomplete and the caller removes it). */
+/* Flushes, fsyncs and renames the new file over path. Returns -1 with a message on any
+ * failure (path is then untouched and the temporary removed). */
 int bulk_close(BulkWriter *w);
 
 #endif
