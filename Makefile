@@ -17,6 +17,7 @@ TEST_SRC := $(wildcard tests/unit/test_*.c)
 HELPER_SRC := $(wildcard tests/helpers/*.c)
 BENCH_SRC:= $(wildcard bench/*.c)
 TOOL_SRC := $(wildcard tools/*/*.c)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 
 # Three build flavours share the rules below: release (build/), ASan+UBSan (build-asan/) and the
 # release build with the CUDA backend (build-cuda/: `make cuda`, needs nvcc; K3_DEV picks the device).
@@ -27,6 +28,14 @@ ifeq ($(B),build-asan)
     CFLAGS := -O1 -g
   endif
   override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+endif
+# The fuzzing flavour (build-fuzz/: `make fuzz`): clang's libFuzzer with ASan+UBSan, over the
+# modules that parse outside input (the server's included). A harness is one file, tests/fuzz/fuzz_NAME.c.
+FUZZ_CC ?= clang-14
+ifeq ($(B),build-fuzz)
+  CC     := $(FUZZ_CC)
+  CFLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  SRC    := $(filter src/format/% src/text/% src/fetch/% src/util/% src/serve/%,$(SRC))
 endif
 NVCC      ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
@@ -45,12 +54,13 @@ TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 HELPERS  := $(HELPER_SRC:tests/helpers/%.c=$(B)/tests/helpers/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 TOOLS    := $(TOOL_SRC:tools/%.c=$(B)/tools/%)
+FUZZERS  := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
 # Programs built from one source file list the headers they include (fixtures, bench_util.h, ...)
 # in PROGRAM.d, so editing a header rebuilds every program that uses it.
 PROG_DEPS = -MMD -MP -MT $@ -MF $@.d
-DEPS     := $(OBJ:.o=.d) $(B)/obj/src/main.d $(addsuffix .d,$(TESTS) $(HELPERS) $(BENCHES) $(TOOLS))
+DEPS     := $(OBJ:.o=.d) $(B)/obj/src/main.d $(addsuffix .d,$(TESTS) $(HELPERS) $(BENCHES) $(TOOLS) $(FUZZERS))
 
-.PHONY: all asan cuda test demo clean deps build-deps check-layers install uninstall man check-tests FORCE
+.PHONY: all asan cuda fuzz fuzzers test demo clean deps build-deps check-layers install uninstall man check-tests FORCE
 all: $(B)/deltafin $(TESTS) $(HELPERS) $(BENCHES) $(TOOLS)
 
 # What --version prints: rewritten only when it changes, so a build of the same tree relinks nothing.
@@ -98,8 +108,17 @@ $(B)/tools/%: tools/%.c $(B)/libdeltafin.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) $(INC) -Itools $(PROG_DEPS) -o $@ $< $(B)/libdeltafin.a $(LIBS)
 
+$(B)/fuzz/%: tests/fuzz/%.c $(B)/libdeltafin.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(FPFLAGS) $(CFLAGS) -fsanitize=fuzzer $(INC) $(PROG_DEPS) -o $@ $< $(B)/libdeltafin.a $(LIBS)
+
+fuzzers: $(FUZZERS)
+
 asan:
 	$(MAKE) B=build-asan all
+
+fuzz:
+	$(MAKE) B=build-fuzz fuzzers
 
 cuda:
 	$(MAKE) B=build-cuda all
@@ -124,6 +143,7 @@ check-tests:
 test: deps check-layers check-tests
 	$(MAKE) -j$(JOBS) all
 	$(MAKE) -j$(JOBS) asan
+	$(MAKE) -j$(JOBS) fuzz
 	bash tests/run.sh
 
 demo: build-deps
@@ -161,6 +181,6 @@ uninstall:
 	-rmdir $(DESTDIR)$(PREFIX)/share/deltafin/models $(DESTDIR)$(PREFIX)/share/deltafin 2>/dev/null
 
 clean:
-	rm -rf build build-asan build-cuda
+	rm -rf build build-asan build-cuda build-fuzz
 
 -include $(DEPS)

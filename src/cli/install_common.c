@@ -2,10 +2,26 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fetch/progress.h"
 #include "fetch/source.h"
 #include "util/err.h"
+#include "util/fileio.h"
+
+int install_check_root(const char *root, int force) {
+    int exists;
+    char first[256];
+    if (file_dir_peek(root, &exists, first, sizeof first)) return -1;
+    if (!*first || force) return 0;
+    char *man = path_join(root, MANIFEST_FILE);
+    int ours = access(man, F_OK) == 0;
+    free(man);
+    if (ours) return 0;
+    return df_fail("%s is not empty and holds no deltafin install (it holds %s): give a new or empty directory, or "
+                   "--force to install into it (files of the same names are replaced)",
+                   root, first);
+}
 
 uint64_t install_reserve(uint64_t need) { return need / 100 + (64u << 20); }
 
@@ -16,13 +32,32 @@ const char *install_source_display(const FetchOptions *o) {
     return source_init(&s, o) ? "?" : s.display;
 }
 
-int install_verify_report(Installer *in) {
-    int checked, unpublished;
-    if (installer_verify(in, &checked, &unpublished)) return -1;
-    printf("verified: sizes of every range; SHA-256 of %d shard(s) against the published hash", checked);
-    if (unpublished) printf("; %d shard(s) have no published hash (sizes only)", unpublished);
+int install_verify_report(Installer *in, uint64_t recheck_upto, int apply) {
+    VerifyReport r;
+    int rc = installer_verify(in, recheck_upto, apply, &r);
+    printf("verified: every range's size and source");
+    if (r.verified) printf("; %d file(s) match the hash the source published", r.verified);
+    if (r.local_only)
+        printf("; %d file(s) have no published hash: only their sizes were checked (their SHA-256 is recorded to "
+               "detect later damage)", r.local_only);
+    if (r.incomplete) printf("; %d file(s) are incomplete (streaming install): sizes only until complete", r.incomplete);
+    if (r.bad) printf("; %d file(s) FAILED", r.bad);
     printf("\n");
-    return 0;
+    return rc;
+}
+
+void install_revision_report(Installer *in, FILE *f) {
+    const Manifest *m = installer_manifest(in);
+    int pinned, unidentified;
+    installer_pinning(in, &pinned, &unidentified);
+    if (pinned) fprintf(f, "revision: %s at commit %.12s (pinned: bytes of any other commit are refused)\n", m->revision, m->commit);
+    else if (!unidentified)
+        fprintf(f, "revision: %s, not pinned to a commit (the source names none): files are tied to it by "
+                   "their published hashes or ETags, and sizes\n", *m->revision ? m->revision : "?");
+    else
+        fprintf(f, "revision: %s, not pinned: the source names no commit and %d shard(s) have no ETag or published hash: "
+                   "bytes fetched for them later are checked by size only (a full install now avoids that)\n",
+                *m->revision ? m->revision : "?", unidentified);
 }
 
 void install_report(Installer *in, FILE *f) {

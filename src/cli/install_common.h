@@ -7,14 +7,19 @@
 
 #include "fetch/installer.h"
 
+/* setup may install into `root` when it is new, empty or an install (it holds deltafin's
+ * manifest); anything else holds files that are not ours, refused unless force. */
+int install_check_root(const char *root, int force);
 /* need bytes fit in free_b with a reserve (1% + 64 MiB) left for the system. */
 int install_fits(uint64_t need, uint64_t free_b);
 /* The space kept free beyond `need`. */
 uint64_t install_reserve(uint64_t need);
 /* The source as messages show it ("?" if invalid). */
 const char *install_source_display(const FetchOptions *o);
-/* Hashes complete shards against published SHA-256s and prints what was verified. */
-int install_verify_report(Installer *in);
+/* Verifies (installer_verify) and prints plainly what was checked and how. */
+int install_verify_report(Installer *in, uint64_t recheck_upto, int apply);
+/* One line on how the install is tied to its revision (pinned commit, ETags, or sizes only). */
+void install_revision_report(Installer *in, FILE *f);
 /* Local/missing summary, with the exact fetch command when experts are missing. */
 void install_report(Installer *in, FILE *f);
 /* Parses "1-40,45" into want[0..n_layers); every layer must be a MoE layer. */

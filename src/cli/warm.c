@@ -39,8 +39,12 @@ int cmd_warm(Settings *set, int argc, char **argv) {
     const CliCommand cmd = {"warm", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     const char *root = cli_install_dir(set);
+    if (set->engine.offline && !dry)
+        df_die("warm: K3_OFFLINE=1: warm downloads experts and needs the network (unset K3_OFFLINE, or use --dry-run "
+               "for the ranking)");
     Installer *in;
-    if (installer_open(&in, root, dry ? INST_OFFLINE : INST_ONLINE, 0, &set->engine.fetch)) df_die("warm: %s", df_errmsg());
+    InstallOptions o = {root, dry ? INST_OFFLINE : INST_ONLINE, 0, &set->engine.fetch};
+    if (installer_open(&in, &o)) df_die("warm: %s", df_errmsg());
     if (installer_unmanaged(in)) df_die("warm: %s has no %s: it was not installed by deltafin setup", installer_root(in), MANIFEST_FILE);
     const K3Config *cfg = &installer_catalog(in)->cfg;
     size_t n_all = (size_t)cfg->n_layers * cfg->n_experts;
@@ -63,7 +67,7 @@ int cmd_warm(Settings *set, int argc, char **argv) {
     }
     FetchPlan plan = {0};
     plan_experts(in, layer, expert, take, &plan);
-    int rc = dry ? 0 : installer_run(in, &plan, "warm");
+    int rc = dry ? 0 : installer_run(in, &plan, "warm", 1);
     if (!rc) install_report(in, stdout);
     plan_free(&plan);
     free(layer), free(expert), free(r), free(counts), free(default_trace);

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fetch/response.h"
 #include "util/clock.h"
 #include "util/err.h"
 
@@ -21,6 +22,7 @@ enum { MODE_RANGE, MODE_WHOLE };
 
 typedef struct {
     char *file, *url;
+    char etag[RESP_TAG_MAX]; /* the ETag the redirect target answered with when it was cached */
     double t;
 } UrlEntry;
 
@@ -49,17 +51,18 @@ static int urlcache_find(UrlCache *uc, const char *file) {
     return -1;
 }
 
-/* A fresh cached URL for file (new string) or NULL. */
-static char *urlcache_get(UrlCache *uc, const char *file) {
+/* A fresh cached URL for file (new string) or NULL, and the ETag it answered with. */
+static char *urlcache_get(UrlCache *uc, const char *file, char etag[RESP_TAG_MAX]) {
     if (!uc) return NULL;
     pthread_mutex_lock(&uc->mu);
     int i = urlcache_find(uc, file);
     char *url = i >= 0 && df_now() - uc->e[i].t < URLCACHE_TTL_S ? df_strdup(uc->e[i].url) : NULL;
+    if (url) memcpy(etag, uc->e[i].etag, RESP_TAG_MAX);
     pthread_mutex_unlock(&uc->mu);
     return url;
 }
 
-static void urlcache_put(UrlCache *uc, const char *file, const char *url) {
+static void urlcache_put(UrlCache *uc, const char *file, const char *url, const char *etag) {
     if (!uc) return;
     pthread_mutex_lock(&uc->mu);
     int i = urlcache_find(uc, file);
@@ -67,6 +70,7 @@ static void urlcache_put(UrlCache *uc, const char *file, const char *url) {
     if (i >= 0) {
         free(uc->e[i].url);
         uc->e[i].url = df_strdup(url), uc->e[i].t = df_now();
+        snprintf(uc->e[i].etag, RESP_TAG_MAX, "%s", etag);
     }
     pthread_mutex_unlock(&uc->mu);
 }
@@ -97,64 +101,36 @@ struct Conn {
     const Source *src;
     UrlCache *cache;
     int used_cache;          /* the last request went to a cached URL */
+    char cached_etag[RESP_TAG_MAX];
     struct curl_slist *hdrs;
     _Atomic uint64_t *counter;
-    /* the response being received (reset at every status line of a redirect chain) */
-    long status;
-    int have_cr, have_cl;
-    uint64_t cr_a, cr_b, cr_total, cl;
-    char linked[65];
-    int retry_after;         /* seconds a 429/503 asked to wait (0: none) */
+    _Atomic uint64_t *progress; /* bytes of the current range written so far, over its attempts */
+    Response resp;           /* the response chain being received */
     /* the request */
     int mode, fd, checked;
-    const char *file;
+    const RemoteInfo *expect;
     uint8_t *mem;
     char *buf;
     size_t buf_len, max;
-    uint64_t off, len, expect_total, got;
+    uint64_t off, len, got;
     char err[400];
     int err_transient;
 };
+
+/* Some server of the source has answered in this process: a refused connection after that is a
+ * mirror restarting (worth retrying), before it a wrong address (fail at once). */
+static _Atomic int source_answered;
 
 void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
-static int header_is(const char *line, size_t n, const char *name, const char **value) {
-    size_t k = strlen(name);
-    if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':') return 0;
-    *value = line + k + 1;
-    while (**value == ' ' || **value == '\t') (*value)++;
-    return 1;
-}
-
 static size_t on_header(char *line, size_t size, size_t nitems, void *ud) {
     Conn *c = ud;
     size_t n = size * nitems;
-    char tmp[512];
-    size_t m = n < sizeof tmp - 1 ? n : sizeof tmp - 1;
-    memcpy(tmp, line, m), tmp[m] = 0;
-    const char *v;
-    unsigned long long a, b, t, x;
-    if (!strncmp(tmp, "HTTP/", 5)) {
-        c->have_cr = c->have_cl = 0;
-        const char *sp = strchr(tmp, ' ');
-        c->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-    } else if (header_is(tmp, m, "content-range", &v)) {
-        c->have_cr = sscanf(v, "bytes %llu-%llu/%llu", &a, &b, &t) == 3;
-        c->cr_a = a, c->cr_b = b, c->cr_total = t;
-    } else if (header_is(tmp, m, "content-length", &v)) {
-        c->have_cl = sscanf(v, "%llu", &x) == 1;
-        c->cl = x;
-    } else if (header_is(tmp, m, "retry-after", &v)) {
-        long sec = strtol(v, NULL, 10); /* the HTTP-date form is ignored: plain backoff then */
-        c->retry_after = sec > 0 && sec <= 600 ? (int)sec : 0;
-    } else if (header_is(tmp, m, "x-linked-etag", &v)) {
-        /* Hugging Face: the LFS object's SHA-256, quoted */
-        char hex[65];
-        if (sscanf(v, "\"%64[0-9a-f]\"", hex) == 1 && strlen(hex) == 64) memcpy(c->linked, hex, 65);
-    }
+    resp_header(&c->resp, line, n);
+    if (n >= 5 && !strncmp(line, "HTTP/", 5)) atomic_store(&source_answered, 1);
     return n;
 }
 
@@ -168,33 +144,22 @@ static size_t fail_write(Conn *c, int transient, const char *fmt, ...) {
     return 0; /* aborts the transfer */
 }
 
-static int status_transient(long s) { return s >= 500 || s == 408 || s == 429; }
-
-static const char *status_hint(long s) {
-    if (s == 401 || s == 403) return " (access denied: set HF_TOKEN to a token that may read the repository)";
-    if (s == 404) return " (not found: check K3_HF_HOST, K3_HF_PATH and K3_HF_REVISION)";
-    return "";
+/* The expectation a response is checked against: through a cached redirect target the identity
+ * is that target's own ETag (the hub's X-Linked-ETag is not repeated there). */
+static void effective_expect(const Conn *c, RemoteInfo *e) {
+    *e = *c->expect;
+    if (c->used_cache) snprintf(e->identity, sizeof e->identity, "%s", c->cached_etag);
 }
 
 /* The first body bytes of a range response: is this exactly what was asked for? */
 static size_t check_range_response(Conn *c) {
-    uint64_t last = c->off + c->len - 1;
-    if (c->status == 200)
-        return fail_write(c, 1, "server answered 200 with the whole file instead of 206 for bytes %llu-%llu; nothing written",
-                          (unsigned long long)c->off, (unsigned long long)last);
-    if (c->status != 206)
-        return fail_write(c, status_transient(c->status), "HTTP %ld%s", c->status, status_hint(c->status));
-    if (!c->have_cr) return fail_write(c, 1, "206 without a Content-Range header");
-    if (c->cr_a != c->off || c->cr_b != last)
-        return fail_write(c, 1, "asked for bytes %llu-%llu, server sent %llu-%llu", (unsigned long long)c->off,
-                          (unsigned long long)last, (unsigned long long)c->cr_a, (unsigned long long)c->cr_b);
-    if (c->expect_total && c->cr_total != c->expect_total)
-        return fail_write(c, 0, "the file changed on the server: it is now %llu bytes, the install expects %llu "
-                                "(run setup again to start this file over)",
-                          (unsigned long long)c->cr_total, (unsigned long long)c->expect_total);
-    if (c->have_cl && c->cl != c->len)
-        return fail_write(c, 1, "Content-Length %llu does not match the %llu bytes of the range", (unsigned long long)c->cl,
-                          (unsigned long long)c->len);
+    RemoteInfo e;
+    if (c->expect) effective_expect(c, &e);
+    int transient;
+    if (resp_check_range(&c->resp, c->off, c->len, c->expect ? &e : NULL, c->err, sizeof c->err, &transient)) {
+        c->err_transient = transient;
+        return 0;
+    }
     c->checked = 1;
     return 1;
 }
@@ -203,7 +168,9 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
     Conn *c = ud;
     size_t n = size * nmemb;
     if (c->mode == MODE_WHOLE) {
-        if (c->status != 200) return fail_write(c, status_transient(c->status), "HTTP %ld%s", c->status, status_hint(c->status));
+        if (c->resp.status != 200)
+            return fail_write(c, resp_status_transient(c->resp.status), "HTTP %ld%s", c->resp.status,
+                              resp_status_hint(c->resp.status));
         if (c->buf_len + n > c->max) return fail_write(c, 0, "larger than the %zu bytes allowed", c->max);
         memcpy(c->buf + c->buf_len, data, n);
         c->buf_len += n;
@@ -221,6 +188,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
         c->got += n;
     }
     if (c->counter) atomic_fetch_add(c->counter, n);
+    if (c->progress && c->mode == MODE_RANGE) atomic_fetch_add(c->progress, n);
     return n;
 }
 
@@ -265,81 +233,119 @@ void conn_free(Conn *c) {
 }
 
 void conn_set_counter(Conn *c, _Atomic uint64_t *counter) { c->counter = counter; }
+void conn_set_progress(Conn *c, _Atomic uint64_t *progress) { c->progress = progress; }
 
-static int perform(Conn *c, const char *file, int *transient) {
-    char *resolve = source_url(c->src, file), *cached = c->mode == MODE_RANGE ? urlcache_get(c->cache, file) : NULL;
-    const char *url = cached ? cached : resolve;
-    c->used_cache = cached != NULL;
+/* Whether a libcurl failure may go away by itself. A name that does not resolve, a refused
+ * connection before any server of the source answered, a bad URL or certificate will not. */
+static int curl_transient(CURLcode res) {
+    switch (res) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_TOO_MANY_REDIRECTS:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CONNECT_ERROR:
+        return 0;
+    case CURLE_COULDNT_CONNECT:
+        return atomic_load(&source_answered);
+    default:
+        return 1;
+    }
+}
+
+static const char *curl_hint(CURLcode res) {
+    if (res == CURLE_COULDNT_RESOLVE_HOST) return " (check K3_HF_HOST and the network)";
+    if (res == CURLE_COULDNT_CONNECT && !atomic_load(&source_answered)) return " (is the mirror running? check K3_HF_HOST)";
+    return "";
+}
+
+/* One request to url (the file's resolve URL, a cached redirect target, or an API URL). */
+static int perform_url(Conn *c, const char *label, const char *url, const char *resolve, int *transient) {
     curl_easy_setopt(c->h, CURLOPT_URL, url);
     /* the token is for the hub: a cached URL on another host (the CDN) does not get it */
     curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, same_origin(url, resolve) ? c->hdrs : NULL);
-    c->status = 0, c->have_cr = c->have_cl = 0, c->checked = 0, c->got = 0, c->err[0] = 0, c->linked[0] = 0;
-    c->retry_after = 0;
-    c->file = file;
+    resp_begin(&c->resp);
+    c->checked = 0, c->got = 0, c->err[0] = 0;
     CURLcode res = curl_easy_perform(c->h);
     long code = 0;
     curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &code);
-    if (code) c->status = code;
-    char *effective = NULL;
-    if (res == CURLE_OK && !*c->err && !cached && c->mode == MODE_RANGE && c->status == 206 &&
-        curl_easy_getinfo(c->h, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK && effective && strcmp(effective, resolve))
-        urlcache_put(c->cache, file, effective);
-    free(resolve), free(cached);
+    if (code) c->resp.status = code;
     if (*c->err) {
         *transient = c->err_transient;
-        return df_fail("%s%s: %s", c->src->display, file, c->err);
+        return df_fail("%s: %s", label, c->err);
     }
     if (res != CURLE_OK) {
-        *transient = res != CURLE_UNSUPPORTED_PROTOCOL && res != CURLE_URL_MALFORMAT && res != CURLE_TOO_MANY_REDIRECTS &&
-                     res != CURLE_PEER_FAILED_VERIFICATION && res != CURLE_SSL_CACERT_BADFILE;
-        return df_fail("%s%s: %s", c->src->display, file, curl_easy_strerror(res));
+        *transient = curl_transient(res);
+        return df_fail("%s: %s%s", label, curl_easy_strerror(res), curl_hint(res));
     }
     return 0;
 }
 
-int http_range(Conn *c, const char *file, uint64_t off, uint64_t len, uint64_t expect_total, int fd, uint8_t *mem,
+static int perform(Conn *c, const char *file, int *transient) {
+    char *resolve = source_url(c->src, file);
+    char *cached = c->mode == MODE_RANGE ? urlcache_get(c->cache, file, c->cached_etag) : NULL;
+    c->used_cache = cached != NULL;
+    size_t ln = strlen(c->src->display) + strlen(file) + 1;
+    char *label = df_malloc(ln);
+    snprintf(label, ln, "%s%s", c->src->display, file);
+    int rc = perform_url(c, label, cached ? cached : resolve, resolve, transient);
+    char *effective = NULL;
+    if (!rc && !cached && c->mode == MODE_RANGE && c->resp.status == 206 && c->resp.n_status > 1 &&
+        curl_easy_getinfo(c->h, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK && effective && strcmp(effective, resolve))
+        urlcache_put(c->cache, file, effective, c->resp.etag);
+    free(resolve), free(cached), free(label);
+    return rc;
+}
+
+int http_range(Conn *c, const char *file, uint64_t off, uint64_t len, const RemoteInfo *expect, int fd, uint8_t *mem,
                RemoteInfo *info, int *transient) {
     char range[64];
     snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)off, (unsigned long long)(off + len - 1));
-    c->mode = MODE_RANGE, c->fd = fd, c->mem = mem, c->off = off, c->len = len, c->expect_total = expect_total;
+    c->mode = MODE_RANGE, c->fd = fd, c->mem = mem, c->off = off, c->len = len, c->expect = expect;
     curl_easy_setopt(c->h, CURLOPT_RANGE, range);
     curl_easy_setopt(c->h, CURLOPT_NOBODY, 0L);
     *transient = 0;
     if (perform(c, file, transient)) return -1;
-    if (!c->checked && c->len) { /* no body at all: the status says why */
-        if (!check_range_response(c)) {
-            *transient = c->err_transient;
-            return df_fail("%s%s: %s", c->src->display, file, c->err);
-        }
+    if (!c->checked && c->len && !check_range_response(c)) { /* no body at all: the status says why */
+        *transient = c->err_transient;
+        return df_fail("%s%s: %s", c->src->display, file, c->err);
     }
     if (c->got != len) {
         *transient = 1;
         return df_fail("%s%s: bytes %s: received %llu of %llu bytes", c->src->display, file, range,
                        (unsigned long long)c->got, (unsigned long long)len);
     }
-    if (info) {
-        info->total = c->cr_total;
-        memcpy(info->sha256, c->linked, sizeof c->linked);
-    }
+    if (info) resp_info(&c->resp, info);
     return 0;
 }
 
-int http_whole(Conn *c, const char *file, size_t max, char **buf, size_t *len, RemoteInfo *info, int *missing,
-               int *transient) {
-    c->mode = MODE_WHOLE, c->max = max, c->buf_len = 0, c->buf = df_malloc(max + 1);
+/* A whole document into c->buf; the status must be 200. */
+static int get_whole(Conn *c, const char *file, const char *api_url, size_t max, int *missing, int *transient) {
+    c->mode = MODE_WHOLE, c->max = max, c->buf_len = 0, c->buf = df_malloc(max + 1), c->expect = NULL;
     curl_easy_setopt(c->h, CURLOPT_RANGE, NULL);
     *missing = 0, *transient = 0;
-    int rc = perform(c, file, transient);
-    *missing = c->status == 404;
-    if (!rc && c->status != 200) {
-        *missing = c->status == 404;
-        *transient = status_transient(c->status);
-        rc = df_fail("%s%s: HTTP %ld%s", c->src->display, file, c->status, status_hint(c->status));
+    int rc;
+    if (api_url) {
+        char *resolve = source_url(c->src, "x");
+        c->used_cache = 0;
+        rc = perform_url(c, api_url, api_url, resolve, transient);
+        free(resolve);
+    } else {
+        rc = perform(c, file, transient);
     }
-    if (!rc && c->have_cl && c->cl != c->buf_len) {
+    const char *label = api_url ? api_url : file;
+    *missing = c->resp.status == 404;
+    if (!rc && c->resp.status != 200) {
+        *transient = resp_status_transient(c->resp.status);
+        rc = df_fail("%s%s: HTTP %ld%s", api_url ? "" : c->src->display, label, c->resp.status,
+                     resp_status_hint(c->resp.status));
+    }
+    if (!rc && c->resp.have_length && c->resp.length != c->buf_len) {
         *transient = 1;
-        rc = df_fail("%s%s: received %zu bytes, Content-Length said %llu", c->src->display, file, c->buf_len,
-                     (unsigned long long)c->cl);
+        rc = df_fail("%s%s: received %zu bytes, Content-Length said %llu", api_url ? "" : c->src->display, label, c->buf_len,
+                     (unsigned long long)c->resp.length);
     }
     if (rc) {
         free(c->buf);
@@ -347,12 +353,28 @@ int http_whole(Conn *c, const char *file, size_t max, char **buf, size_t *len, R
         return -1;
     }
     c->buf[c->buf_len] = 0;
+    return 0;
+}
+
+int http_whole(Conn *c, const char *file, size_t max, char **buf, size_t *len, RemoteInfo *info, int *missing,
+               int *transient) {
+    if (get_whole(c, file, NULL, max, missing, transient)) return -1;
     *buf = c->buf, *len = c->buf_len;
     c->buf = NULL;
     if (info) {
-        info->total = c->buf_len;
-        memcpy(info->sha256, c->linked, sizeof c->linked);
+        resp_info(&c->resp, info);
+        info->total = *len;
     }
+    return 0;
+}
+
+int http_api(Conn *c, const char *url, size_t max, char **buf, size_t *len, long *status, int *transient) {
+    int missing;
+    int rc = get_whole(c, NULL, url, max, &missing, transient);
+    *status = c->resp.status;
+    if (rc) return -1;
+    *buf = c->buf, *len = c->buf_len;
+    c->buf = NULL;
     return 0;
 }
 
@@ -363,18 +385,23 @@ static int backoff(const Conn *c, int attempt, const char *what) {
     if (attempt >= s->retries) return 0;
     long ms = (long)s->backoff_ms << (attempt < 16 ? attempt : 16);
     if (ms > 60000) ms = 60000;
-    if (c->retry_after * 1000L > ms) ms = c->retry_after * 1000L;
+    if (c->resp.retry_after * 1000L > ms) ms = c->resp.retry_after * 1000L;
     fprintf(stderr, "deltafin: %s; retrying in %.1f s (%d/%d)\n", what, ms / 1000.0, attempt + 1, s->retries);
     sleep_ms((int)ms);
     return 1;
 }
 
-int http_range_retry(Conn *c, const char *file, uint64_t off, uint64_t len, uint64_t expect_total, int fd,
+int http_range_retry(Conn *c, const char *file, uint64_t off, uint64_t len, const RemoteInfo *expect, int fd,
                      uint8_t *mem, RemoteInfo *info) {
+    uint64_t done = 0; /* bytes a failed attempt wrote (checked, of the expected file): kept */
     for (int attempt = 0, stale = 0;; attempt++) {
         int transient;
-        if (!http_range(c, file, off, len, expect_total, fd, mem, info, &transient)) return 0;
-        if (c->used_cache && !transient && stale++ < 3) { /* expired signed URL (403...): re-resolve */
+        if (!http_range(c, file, off + done, len - done, expect, fd, mem ? mem + done : NULL, info, &transient)) return 0;
+        if (expect) done += c->got;
+        else if (c->progress) atomic_fetch_sub(c->progress, c->got); /* not resumable: starts over */
+        /* an expired signed URL (403), or a redirect target that now holds other bytes: the
+         * file's resolve URL decides */
+        if (c->used_cache && !transient && stale++ < 3) {
             urlcache_drop(c->cache, file);
             attempt--;
             continue;
@@ -387,6 +414,14 @@ int http_whole_retry(Conn *c, const char *file, size_t max, char **buf, size_t *
     for (int attempt = 0;; attempt++) {
         int transient;
         if (!http_whole(c, file, max, buf, len, info, missing, &transient)) return 0;
+        if (!transient || !backoff(c, attempt, df_errmsg())) return -1;
+    }
+}
+
+int http_api_retry(Conn *c, const char *url, size_t max, char **buf, size_t *len, long *status) {
+    for (int attempt = 0;; attempt++) {
+        int transient;
+        if (!http_api(c, url, max, buf, len, status, &transient)) return 0;
         if (!transient || !backoff(c, attempt, df_errmsg())) return -1;
     }
 }

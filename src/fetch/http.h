@@ -8,9 +8,12 @@
  * failed transfer may sit in the file, but are never recorded as present).
  * http_whole fetches a small file into memory and checks Content-Length.
  *
- * Failures set a message and classify themselves: transient ones (connection errors, stalls,
- * 5xx, 408/429, a server ignoring Range) are worth retrying; http_*_retry retry them with
- * exponential backoff (Source's policy). A Conn is used by one thread at a time. */
+ * Failures set a message and classify themselves: transient ones (stalls, dropped connections,
+ * 5xx, 408/429, a mangled range) are worth retrying; http_*_retry retry them with exponential
+ * backoff (Source's policy). Permanent ones fail at once: 4xx, a server ignoring Range, a file
+ * that changed, a host name that does not resolve, a connection refused before any server of the
+ * source answered. Response headers are parsed by fetch/response.h. A Conn is used by one thread
+ * at a time. */
 #ifndef DF_HTTP_H
 #define DF_HTTP_H
 
@@ -18,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fetch/response.h"
 #include "fetch/source.h"
 
 typedef struct Conn Conn;
@@ -30,11 +34,6 @@ typedef struct UrlCache UrlCache;
 UrlCache *urlcache_new(void);
 void urlcache_free(UrlCache *uc);
 
-/* Facts a response chain published about the file. */
-typedef struct {
-    uint64_t total;      /* from Content-Range (range requests) or Content-Length (whole) */
-    char sha256[65];     /* X-Linked-ETag when it is a SHA-256 (Hugging Face LFS files), else "" */
-} RemoteInfo;
 
 /* cache may be NULL (every request goes to the resolve URL). NULL with a message when libcurl
  * cannot start. */
@@ -42,18 +41,28 @@ Conn *conn_new(const Source *src, UrlCache *cache);
 void conn_free(Conn *c);
 /* Bytes received by all transfers since start (for progress); may be NULL. */
 void conn_set_counter(Conn *c, _Atomic uint64_t *counter);
+/* Bytes of the current range request written to their place so far, counted across its
+ * retries (a retry resumes after them); may be NULL. */
+void conn_set_progress(Conn *c, _Atomic uint64_t *progress);
 
-/* expect_total: the file size the caller knows (0: unknown, learned into info->total).
- * Exactly one of fd >= 0 and mem != NULL. *transient tells whether a retry may help. */
-int http_range(Conn *c, const char *file, uint64_t off, uint64_t len, uint64_t expect_total, int fd, uint8_t *mem,
+/* expect: what the caller knows of the file (size, identity, commit; NULL or empty fields: not
+ * checked); a response for another version of it is refused before a byte is written. With an
+ * expectation, a retry resumes after the bytes an interrupted attempt wrote. info (may
+ * be NULL) receives what the response published. Exactly one of fd >= 0 and mem != NULL.
+ * *transient tells whether a retry may help. */
+int http_range(Conn *c, const char *file, uint64_t off, uint64_t len, const RemoteInfo *expect, int fd, uint8_t *mem,
                RemoteInfo *info, int *transient);
-int http_range_retry(Conn *c, const char *file, uint64_t off, uint64_t len, uint64_t expect_total, int fd,
+int http_range_retry(Conn *c, const char *file, uint64_t off, uint64_t len, const RemoteInfo *expect, int fd,
                      uint8_t *mem, RemoteInfo *info);
 
 /* Whole file into a new buffer (NUL-terminated; caller frees). *missing is set on a 404. */
 int http_whole(Conn *c, const char *file, size_t max, char **buf, size_t *len, RemoteInfo *info, int *missing,
                int *transient);
 int http_whole_retry(Conn *c, const char *file, size_t max, char **buf, size_t *len, RemoteInfo *info, int *missing);
+/* A document at a full URL on the source's host (its API), with the source's token; *status is
+ * the HTTP status (0 when none came). Fails for any status but 200. */
+int http_api(Conn *c, const char *url, size_t max, char **buf, size_t *len, long *status, int *transient);
+int http_api_retry(Conn *c, const char *url, size_t max, char **buf, size_t *len, long *status);
 
 /* Sleeps ms milliseconds unless *stop becomes set (checked every 50 ms). */
 void sleep_ms(int ms);

@@ -1,4 +1,5 @@
-/* installer.c - opening an install: the metadata files, the shard headers, the catalog. */
+/* installer.c - opening an install: the revision, the metadata files, the shard headers, the
+ * catalog. */
 #include "fetch/installer_int.h"
 
 #include <errno.h>
@@ -10,12 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fetch/sha256.h"
+#include "fetch/digest.h"
+#include "fetch/revision.h"
 #include "format/config.h"
+#include "format/index.h"
+#include "text/tokenizer.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
-#define INDEX_FILE "model.safetensors.index.json"
 #define META_MAX (512u << 20)
 
 /* The files a Hugging Face K3 repository holds besides the shards. */
@@ -26,45 +29,103 @@ static const struct { const char *name; int required; } META[] = {
 };
 #define N_META ((int)(sizeof META / sizeof META[0]))
 
-static void keep_fetched(Installer *in, const char *name, const uint8_t *data, size_t len, const char *sha, int shard) {
+static void keep_fetched(Installer *in, const char *name, const uint8_t *data, size_t len, const char *pub, int verified,
+                         const char *identity, int shard) {
     in->fetched = df_realloc(in->fetched, sizeof *in->fetched * (size_t)(in->n_fetched + 1));
     FetchedFile *f = &in->fetched[in->n_fetched++];
+    memset(f, 0, sizeof *f);
     f->name = df_strdup(name), f->data = df_malloc(len ? len : 1), f->len = len, f->shard = shard;
     memcpy(f->data, data, len);
-    snprintf(f->sha256, sizeof f->sha256, "%s", sha);
+    snprintf(f->pub, sizeof f->pub, "%s", pub);
+    snprintf(f->identity, sizeof f->identity, "%s", identity);
+    f->verified = verified;
 }
 
-/* A metadata file present and recorded is reused; otherwise it is fetched whole (and kept for
- * installer_write_fetched). *text receives its contents (caller frees). */
+/* An identity that names the bytes themselves (a SHA-256, as Hugging Face's X-Linked-ETag) means
+ * the same on every mirror; an ordinary ETag only on the source that sent it. */
+int installer_identity_comparable(const Installer *in, const char *identity) {
+    return in->same_source || is_hex_digest(identity, 64);
+}
+
+/* The source's answer for a file against the pinned commit: a response from another commit is
+ * another revision. An unpinned install pins to the first commit a response names. */
+static int check_commit(Installer *in, const char *name, const RemoteInfo *info) {
+    if (!*info->commit) return 0;
+    if (!*in->src.commit) {
+        source_pin(&in->src, info->commit);
+        snprintf(in->pin_note, sizeof in->pin_note, "revision %s is commit %.12s (named by the server): every file is "
+                 "fetched at this commit", in->src.revision, info->commit);
+        return 0;
+    }
+    if (strcmp(in->src.commit, info->commit))
+        return df_fail("%s: the server answered from commit %.12s, not from the pinned commit %.12s: refusing to mix "
+                       "revisions", name, info->commit, in->src.commit);
+    return 0;
+}
+
+/* What the revision API says of a file: its size must agree; its published hash is returned. */
+static int api_facts(Installer *in, const char *name, uint64_t size, char pub[MANIFEST_PUB_MAX]) {
+    pub[0] = 0;
+    if (!in->have_rev) return 0;
+    const RevisionFile *rf = revision_find(&in->rev, name);
+    if (!rf) return df_fail("%s: not a file of revision %s (commit %.12s) according to the source's API", name,
+                            in->src.revision, in->rev.commit);
+    if (rf->have_size && size && rf->size != size)
+        return df_fail("%s: the server's file is %llu bytes, the revision's API says %llu", name, (unsigned long long)size,
+                       (unsigned long long)rf->size);
+    revision_pub(rf, pub);
+    return 0;
+}
+
+/* Bytes held in memory against a published hash; a mismatch names both. */
+static int check_pub(const char *name, const void *data, size_t len, const char *pub) {
+    char hex[65];
+    if (!strncmp(pub, "sha256:", 7)) {
+        if (sha256_hex_of(data, len, hex)) return df_failctx("%s", name);
+        if (strcmp(hex, pub + 7)) return df_fail("%s: SHA-256 %s does not match the published %s", name, hex, pub + 7);
+    } else if (!strncmp(pub, "git-sha1:", 9)) {
+        if (git_blob_sha1_hex(data, len, hex)) return df_failctx("%s", name);
+        if (strcmp(hex, pub + 9)) return df_fail("%s: git blob SHA-1 %s does not match the published %s", name, hex, pub + 9);
+    }
+    return 0;
+}
+
+/* The local copy of a metadata file, when it can stand for the source's: recorded whole at the
+ * pinned commit, with the SHA-256 computed when it was written. */
+static int local_meta(Installer *in, const char *name, char **text, size_t *len) {
+    int e = manifest_find(&in->man, name);
+    if (e < 0 || !*in->src.commit || strcmp(in->man.commit, in->src.commit)) return 0;
+    ManifestFile *f = &in->man.f[e];
+    if (!f->whole || !*f->local || !manifest_has(&in->man, e, 0, f->size)) return 0;
+    char *path = path_join(in->root, name), hex[65];
+    int ok = file_read_all(path, META_MAX, text, len) == 0;
+    free(path);
+    if (ok && *len == f->size && !sha256_hex_of(*text, *len, hex) && !strcmp(hex, f->local)) return 1;
+    if (ok) free(*text);
+    *text = NULL;
+    df_errclear();
+    return 0;
+}
+
+/* A metadata file: the local copy when it is current, else fetched whole, checked (size and hash
+ * against what the source publishes) and kept for installer_write_fetched. *text receives its
+ * contents (caller frees); NULL for an optional file the source lacks. */
 static int get_meta(Installer *in, Conn *c, int k, char **text, size_t *len) {
     const char *name = META[k].name;
-    char *path = path_join(in->root, name);
-    int e = manifest_find(&in->man, name);
-    struct stat st;
-    int rc = 0;
     *text = NULL, *len = 0;
-    if (e >= 0 && in->man.f[e].whole && manifest_has(&in->man, e, 0, in->man.f[e].size) && stat(path, &st) == 0 &&
-        (uint64_t)st.st_size == in->man.f[e].size) {
-        rc = file_read_all(path, META_MAX, text, len);
-        free(path);
-        return rc;
-    }
+    if (local_meta(in, name, text, len)) return 0;
     RemoteInfo info;
     int missing;
     if (http_whole_retry(c, name, META_MAX, text, len, &info, &missing)) {
-        free(path);
-        if (missing && !META[k].required) return df_errclear(), 0;
+        if (missing && !META[k].required && !(in->have_rev && revision_find(&in->rev, name))) return df_errclear(), 0;
         return -1;
     }
-    if (*info.sha256) { /* published LFS hash: check it now, the file is in memory */
-        Sha256 h;
-        uint8_t d[32];
-        char hex[65];
-        sha256_init(&h), sha256_update(&h, *text, *len), sha256_final(&h, d), sha256_hex(d, hex);
-        if (strcmp(hex, info.sha256)) rc = df_fail("%s: SHA-256 %s does not match the published %s", name, hex, info.sha256);
-    }
-    if (!rc) keep_fetched(in, name, (const uint8_t *)*text, *len, info.sha256, -1);
-    free(path);
+    char pub[MANIFEST_PUB_MAX];
+    int rc = check_commit(in, name, &info);
+    if (!rc) rc = api_facts(in, name, *len, pub);
+    if (!rc && !*pub && *info.sha256) snprintf(pub, sizeof pub, "sha256:%s", info.sha256);
+    if (!rc) rc = check_pub(name, *text, *len, pub);
+    if (!rc) keep_fetched(in, name, (const uint8_t *)*text, *len, pub, *pub != 0, info.identity, -1);
     if (rc) free(*text), *text = NULL;
     return rc;
 }
@@ -79,54 +140,20 @@ static int pwrite_full(int fd, const uint8_t *p, size_t n, uint64_t off, const c
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Distinct shard names of the index's weight_map, sorted, each of the form catalog_shard_name
- * writes and forming the set 1..N of N. */
-static int shard_names(const char *text, size_t len, char ***out, int *n_out) {
-    json_error_t jerr;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr), *map = root ? json_object_get(root, "weight_map") : NULL;
-    if (!json_is_object(map)) {
-        json_decref(root);
-        return df_fail(INDEX_FILE ": invalid JSON or no weight_map object");
-    }
-    char **names = NULL;
-    int n = 0, rc = 0;
-    const char *key;
-    json_t *v;
-    json_object_foreach(map, key, v) {
-        const char *s = json_string_value(v);
-        int a, b, used = 0;
-        if (!s || sscanf(s, "model-%5d-of-%6d.safetensors%n", &a, &b, &used) != 2 || (size_t)used != strlen(s) || a < 1 ||
-            a > b || b > 100000) {
-            rc = df_fail(INDEX_FILE ": weight_map.%s: not a shard name", key);
-            break;
-        }
-        int seen = 0;
-        for (int i = 0; i < n && !seen; i++) seen = !strcmp(names[i], s);
-        if (seen) continue;
-        names = df_realloc(names, sizeof *names * (size_t)(n + 1));
-        names[n++] = df_strdup(s);
-    }
-    json_decref(root);
-    if (!rc && !n) rc = df_fail(INDEX_FILE ": weight_map is empty");
-    if (!rc) qsort(names, (size_t)n, sizeof *names, cmp_str);
-    for (int i = 0; i < n && !rc; i++) {
-        char want[64];
-        catalog_shard_name(want, sizeof want, i + 1, n);
-        if (strcmp(want, names[i])) rc = df_fail(INDEX_FILE ": shard set is not 1..%d of %d: expected %s, found %s", n, n, want, names[i]);
-    }
-    *out = names, *n_out = n;
-    return rc;
-}
-
 int installer_open_shard(Installer *in, int s) {
     ManifestFile *f = &in->man.f[in->shard_entry[s]];
     if (f->fd >= 0) return 0;
     char *path = path_join(in->root, f->name);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     struct stat st;
+    /* a shard may be a link to a file elsewhere (another disk), never a pipe or a device */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        int rc = df_fail("%s: not a regular file: refusing to write a shard into it", path);
+        free(path);
+        return rc;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     int rc = fd < 0 || fstat(fd, &st) ? df_fail("%s: cannot open for writing: %s", path, strerror(errno)) : 0;
+    if (!rc && !S_ISREG(st.st_mode)) rc = df_fail("%s: not a regular file: refusing to write a shard into it", path);
     if (!rc && (uint64_t)st.st_size != f->size) {
         /* a shard of the wrong size holds nothing the manifest may vouch for */
         if (manifest_present_bytes(&in->man, in->shard_entry[s]))
@@ -144,12 +171,18 @@ int installer_open_shard(Installer *in, int s) {
     return 0;
 }
 
-/* Shard s's header from the source: 8 bytes (learning the file size and published hash), then
- * the JSON. A size or hash that differs from the manifest's resets the shard's entry. */
+/* Shard s's header from the source: 8 bytes (learning the file's size, identity and published
+ * hash), then the JSON, which must come from the same version of the file. A size, hash or
+ * identity that differs from the manifest's resets the shard's entry. */
 static int refresh_header(Installer *in, Conn *c, const char *name, int s, StHeader *h) {
     uint8_t len8[8];
     RemoteInfo info;
-    if (http_range_retry(c, name, 0, 8, 0, -1, len8, &info)) return -1;
+    if (http_range_retry(c, name, 0, 8, NULL, -1, len8, &info)) return -1;
+    char pub[MANIFEST_PUB_MAX];
+    if (check_commit(in, name, &info) || api_facts(in, name, info.total, pub)) return -1;
+    if (*pub && *info.sha256 && strcmp(pub + 7, info.sha256))
+        return df_fail("%s: the server publishes SHA-256 %s, the revision's API %s", name, info.sha256, pub + 7);
+    if (!*pub && *info.sha256) snprintf(pub, sizeof pub, "sha256:%s", info.sha256);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
     if (hlen < 2 || hlen > ST_MAX_HEADER_BYTES || 8 + hlen > info.total)
@@ -157,52 +190,98 @@ static int refresh_header(Installer *in, Conn *c, const char *name, int s, StHea
                        (unsigned long long)info.total);
     uint8_t *hdr = df_malloc(8 + hlen);
     memcpy(hdr, len8, 8);
-    int rc = http_range_retry(c, name, 8, hlen, info.total, -1, hdr + 8, NULL);
+    int rc = http_range_retry(c, name, 8, hlen, &info, -1, hdr + 8, NULL);
     if (!rc) rc = st_parse_header(h, (const char *)hdr + 8, hlen, s, name);
     if (!rc && h->data_start + h->data_size != info.total)
         rc = df_fail("%s: the header describes %llu bytes, the server's file is %llu", name,
                      (unsigned long long)(h->data_start + h->data_size), (unsigned long long)info.total);
-    int reset = 0, e = rc ? -1 : manifest_entry(&in->man, name, info.total, info.sha256, 0, &reset);
-    if (reset) fprintf(stderr, "deltafin: %s changed on the server: fetching it again\n", name);
-    if (!rc) in->shard_entry[s] = e;
-    if (!rc) keep_fetched(in, name, hdr, 8 + hlen, "", s);
+    if (!rc) {
+        int reset = 0, e = manifest_find(&in->man, name);
+        int adopt = e >= 0 && !installer_identity_comparable(in, in->man.f[e].identity);
+        ManifestFacts facts = {info.total, 0, pub, info.identity, adopt};
+        e = manifest_entry(&in->man, name, &facts, &reset);
+        if (reset) fprintf(stderr, "deltafin: %s changed on the server: fetching it again\n", name);
+        in->shard_entry[s] = e;
+        keep_fetched(in, name, hdr, 8 + hlen, "", 0, "", s);
+    }
     free(hdr);
+    return rc;
+}
+
+/* The revision asked for, resolved by the source's revision API to a commit that every later
+ * request names, with each file's size and published hash. A source without the API (a plain
+ * mirror) is noted; the first response naming its commit (X-Repo-Commit) may still pin it. */
+static int pin_revision(Installer *in, Conn *c) {
+    char *url = source_api_url(&in->src), *text = NULL;
+    size_t len;
+    long status = 0;
+    int rc = http_api_retry(c, url, 64u << 20, &text, &len, &status);
+    if (rc && status && status != 401 && status != 403 && !resp_status_transient(status)) rc = 0, status = -status;
+    if (!rc && status > 0 && revision_parse(&in->rev, text, len, url)) {
+        /* a mirror that answers every path with a page of its own has no API either */
+        revision_free(&in->rev);
+        status = -status;
+    } else if (!rc && status > 0) {
+        in->have_rev = 1;
+        source_pin(&in->src, in->rev.commit);
+        snprintf(in->pin_note, sizeof in->pin_note, "revision %s is commit %.12s: every file is fetched at this commit",
+                 in->src.revision, in->rev.commit);
+    }
+    if (status < 0)
+        snprintf(in->pin_note, sizeof in->pin_note, "the source has no revision API (HTTP %ld at %s)", -status, url);
+    if (!rc) df_errclear();
+    free(url), free(text);
+    return rc;
+}
+
+/* The tokenizer files must form a tokenizer of the config's vocabulary (a damaged tiktoken.model
+ * is refused here, not when text is first encoded). */
+static int check_tokenizer(const char *ranks, size_t ranks_len, const char *config, size_t config_len, int vocab) {
+    Tokenizer *t = tok_parse(ranks, ranks_len, "tiktoken.model", config, config_len, "tokenizer_config.json");
+    if (!t) return -1;
+    int rc = tok_vocab_size(t) == vocab ? 0
+                                        : df_fail("tiktoken.model: %d ids with the special tokens, config.json says "
+                                                  "vocab_size %d",
+                                                  tok_vocab_size(t), vocab);
+    tok_free(t);
     return rc;
 }
 
 static int refresh(Installer *in) {
     Conn *c = conn_new(&in->src, in->urls);
     if (!c) return -1;
-    char *cfg_text = NULL, *index = NULL, *other;
-    size_t cfg_len = 0, index_len = 0, len;
-    int rc = 0;
-    for (int k = 0; k < N_META && !rc; k++) {
-        rc = get_meta(in, c, k, &other, &len);
-        if (k == 0) cfg_text = other, cfg_len = len;
-        else if (k == 1) index = other, index_len = len;
-        else free(other);
-    }
+    char *text[N_META] = {0};
+    size_t len[N_META] = {0};
+    int rc = pin_revision(in, c);
+    if (!rc && *in->man.commit && *in->src.commit && strcmp(in->man.commit, in->src.commit))
+        fprintf(stderr, "deltafin: %s moved from commit %.12s to %.12s since this install: files that changed are "
+                        "fetched again\n", in->src.revision, in->man.commit, in->src.commit);
+    for (int k = 0; k < N_META && !rc; k++) rc = get_meta(in, c, k, &text[k], &len[k]);
     K3Config cfg;
-    char **names = NULL;
-    int n = 0;
-    if (!rc) rc = config_parse(&cfg, cfg_text, cfg_len, "config.json");
-    if (!rc) rc = shard_names(index, index_len, &names, &n);
+    ShardIndex ix = {0};
+    if (!rc) rc = config_parse(&cfg, text[0], len[0], "config.json");
+    if (!rc) rc = index_parse(&ix, text[1], len[1], INDEX_FILE);
+    if (!rc) rc = check_tokenizer(text[3], len[3], text[2], len[2], cfg.vocab);
+    int n = ix.n_shards;
     StHeader *headers = df_calloc((size_t)n, sizeof *headers);
     in->shard_entry = df_calloc((size_t)n, sizeof *in->shard_entry);
     int tty = isatty(2);
     for (int s = 0; s < n && !rc; s++) {
-        rc = refresh_header(in, c, names[s], s, &headers[s]);
+        rc = refresh_header(in, c, ix.shards[s], s, &headers[s]);
         if (!rc && tty) fprintf(stderr, "\rshard headers %d/%d", s + 1, n);
     }
     if (!rc) fprintf(stderr, "%sshard headers: %d read from the source\n", tty ? "\r" : "", n);
     if (!rc) {
-        rc = catalog_build(&in->own, in->root, &cfg, headers, names, n);
+        rc = catalog_build(&in->own, in->root, &cfg, headers, ix.shards, n);
         in->have_own = !rc;
     } else {
         for (int s = 0; s < n; s++) st_header_free(&headers[s]);
     }
-    for (int s = 0; s < n; s++) free(names[s]);
-    free(names), free(headers), free(cfg_text), free(index);
+    if (!rc && !*in->pin_note)
+        snprintf(in->pin_note, sizeof in->pin_note, "the source names no commit (no revision API, no X-Repo-Commit)");
+    index_free(&ix);
+    free(headers);
+    for (int k = 0; k < N_META; k++) free(text[k]);
     conn_free(c);
     return rc;
 }
@@ -230,13 +309,16 @@ static int write_header(Installer *in, const FetchedFile *ff) {
 }
 
 static int write_meta(Installer *in, const FetchedFile *ff) {
-    char *path = path_join(in->root, ff->name);
+    char *path = path_join(in->root, ff->name), hex[65];
     int reset, rc = file_write_atomic(path, ff->data, ff->len);
     free(path);
     if (rc) return -1;
-    int e = manifest_entry(&in->man, ff->name, ff->len, ff->sha256, 1, &reset);
+    ManifestFacts facts = {ff->len, 1, ff->pub, ff->identity, 1};
+    int e = manifest_entry(&in->man, ff->name, &facts, &reset);
     manifest_add_written(&in->man, e, 0, ff->len);
-    if (*ff->sha256) manifest_set_verified(&in->man, e, 1); /* checked when fetched */
+    manifest_set_verified(&in->man, e, ff->verified); /* checked when fetched */
+    if (sha256_hex_of(ff->data, ff->len, hex)) return df_failctx("%s", ff->name);
+    manifest_set_local(&in->man, e, hex);
     return 0;
 }
 
@@ -249,6 +331,7 @@ uint64_t installer_fetched_bytes(const Installer *in) {
 int installer_write_fetched(Installer *in) {
     if (in->dry_run) return df_fail("installer_write_fetched: opened as a dry run");
     int rc = file_mkdirs(in->root);
+    manifest_set_revision(&in->man, in->src.repo, in->src.revision, in->src.commit);
     for (int i = 0; i < in->n_fetched && !rc; i++)
         rc = in->fetched[i].shard < 0 ? write_meta(in, &in->fetched[i]) : write_header(in, &in->fetched[i]);
     if (!rc) rc = manifest_commit(&in->man);
@@ -284,23 +367,45 @@ static int bind_shards(Installer *in) {
     return 0;
 }
 
-int installer_open(Installer **out, const char *root, InstallAccess access, int dry_run, const FetchOptions *fetch) {
+/* The source for fetching into an existing install: its revision and pinned commit come from the
+ * manifest, and a source that is not the one recorded says so. */
+static int bind_source(Installer *in, int quick) {
+    if (source_init(&in->src, &in->fetch)) return -1;
+    if (quick) { /* a dry run: an unreachable source fails in seconds, not after a minute of retries */
+        if (in->src.retries > 1) in->src.retries = 1;
+        if (in->src.connect_timeout_s > 10) in->src.connect_timeout_s = 10;
+    }
+    in->urls = urlcache_new();
+    in->has_source = 1;
+    Manifest *m = &in->man;
+    if (in->access == INST_REFRESH) {
+        in->same_source = !*m->source || !strcmp(m->source, in->src.repo);
+        return 0;
+    }
+    /* a version 1 manifest recorded the resolve URL: https://host/path/resolve/REV/ */
+    size_t rl = strlen(in->src.repo);
+    in->same_source = !strcmp(m->source, in->src.repo) ||
+                      (m->version == 1 && !strncmp(m->source, in->src.repo, rl) && !strncmp(m->source + rl, "/resolve/", 9));
+    if (*m->revision && strcmp(m->revision, in->src.revision))
+        return df_fail("%s is an install of revision %s%s%.12s; K3_HF_REVISION asks for %s: run deltafin setup to switch "
+                       "revisions", in->root, m->revision, *m->commit ? " (commit " : "", *m->commit ? m->commit : "",
+                       in->src.revision);
+    if (*m->commit) source_pin(&in->src, m->commit);
+    return 0;
+}
+
+int installer_open(Installer **out, const InstallOptions *o) {
     Installer *in = df_calloc(1, sizeof *in);
     in->cat = &in->own;
-    in->fetch = *fetch;
-    in->root = df_strdup(root);
-    in->access = access, in->dry_run = access == INST_REFRESH && dry_run;
+    in->fetch = *o->fetch;
+    in->root = df_strdup(o->root);
+    in->access = o->access, in->dry_run = o->access == INST_REFRESH && o->dry_run;
     pthread_mutex_init(&in->mu, NULL);
     pthread_cond_init(&in->cv, NULL);
     *out = in;
     int rc = manifest_load(&in->man, in->root);
-    if (!rc && access != INST_OFFLINE) {
-        rc = source_init(&in->src, fetch);
-        in->has_source = !rc;
-        in->urls = urlcache_new();
-        if (!rc) snprintf(in->man.source, sizeof in->man.source, "%s", in->src.base);
-    }
-    if (!rc) rc = access == INST_REFRESH ? refresh(in) : open_local(in);
+    if (!rc && o->access != INST_OFFLINE) rc = bind_source(in, o->dry_run);
+    if (!rc) rc = o->access == INST_REFRESH ? refresh(in) : open_local(in);
     return rc;
 }
 
@@ -319,12 +424,8 @@ int installer_attach(Installer **out, const Catalog *cat, InstallAccess mode, co
         in->unmanaged = 1;
         return 0;
     }
-    if (in->access == INST_ONLINE) {
-        rc = source_init(&in->src, fetch);
-        in->has_source = !rc;
-        in->urls = urlcache_new();
-    }
-    return rc ? -1 : bind_shards(in);
+    if (in->access == INST_ONLINE && bind_source(in, 0)) return -1;
+    return bind_shards(in);
 }
 
 void installer_close(Installer *in) {
@@ -340,6 +441,7 @@ void installer_close(Installer *in) {
     for (int i = 0; i < in->n_fetched; i++) free(in->fetched[i].name), free(in->fetched[i].data);
     free(in->fetched);
     free(in->idle), free(in->inflight);
+    revision_free(&in->rev);
     if (in->have_own) catalog_free(&in->own);
     manifest_free(&in->man);
     pthread_mutex_destroy(&in->mu);
@@ -348,7 +450,27 @@ void installer_close(Installer *in) {
 }
 
 const Catalog *installer_catalog(const Installer *in) { return in->cat; }
+const char *installer_pin_note(const Installer *in) { return in->pin_note; }
 int installer_unmanaged(const Installer *in) { return in->unmanaged; }
 Manifest *installer_manifest(Installer *in) { return &in->man; }
 const char *installer_root(const Installer *in) { return in->root; }
 int installer_shard_entry(const Installer *in, int shard) { return in->unmanaged ? -1 : in->shard_entry[shard]; }
+
+void installer_expect(const Installer *in, int e, RemoteInfo *x) {
+    const ManifestFile *f = &in->man.f[e];
+    memset(x, 0, sizeof *x);
+    x->total = f->size;
+    if (*f->identity && installer_identity_comparable(in, f->identity)) snprintf(x->identity, sizeof x->identity, "%s", f->identity);
+    snprintf(x->commit, sizeof x->commit, "%s", in->src.commit);
+}
+
+void installer_note_source(Installer *in) {
+    pthread_mutex_lock(&in->mu);
+    int say = !in->same_source && !in->warned_source;
+    in->warned_source = 1;
+    pthread_mutex_unlock(&in->mu);
+    if (say)
+        fprintf(stderr, "deltafin: %s was installed from %s; fetching from %s%s\n", in->root,
+                *in->man.source ? in->man.source : "another source", in->src.repo,
+                *in->src.commit ? " at the pinned commit" : ": bytes are checked by size (and published hashes) only");
+}

@@ -46,9 +46,16 @@ typedef struct {
     uint64_t bytes;
 } FetchPlan;
 
-/* dry_run (REFRESH only): keep everything in memory. fetch: the source's settings (copied; its
- * strings must outlive the Installer). */
-int installer_open(Installer **out, const char *root, InstallAccess access, int dry_run, const FetchOptions *fetch);
+/* What an Installer is opened on. fetch: the source's settings (copied; its strings must outlive
+ * the Installer); unused when OFFLINE. */
+typedef struct {
+    const char *root;
+    InstallAccess access;
+    int dry_run;         /* REFRESH: keep everything in memory; fail fast when the source is unreachable */
+    const FetchOptions *fetch;
+} InstallOptions;
+
+int installer_open(Installer **out, const InstallOptions *opt);
 /* Binds the install at cat->dir to a catalog the caller opened (borrowed: it must outlive the
  * Installer). For the run-time store: OFFLINE answers queries, ONLINE also fetches on demand.
  * A directory without a manifest (a checkpoint made some other way) counts as complete. */
@@ -59,6 +66,8 @@ uint64_t installer_fetched_bytes(const Installer *in);
 int installer_write_fetched(Installer *in);
 
 const Catalog *installer_catalog(const Installer *in);
+/* REFRESH: how the revision was pinned to a commit, or why it could not be (one line). */
+const char *installer_pin_note(const Installer *in);
 Manifest *installer_manifest(Installer *in);
 const char *installer_root(const Installer *in);
 /* 1 for a directory without a manifest (not made by setup): its files count as complete. */
@@ -81,11 +90,28 @@ void installer_totals(Installer *in, uint64_t *full, uint64_t *present);
 /* Free bytes on the root's file system (FetchOptions.disk_free_bytes overrides, for tests). */
 int installer_disk_free(Installer *in, uint64_t *free_bytes);
 
-/* Fetches every job (parallel, resumable, progress on stderr labelled `what`). */
-int installer_run(Installer *in, FetchPlan *p, const char *what);
-/* Hashes complete shards whose source published a SHA-256 and that are not yet verified; a
- * mismatch drops the shard's ranges and fails. *checked / *unpublished count shards. */
-int installer_verify(Installer *in, int *checked, int *unpublished);
+/* Fetches every job (parallel, resumable, progress on stderr labelled `what`). verify: every
+ * shard the plan completes is hashed while it downloads and checked against its published
+ * SHA-256 (off for the on-demand fetches a generation waits for; a later fetch, setup or
+ * doctor --verify hashes such shards). */
+int installer_run(Installer *in, FetchPlan *p, const char *what, int verify);
+/* Checks every complete file of the install against its published hash (SHA-256 or git blob
+ * SHA-1) and the SHA-256 recorded when it was completed. Files already checked are counted
+ * without hashing, except those of at most recheck_upto bytes (0: none, UINT64_MAX: all). Every bad file is named (stderr, and the one-line message);
+ * with apply, bad files lose their bytes (the next fetch gets them anew) and hashes computed
+ * here are recorded. Progress is shown when the hashing is long. */
+typedef struct {
+    int verified;        /* complete files matching the hash the source published */
+    int local_only;      /* complete files without a published hash: sizes checked (hash recorded) */
+    int incomplete;      /* files not complete yet (a streaming install's shards): sizes only */
+    int bad;
+    int bad_whole;       /* of them metadata files (fetched again by setup, not fetch) */
+} VerifyReport;
+int installer_verify(Installer *in, uint64_t recheck_upto, int apply, VerifyReport *rep);
+/* How the install is tied to its revision: *pinned when it has a commit; *unidentified counts
+ * shards with neither a published hash nor an ETag (their later bytes can be checked by size
+ * only). */
+void installer_pinning(Installer *in, int *pinned, int *unidentified);
 
 /* On demand, thread-safe. */
 int installer_has_expert(Installer *in, int layer, int expert);

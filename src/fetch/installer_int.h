@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "fetch/http.h"
+#include "fetch/revision.h"
 #include "fetch/installer.h"
 #include "fetch/source.h"
 
@@ -13,7 +14,9 @@ typedef struct {
     char *name;
     uint8_t *data;
     size_t len;
-    char sha256[65];
+    char pub[MANIFEST_PUB_MAX];      /* the hash the source publishes, "" when none */
+    int verified;                    /* data was checked against pub */
+    char identity[MANIFEST_ID_MAX];
     int shard;               /* -1: a metadata file, written whole */
 } FetchedFile;
 
@@ -24,6 +27,11 @@ struct Installer {
     int has_source;
     Source src;
     FetchOptions fetch;      /* the settings the source was built from (and K3_DISK_FREE_BYTES) */
+    int same_source;         /* the source is the one the manifest records: its ETags compare */
+    RevisionInfo rev;        /* the revision API's answer (setup), when have_rev */
+    int have_rev;
+    char pin_note[400];      /* how the revision was pinned, or why it could not be */
+    int warned_source;       /* installer_note_source has spoken */
     UrlCache *urls;          /* redirect targets shared by every connection */
     Manifest man;
     const Catalog *cat;      /* &own, or the caller's (installer_attach) */
@@ -45,6 +53,13 @@ struct Installer {
 
 /* Opens (creating, sized) shard s for writing and stores the fd in its manifest entry. */
 int installer_open_shard(Installer *in, int s);
+/* 1 when an identity recorded for a file may be compared with what the source sends now. */
+int installer_identity_comparable(const Installer *in, const char *identity);
+/* What a response for entry e must match: size, identity (when comparable), pinned commit. */
+void installer_expect(const Installer *in, int e, RemoteInfo *expect);
+/* Before the first fetch: says once when the source is not the install's (its ETags then mean
+ * nothing here). */
+void installer_note_source(Installer *in);
 /* Appends [begin, end) of entry `file` to the plan, split at the chunk size. */
 void plan_add(Installer *in, FetchPlan *p, int file, uint64_t begin, uint64_t end);
 

@@ -56,7 +56,11 @@ int installer_fetch_expert(Installer *in, int layer, int expert) {
     const ExpertSpan *sp = NULL;
     if (span_of(in, layer, expert, &sp)) return -1;
     if (in->unmanaged) return 0;
-    if (!in->has_source) return df_fail("expert %d of layer %d is not installed and no source is configured", expert, layer);
+    if (!in->has_source)
+        return df_fail("expert %d of layer %d is not installed and fetching is off (K3_OFFLINE=1): run `deltafin fetch "
+                       "--root %s` where the source can be reached",
+                       expert, layer, in->root);
+    installer_note_source(in);
     int e = in->shard_entry[sp->shard];
     uint64_t begin = sp->offset, end = begin + in->cat->expert_bytes;
     int64_t key = (int64_t)layer * in->cat->cfg.n_experts + expert;
@@ -79,7 +83,9 @@ int installer_fetch_expert(Installer *in, int layer, int expert) {
     Conn *c = rc ? NULL : take_conn(in);
     if (!rc && !c) rc = -1;
     ManifestFile *f = &in->man.f[e];
-    if (!rc) rc = http_range_retry(c, f->name, begin, end - begin, f->size, f->fd, NULL, NULL);
+    RemoteInfo expect;
+    installer_expect(in, e, &expect);
+    if (!rc) rc = http_range_retry(c, f->name, begin, end - begin, &expect, f->fd, NULL, NULL);
     if (c) give_conn(in, c);
     if (!rc) manifest_add_written(&in->man, e, begin, end); /* usable now, durable at the commit */
 

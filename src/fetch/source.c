@@ -98,8 +98,11 @@ int source_init(Source *s, const FetchOptions *o) {
     const char *bare = host + (http ? 7 : !strncmp(host, "https://", 8) ? 8 : 0);
     size_t blen = strlen(bare);
     if (blen && bare[blen - 1] == '/') blen--;
-    snprintf(s->display, sizeof s->display, "%.*s/%s/resolve/%s/", (int)blen, bare, path, rev);
-    snprintf(s->base, sizeof s->base, "%s://%s", http ? "http" : "https", s->display);
+    snprintf(s->origin, sizeof s->origin, "%s://%.*s", http ? "http" : "https", (int)blen, bare);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    snprintf(s->revision, sizeof s->revision, "%s", rev);
+    snprintf(s->repo, sizeof s->repo, "%s/%s", s->origin, path);
+    source_pin(s, "");
     if (tok && *tok) {
         if (source_check_token(tok)) return df_failctx("HF_TOKEN");
         snprintf(s->auth, sizeof s->auth, "Authorization: Bearer %s", tok);
@@ -108,6 +111,20 @@ int source_init(Source *s, const FetchOptions *o) {
     s->retries = o->retries, s->backoff_ms = o->backoff_ms, s->parallel = o->parallel;
     s->chunk_bytes = (unsigned long long)o->chunk_kb << 10;
     return 0;
+}
+
+void source_pin(Source *s, const char *commit) {
+    snprintf(s->commit, sizeof s->commit, "%s", commit);
+    const char *origin = s->origin + (strncmp(s->origin, "http://", 7) ? 8 : 7);
+    snprintf(s->display, sizeof s->display, "%s/%s/resolve/%s/", origin, s->path, *commit ? commit : s->revision);
+    snprintf(s->base, sizeof s->base, "%s/%s/resolve/%s/", s->origin, s->path, *commit ? commit : s->revision);
+}
+
+char *source_api_url(const Source *s) {
+    size_t n = strlen(s->origin) + strlen(s->path) + strlen(s->revision) + 64;
+    char *u = df_malloc(n);
+    snprintf(u, n, "%s/api/models/%s/revision/%s?blobs=true", s->origin, s->path, s->revision);
+    return u;
 }
 
 char *source_url(const Source *s, const char *file) {

@@ -28,8 +28,13 @@ typedef struct {
 } FetchOptions;
 
 typedef struct {
-    char base[512];        /* "https://host/path/resolve/revision/" */
-    char display[480];     /* the same without the scheme, for messages */
+    char base[800];        /* "https://host/path/resolve/REV/", REV the pinned commit once pinned */
+    char display[800];     /* the same without the scheme, for messages */
+    char repo[520];        /* "https://host/path": the source an install records */
+    char origin[300];      /* "https://host" */
+    char path[208];        /* "owner/name" */
+    char revision[208];    /* as asked for: K3_HF_REVISION, default "main" */
+    char commit[41];       /* the commit the source's URLs are pinned to ("" until source_pin) */
     char auth[1100];       /* "Authorization: Bearer ..." or "" */
     int connect_timeout_s; /* K3_FETCH_CONNECT_TIMEOUT */
     int stall_timeout_s;   /* K3_FETCH_STALL_TIMEOUT: no byte for this long aborts */
@@ -51,5 +56,11 @@ int source_check_token(const char *token);
 
 /* URL of one file (new string, caller frees). `file` must be a plain file name. */
 char *source_url(const Source *s, const char *file);
+/* From now on every file is requested at that commit (40 lowercase hex), so the bytes are the
+ * commit's whatever the revision name points to later. */
+void source_pin(Source *s, const char *commit);
+/* Hugging Face's revision API for the revision asked for: it answers the commit and the files
+ * (new string). */
+char *source_api_url(const Source *s);
 
 #endif

@@ -21,7 +21,7 @@ static int fetch_missing(FetchingSource *fs, int layer, const int *ids, int n) {
         char what[64];
         plan_experts(fs->inst, layers, missing, m, &plan);
         snprintf(what, sizeof what, "fetching %d expert%s of layer %d", m, m == 1 ? "" : "s", layer);
-        rc = installer_run(fs->inst, &plan, what);
+        rc = installer_run(fs->inst, &plan, what, 0); /* a generation waits: no hashing here */
         plan_free(&plan);
         for (int i = 0; i < m && !rc; i++)
             if (!installer_has_expert(fs->inst, layer, missing[i]))

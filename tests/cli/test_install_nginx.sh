@@ -113,15 +113,38 @@ for store in mapped stream; do
     echo "on-demand ($store): $NEED experts fetched in $((after - before)) requests; logits identical to the source"
 done
 
+# an install whose manifest is version 1 (written before revisions and ETags were recorded) is
+# read, completed and rewritten as version 2
+R4="$T/root4"
+"$DF" setup --stream --root "$R4" >/dev/null 2>&1 || fail "setup for the version 1 manifest"
+"$PYTHON" - "$R4/deltafin-manifest.txt" "$K3_HF_HOST" <<'PY'
+import sys
+path, host = sys.argv[1:3]
+out = ["deltafin-manifest 1", f"source {host}/moonshotai/Kimi-K3/resolve/main/"]
+for ln in open(path).read().split("\n")[1:]:
+    if ln.startswith("file "):
+        _, name, size, whole, n, pub, local, verified, ident = ln.split()
+        sha = pub.split(":", 1)[1] if pub.startswith("sha256:") else "-"
+        out.append(f"file {name} {size} {sha} {whole} {verified if sha != '-' else 0} {n}")
+    elif ln and not ln.startswith(("source ", "revision ")):
+        out.append(ln)
+open(path, "w").write("\n".join(out) + "\n")
+PY
+head -1 "$R4/deltafin-manifest.txt" | grep -q "deltafin-manifest 1" || fail "no version 1 manifest to test"
+"$DF" fetch --root "$R4" --layers 2 >"$T/v1.out" 2>&1 || { cat "$T/v1.out"; fail "fetch into a version 1 install"; }
+if grep -q "was installed from" "$T/v1.out"; then cat "$T/v1.out"; fail "a version 1 install was taken for another source's"; fi
+head -1 "$R4/deltafin-manifest.txt" | grep -q "deltafin-manifest 2" || fail "the manifest was not rewritten as version 2"
+check_install "$R4" >/dev/null || fail "version 1 install after fetch differs from the source"
+
 # some layers, then everything
 "$DF" fetch --root "$R" --layers 2-3,5 >"$T/fetch1.out" 2>&1 || { cat "$T/fetch1.out"; fail "fetch --layers"; }
 "$PYTHON" - "$R" "$SRC" "$T/router_trace.jsonl" <<'PY' || fail "fetch --layers: wrong set of experts present"
 import json, os, re, struct, sys
 root, src, trace = sys.argv[1:4]
 ranges, cur = {}, None
-for ln in open(root + "/deltafin-manifest.txt").read().split("\n")[2:]:
+for ln in open(root + "/deltafin-manifest.txt").read().split("\n")[1:]:
     if ln.startswith("file "): cur = ln.split()[1]; ranges[cur] = []
-    elif ln: ranges[cur].append(tuple(map(int, ln.split())))
+    elif ln and not ln.startswith(("source ", "revision ")): ranges[cur].append(tuple(map(int, ln.split())))
 routed = {(int(l), e) for ln in open(trace) for l, v in json.loads(ln).items() for e in v}
 for name in sorted(os.listdir(src)):
     if not name.endswith(".safetensors"): continue

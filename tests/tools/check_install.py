@@ -3,9 +3,10 @@
 
 usage: check_install.py ROOT SRC_DIR [--full]
 
-Parses ROOT/deltafin-manifest.txt and checks that it is well formed, that every file it lists has
-the source's size on disk, and that every byte of every recorded range equals the source's bytes.
-With --full, every source file must also be wholly present and identical (SHA-256 compare).
+Parses ROOT/deltafin-manifest.txt (version 2) and checks that it is well formed, that every file it
+lists has the source's size on disk, that every byte of every recorded range equals the source's
+bytes, and that every hash it records (published, or computed at download) is the file's SHA-256
+(or git blob SHA-1). With --full, every source file must also be wholly present and identical.
 Prints "present=N bytes, files=N, ranges=N" and exits 0, or prints the first problem and exits 1.
 """
 import hashlib, os, sys
@@ -18,7 +19,7 @@ def fail(msg):
 
 def parse(path):
     lines = open(path).read().split("\n")
-    if lines[0] != "deltafin-manifest 1":
+    if lines[0] != "deltafin-manifest 2":
         fail("bad magic")
     files, cur, left = {}, None, 0
     for ln in lines[1:]:
@@ -28,12 +29,12 @@ def parse(path):
             a, b = map(int, ln.split())
             files[cur]["ranges"].append((a, b))
             left -= 1
-        elif ln.startswith("source "):
+        elif ln.startswith("source ") or ln.startswith("revision "):
             pass
         else:
-            kw, name, size, sha, whole, verified, n = ln.split()
+            kw, name, size, whole, n, pub, local, verified, identity = ln.split()
             assert kw == "file", ln
-            files[name] = {"size": int(size), "sha": sha, "ranges": []}
+            files[name] = {"size": int(size), "pub": pub, "local": local, "verified": verified == "1", "ranges": []}
             cur, left = name, int(n)
     if left:
         fail("truncated manifest")
@@ -46,6 +47,25 @@ def sha(path):
         for b in iter(lambda: f.read(1 << 20), b""):
             h.update(b)
     return h.hexdigest()
+
+
+def git_sha1(path):
+    data = open(path, "rb").read()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def check_hashes(root, name, f):
+    whole = f["ranges"] == [(0, f["size"])]
+    if f["local"] != "-":
+        if not whole:
+            fail(f"{name}: a hash recorded for an incomplete file")
+        if sha(os.path.join(root, name)) != f["local"]:
+            fail(f"{name}: the recorded SHA-256 is not the file's")
+    if f["verified"]:
+        kind, _, want = f["pub"].partition(":")
+        got = sha(os.path.join(root, name)) if kind == "sha256" else git_sha1(os.path.join(root, name))
+        if got != want:
+            fail(f"{name}: verified against {f['pub']}, but the file's hash is {got}")
 
 
 def main():
@@ -70,6 +90,7 @@ def main():
                     fail(f"{name}: recorded range {a}-{b} differs from the source")
                 present += b - a
                 nranges += 1
+        check_hashes(root, name, f)
     if full:
         for name in sorted(os.listdir(src)):
             if name not in files:
