@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests (release and ASan+UBSan builds), command-line tests, the NumPy
-# reference comparisons, the trainer's tests (PyTorch on the CPU) and the Node.js peer tests.
-# Prints one "N passed, N failed" line last.
-# A test group can be selected: tests/run.sh unit|cli|train|node
+# reference comparisons, the trainer's tests (PyTorch on the CPU), the Node.js peer tests and a
+# short run of every fuzzing harness (when `make fuzz` built them). Prints one "N passed, N failed"
+# line last. A test group can be selected: tests/run.sh unit|cli|train|node|fuzz
 set -u
 cd "$(dirname "$0")/.."
 export DF="$PWD/build/deltafin" DF_ASAN="$PWD/build-asan/deltafin"
@@ -48,6 +48,13 @@ fi
 if [ "$only" = all ] || [ "$only" = node ]; then
     for t in tests/node/test_*.mjs; do
         [ -f "$t" ] && run_one "$t" node "$t"
+    done
+fi
+
+if [ "$only" = all ] || [ "$only" = fuzz ]; then
+    for f in tests/fuzz/fuzz_*.c; do
+        name=$(basename "$f" .c)
+        [ -x "build-fuzz/fuzz/$name" ] && run_one "fuzz/$name" bash tests/fuzz/run.sh "${FUZZ_SECONDS:-5}" "${name#fuzz_}"
     done
 fi
 
