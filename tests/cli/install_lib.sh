@@ -9,11 +9,11 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# make_source DIR [PRESET]: DIR/www/moonshotai/Kimi-K3/resolve/main holds a synth checkpoint.
+# make_source DIR [PRESET] [SEED]: DIR/www/moonshotai/Kimi-K3/resolve/main holds a synth checkpoint.
 make_source() {
     SRC="$1/www/moonshotai/Kimi-K3/resolve/main"
     mkdir -p "$SRC"
-    "$DF" synth --preset "${2:-small}" --seed 7 --out "$SRC" --quiet >/dev/null
+    "$DF" synth --preset "${2:-small}" --seed "${3:-7}" --out "$SRC" --quiet >/dev/null
 }
 
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -26,9 +26,10 @@ wait_port() { # port
     fail "nothing listens on port $1"
 }
 
-# start_nginx WWW: serves WWW on a free loopback port; sets PORT and K3_HF_HOST.
+# start_nginx WWW [CONFIG]: serves WWW on a free loopback port (CONFIG: more lines for its server
+# block); sets PORT and K3_HF_HOST.
 start_nginx() {
-    local www="$1" conf="$DF_TEST_TMP/nginx"
+    local www="$1" extra="${2:-}" conf="$DF_TEST_TMP/nginx"
     mkdir -p "$conf"
     PORT=$(free_port)
     cat >"$conf/nginx.conf" <<CONF
@@ -47,7 +48,7 @@ http {
     scgi_temp_path $conf/tmp;
     sendfile on;
     keepalive_requests 100000;
-    server { listen 127.0.0.1:$PORT; root $www; }
+    server { listen 127.0.0.1:$PORT; root $www; $extra }
 }
 CONF
     /usr/sbin/nginx -c "$conf/nginx.conf" -p "$conf" 2>"$conf/stderr" &
@@ -56,13 +57,14 @@ CONF
     export K3_HF_HOST="http://127.0.0.1:$PORT"
 }
 
-# start_faults WWW_SOURCE_DIR [faultserver options]: sets PORT, K3_HF_HOST, FLOG (request log).
+# start_faults WWW_SOURCE_DIR [faultserver options]: sets PORT, K3_HF_HOST, FLOG (request log);
+# FAULT_PORT picks the port.
 start_faults() {
     local src="$1"; shift
     local pf="$DF_TEST_TMP/port.$RANDOM$RANDOM"
     FLOG="$DF_TEST_TMP/faults.$RANDOM.log"
     : >"$FLOG"
-    "$PYTHON" "$TOOLS/faultserver.py" --dir "$src" --port-file "$pf" --log "$FLOG" "$@" &
+    "$PYTHON" "$TOOLS/faultserver.py" --dir "$src" --port-file "$pf" --log "$FLOG" --port "${FAULT_PORT:-0}" "$@" &
     FPID=$!
     PIDS+=($FPID)
     for _ in $(seq 100); do [ -f "$pf" ] && break; sleep 0.05; done
@@ -71,6 +73,8 @@ start_faults() {
     export K3_HF_HOST="http://127.0.0.1:$PORT"
 }
 stop_faults() { kill "$FPID" 2>/dev/null || true; wait "$FPID" 2>/dev/null || true; }
+# restart_faults WWW_SOURCE_DIR [options]: the server again on the same port (the same mirror URL)
+restart_faults() { stop_faults; FAULT_PORT=$PORT start_faults "$@"; }
 
 # check_install ROOT [--full]: every recorded byte equals the source (and, --full, every file).
 check_install() { "$PYTHON" "$TOOLS/check_install.py" "$1" "$SRC" "${@:2}"; }

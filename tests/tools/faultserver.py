@@ -13,15 +13,25 @@ misbehaves on chosen range requests to .safetensors files (counted from 1 in arr
     resize   report the file one MiB larger in Content-Range (the file "changed" upstream)
     corrupt  flip one byte of the body (only a published hash can catch it)
     forbid   answer 403, as a CDN does for an expired signed URL
+    wrongrange  answer with the bytes (and Content-Range) of the range one byte further on
+  --meta-fault FILE=KIND  damage a whole-file answer: flip (one byte changed, same size), garble
+                  (one byte made invalid for the file's syntax: '!' in place of a character),
+                  truncate (half the file)
+  --etag none|mtime   ETag of every file: like nginx ("mtime-size", default) or none at all
+  --commit SHA    the commit the default revision is: sent as X-Repo-Commit on /resolve/ answers
+  --rev NAME=DIR  serve DIR as revision NAME too (a commit of the repository), at /resolve/NAME/
+  --api           answer Hugging Face's revision API, /api/models/PATH/revision/REV, with the
+                  commit and every file's size, git blob SHA-1 and (shards) LFS SHA-256
   --publish-sha   send X-Linked-ETag: "<sha256>" for shards, as Hugging Face does for LFS files
   --retry-after S send Retry-After: S with 503 answers
   --redirect      answer /resolve/ URLs of shards with 302 to /cdn/FILE, as Hugging Face does for LFS
                   files (the X-Linked-ETag then rides on the 302, not on the file's response)
   --delay-ms N    wait N ms before answering each shard range request (to slow an install down)
-  --log FILE      one line per request: "METHOD FILE RANGE STATUS AUTHORIZATION"
+  --log FILE      one line per request: "METHOD FILE RANGE STATUS AUTHORIZATION REVISION"
+  --port N        listen on port N (default: any free port)
 The port it listens on is written to --port-file once it accepts connections.
 """
-import argparse, hashlib, os, socket, sys, threading, time
+import argparse, hashlib, json, os, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ARGS = None
@@ -46,6 +56,39 @@ def fault_for(k):
     return None
 
 
+def git_sha1_of(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def revisions():
+    """name -> (directory, commit) for every revision served."""
+    revs = {ARGS.revision: (ARGS.dir, ARGS.commit)}
+    if ARGS.commit:  # as on the hub, a commit also resolves by its name
+        revs[ARGS.commit] = (ARGS.dir, ARGS.commit)
+    for spec in ARGS.rev:
+        name, _, d = spec.partition("=")
+        revs[name] = (d, name)
+    return revs
+
+
+META_FAULTS = {}
+
+
+def damaged(path, kind):
+    data = open(path, "rb").read()
+    mid = len(data) // 2
+    if kind == "flip":  # same size, still well-formed text: a letter changed to another letter
+        i = next(i for i in range(mid, len(data)) if data[i:i + 1].isalpha())
+        return data[:i] + (b"B" if data[i:i + 1] != b"B" else b"C") + data[i + 1:]
+    if kind == "garble":
+        return data[:mid] + b"!" + data[mid + 1:]
+    if kind == "truncate":
+        return data[:mid]
+    raise ValueError(kind)
+
+
 def sha_of(path):
     with LOCK:
         if path not in SHA:
@@ -68,7 +111,8 @@ class Handler(BaseHTTPRequestHandler):
         if ARGS.log:
             with LOCK, open(ARGS.log, "a") as f:
                 auth = (self.headers.get("Authorization") or "-").replace(" ", "_")
-                f.write(f"{self.command} {name} {rng or '-'} {status} {auth}\n")
+                rev = getattr(self, "rev", None) or "-"
+                f.write(f"{self.command} {name} {rng or '-'} {status} {auth} {rev}\n")
 
     def simple(self, status, body=b"", retry_after=None):
         self.send_response(status)
@@ -88,16 +132,50 @@ class Handler(BaseHTTPRequestHandler):
     def do_HEAD(self):
         self.do_GET()
 
+    def api(self):
+        prefix = "/api/models/" + ARGS.path + "/revision/"
+        rev = self.path[len(prefix):].split("?")[0]
+        revs = revisions()
+        if rev not in revs or not revs[rev][1]:
+            self.log("api:" + rev, None, 404)
+            return self.simple(404, b'{"error":"Revision Not Found"}')
+        d, commit = revs[rev]
+        sib = []
+        for name in sorted(os.listdir(d)):
+            p = os.path.join(d, name)
+            e = {"rfilename": name, "size": os.path.getsize(p), "blobId": git_sha1_of(p)}
+            if name.endswith(".safetensors"):
+                e["lfs"] = {"sha256": sha_of(p), "size": os.path.getsize(p), "pointerSize": 135}
+            sib.append(e)
+        body = json.dumps({"id": ARGS.path, "sha": commit, "siblings": sib}).encode()
+        self.log("api:" + rev, None, 200)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_GET(self):
-        prefix = "/" + ARGS.path + "/resolve/" + ARGS.revision + "/"
+        if ARGS.api and self.path.startswith("/api/models/" + ARGS.path + "/revision/"):
+            return self.api()
         cdn = self.path.startswith("/cdn/")
+        self.commit, self.rev = None, "cdn" if cdn else None
         if cdn:
-            prefix = "/cdn/"
-        if not self.path.startswith(prefix) or "/" in self.path[len(prefix):] or ".." in self.path:
+            prefix, root = "/cdn/", ARGS.dir
+        else:
+            root = None
+            for rev, (d, commit) in revisions().items():
+                p = "/" + ARGS.path + "/resolve/" + rev + "/"
+                if self.path.startswith(p):
+                    prefix, root, self.commit, self.rev = p, d, commit, rev
+            if root is None:
+                self.log(self.path, None, 404)
+                return self.simple(404, b"not found\n")
+        if "/" in self.path[len(prefix):] or ".." in self.path:
             self.log(self.path, None, 404)
             return self.simple(404, b"not found\n")
         name = self.path[len(prefix):]
-        path = os.path.join(ARGS.dir, name)
+        path = os.path.join(root, name)
         if not os.path.isfile(path):
             self.log(name, None, 404)
             return self.simple(404, b"Entry not found\n")
@@ -117,11 +195,17 @@ class Handler(BaseHTTPRequestHandler):
                 COUNT[0] += 1
                 fault = fault_for(COUNT[0])
         if not rng or fault == "full200":
-            self.log(name, rng, "200:full200" if fault else 200)
+            meta = META_FAULTS.get(name) if not rng else None
+            data = None
+            if meta:
+                data = damaged(path, meta)
+            self.log(name, rng, "200:full200" if fault else "200:" + meta if meta else 200)
             self.send_response(200)
-            self.send_header("Content-Length", str(size))
+            self.send_header("Content-Length", str(len(data) if data is not None else size))
             self.extra_headers(name, path)
             self.end_headers()
+            if data is not None:
+                return self.wfile.write(data) if self.command != "HEAD" else None
             return self.send_file(path, 0, size, None)
         try:
             unit, _, spec = rng.partition("=")
@@ -139,6 +223,8 @@ class Handler(BaseHTTPRequestHandler):
         if fault == "forbid":
             self.log(name, rng, "403:forbid")
             return self.simple(403, b"Request has expired\n")
+        if fault == "wrongrange" and b + 1 < size:
+            a, b = a + 1, b + 1
         n = b - a + 1
         total = size + (1 << 20 if fault == "resize" else 0)
         self.log(name, rng, 206 if not fault else "206:" + fault)
@@ -150,8 +236,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send_file(path, a, n - 1 if fault == "badlen" else n, fault)
 
     def extra_headers(self, name, path):
-        if ARGS.publish_sha and name.endswith(".safetensors") and not (ARGS.redirect and self.path.startswith("/cdn/")):
+        on_cdn = ARGS.redirect and self.path.startswith("/cdn/")
+        if ARGS.publish_sha and name.endswith(".safetensors") and not on_cdn:
             self.send_header("X-Linked-ETag", '"' + sha_of(path) + '"')
+        if self.commit and not on_cdn:
+            self.send_header("X-Repo-Commit", self.commit)
+        if ARGS.etag == "mtime":
+            st = os.stat(path)
+            self.send_header("ETag", f'"{st.st_mtime_ns:x}-{st.st_size:x}"')
 
     def send_file(self, path, off, n, fault):
         if self.command == "HEAD":
@@ -188,11 +280,21 @@ def main():
     p.add_argument("--stall-s", type=float, default=20)
     p.add_argument("--delay-ms", type=float, default=0)
     p.add_argument("--log")
+    p.add_argument("--meta-fault", action="append", default=[])
+    p.add_argument("--etag", choices=("none", "mtime"), default="mtime")
+    p.add_argument("--commit", default="")
+    p.add_argument("--rev", action="append", default=[])
+    p.add_argument("--api", action="store_true")
     p.add_argument("--port-file", required=True)
+    p.add_argument("--port", type=int, default=0)
     ARGS = p.parse_args()
     ARGS.fault_list = parse_faults(ARGS.faults)
+    for spec in ARGS.meta_fault:
+        name, _, kind = spec.partition("=")
+        META_FAULTS[name] = kind
     ThreadingHTTPServer.daemon_threads = True
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    ThreadingHTTPServer.allow_reuse_address = True
+    srv = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
     tmp = ARGS.port_file + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(srv.server_address[1]))
