@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "util/err.h"
-#include "util/fileio.h"
 
 static void to_hex(const unsigned char *d, unsigned n, char *hex) {
     static const char digits[] = "0123456789abcdef";
@@ -81,30 +80,6 @@ int git_blob_sha1_hex(const void *data, size_t n, char hex[41]) {
     if (git_sha1_init(&g, n)) return -1;
     git_sha1_update(&g, data, n);
     return git_sha1_final(&g, hex);
-}
-
-int sha256_file_continue(Sha256 *s, int fd, uint64_t size, const char *label, Progress *pr) {
-    enum { CHUNK = 8 << 20 };
-    uint8_t *buf = df_malloc(CHUNK);
-    int rc = 0;
-    while (s->total < size && !rc) {
-        size_t n = size - s->total < CHUNK ? (size_t)(size - s->total) : CHUNK;
-        rc = file_pread_full(fd, buf, n, s->total, label);
-        if (!rc) sha256_update(s, buf, n);
-        if (!rc && pr) progress_show(pr, s->total, 0);
-    }
-    free(buf);
-    return rc;
-}
-
-int sha256_file(int fd, uint64_t size, char hex[65], const char *label, Progress *pr) {
-    Sha256 s;
-    if (sha256_init(&s)) return -1;
-    if (sha256_file_continue(&s, fd, size, label, pr)) {
-        sha256_abort(&s);
-        return -1;
-    }
-    return sha256_final(&s, hex);
 }
 
 int is_hex_digest(const char *s, size_t n) {

@@ -12,8 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fetch/progress.h"
-
 typedef struct {
     void *ctx;       /* EVP_MD_CTX */
     uint64_t total;  /* bytes hashed so far */
@@ -37,12 +35,6 @@ int git_sha1_init(GitSha1 *g, uint64_t size);
 void git_sha1_update(GitSha1 *g, const void *data, size_t n);
 int git_sha1_final(GitSha1 *g, char hex[41]);
 int git_blob_sha1_hex(const void *data, size_t n, char hex[41]);
-
-/* Continues s over bytes [s->total, size) of an open file (positional reads). When pr is not
- * NULL its display follows the bytes read. */
-int sha256_file_continue(Sha256 *s, int fd, uint64_t size, const char *label, Progress *pr);
-/* The SHA-256 of bytes [0, size) of an open file. */
-int sha256_file(int fd, uint64_t size, char hex[65], const char *label, Progress *pr);
 
 /* 1 when s is exactly n lowercase hex digits. */
 int is_hex_digest(const char *s, size_t n);
