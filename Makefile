@@ -29,13 +29,14 @@ ifeq ($(B),build-asan)
   endif
   override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 endif
-# The fuzzing flavour (build-fuzz/: `make fuzz`): clang's libFuzzer with ASan+UBSan, over the
-# modules that parse outside input (the server's included). A harness is one file, tests/fuzz/fuzz_NAME.c.
+# The fuzzing flavour (build-fuzz/: `make fuzz`): clang's libFuzzer with ASan+UBSan over the library
+# (everything but the command layer: the server's request handling reaches the engine's scheduler).
+# A harness is one file, tests/fuzz/fuzz_NAME.c.
 FUZZ_CC ?= clang-14
 ifeq ($(B),build-fuzz)
   CC     := $(FUZZ_CC)
   CFLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-  SRC    := $(filter src/format/% src/text/% src/fetch/% src/util/% src/serve/%,$(SRC))
+  SRC    := $(filter-out src/cli/%,$(SRC))
 endif
 NVCC      ?= nvcc
 CUDA_HOME ?= /usr/local/cuda

@@ -7,10 +7,8 @@
  * cache, the budget arithmetic and the state advance all run on hostile grammars. Crashes,
  * sanitizer reports, leaks and hangs are findings; refusals are not.
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Isrc \
- *     tests/fuzz/fuzz_jsonschema.c $(find src/text src/util -name "*.c") -ljansson -lpcre2-8 -lm -lpthread \
- *     -o build/fuzz_jsonschema
- *   build/fuzz_jsonschema -max_total_time=300 tests/fuzz/corpus/jsonschema */
+ * Built by `make fuzz` (build-fuzz/fuzz/fuzz_jsonschema); `tests/fuzz/run.sh 60 jsonschema` runs it for a minute
+ * from tests/fuzz/corpus/jsonschema (docs/FUZZING.md). */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -8,10 +8,8 @@
  *
  * Input: "METHOD PATH\n" then the body.
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -Isrc \
- *     tests/fuzz/fuzz_serve.c $(find src -name "*.c" ! -name main.c) \
- *     -ljansson -lpcre2-8 -lcurl -lmicrohttpd -lm -lpthread -o build/fuzz_serve
- *   build/fuzz_serve -max_total_time=300 tests/fuzz/corpus/serve */
+ * Built by `make fuzz` (build-fuzz/fuzz/fuzz_serve); `tests/fuzz/run.sh 60 serve` runs it for a minute
+ * from tests/fuzz/corpus/serve (docs/FUZZING.md). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
