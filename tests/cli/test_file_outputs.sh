@@ -64,10 +64,15 @@ grep -q "is not empty .*--force" "$T/err" || { cat "$T/err"; fail "synth refusal
 make_source "$T"
 start_nginx "$T/www"
 mkdir -p "$T/project"; echo '{"mine": true}' >"$T/project/config.json"
-if (cd "$T/project" && "$DF" setup --stream >"$T/setup.out" 2>&1); then fail "setup into a foreign directory must be refused"; fi
+if "$DF" setup --stream -m "$T/project" >"$T/setup.out" 2>&1; then fail "setup into a foreign directory must be refused"; fi
 grep -q "not empty and holds no deltafin install (it holds config.json).*--force" "$T/setup.out" || { cat "$T/setup.out"; fail "setup refusal message"; }
 [ "$(cat "$T/project/config.json")" = '{"mine": true}' ] || fail "a refused setup changed config.json"
 [ "$(ls "$T/project")" = config.json ] || fail "a refused setup wrote files"
+# the default install directory ($XDG_CACHE_HOME/deltafin) is no exception
+mkdir -p "$T/xdg/deltafin"; echo notes >"$T/xdg/deltafin/notes.txt"
+if env -u DELTAFIN_ROOT XDG_CACHE_HOME="$T/xdg" "$DF" setup --stream >"$T/setup.out" 2>&1; then fail "setup into a foreign default directory must be refused"; fi
+grep -q "$T/xdg/deltafin is not empty and holds no deltafin install (it holds notes.txt)" "$T/setup.out" || { cat "$T/setup.out"; fail "default directory refusal message"; }
+[ "$(ls "$T/xdg/deltafin")" = notes.txt ] || fail "a refused setup wrote into the default directory"
 if "$DF" setup --stream --dry-run --root "$T/project" >"$T/setup.out" 2>&1; then fail "a dry run into a foreign directory must be refused too"; fi
 "$DF" setup --stream --root "$T/project" --force >"$T/setup.out" 2>&1 || { cat "$T/setup.out"; fail "setup --force"; }
 "$DF" setup --stream --root "$T/project" >"$T/setup.out" 2>&1 || { cat "$T/setup.out"; fail "setup again into its own install"; }
