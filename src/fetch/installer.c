@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fetch/digest.h"
+#include "fetch/progress.h"
 #include "fetch/revision.h"
 #include "format/config.h"
 #include "format/index.h"
@@ -470,7 +471,7 @@ void installer_note_source(Installer *in) {
     in->warned_source = 1;
     pthread_mutex_unlock(&in->mu);
     if (say)
-        fprintf(stderr, "deltafin: %s was installed from %s; fetching from %s%s\n", in->root,
+        progress_note("%s was installed from %s; its files now come from %s%s", in->root,
                 *in->man.source ? in->man.source : "another source", in->src.repo,
                 *in->src.commit ? " at the pinned commit" : ": bytes are checked by size (and published hashes) only");
 }

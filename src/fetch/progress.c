@@ -1,5 +1,6 @@
 #include "fetch/progress.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,17 @@ static ProgressShare share; /* the process's rule for sharing the terminal (prog
 void progress_share(const ProgressShare *s) {
     ProgressShare none = {0};
     share = s ? *s : none;
+}
+
+void progress_note(const char *fmt, ...) {
+    if (isatty(2) && share.claim) share.claim(share.ctx);
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("deltafin: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stderr);
 }
 
 void progress_start(Progress *p, const char *what, uint64_t total) {

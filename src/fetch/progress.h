@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/err.h"
+
 typedef struct {
     const char *what;
     uint64_t total;
@@ -31,6 +33,9 @@ void progress_share(const ProgressShare *s);
 void progress_start(Progress *p, const char *what, uint64_t total);
 /* Shows `done` bytes; final = 1 prints the closing line (erases the display when transient). */
 void progress_show(Progress *p, uint64_t done, int final);
+/* One line of its own on stderr ("deltafin: " and the text), the terminal claimed first as a
+ * display's first draw claims it: a note among generated text starts on a line of its own. */
+void progress_note(const char *fmt, ...) DF_PRINTF(1, 2);
 /* "1.23 GB" style (decimal units) into buf. */
 const char *fmt_bytes(char *buf, size_t len, uint64_t n);
 
