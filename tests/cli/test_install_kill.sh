@@ -12,10 +12,19 @@ seed=${KILL_SEED:-$RANDOM}
 echo "kill seed $seed"
 RANDOM=$seed
 prev=0 grew=0
+manifest_sum() { cksum "$R/deltafin-manifest.txt" 2>/dev/null || echo none; }
 for i in 1 2 3 4 5 6; do
+    before=$(manifest_sum)
     "$DF" setup --full --root "$R" >"$T/run.$i" 2>&1 &
     pid=$!
-    sleep "0.$((RANDOM % 10))$((RANDOM % 10))"; sleep 0.4
+    # the kill lands at a random moment after this run first records something (on a loaded
+    # machine getting there can take seconds, and a kill before it tests nothing)
+    for _ in $(seq 400); do
+        [ "$(manifest_sum)" != "$before" ] && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    sleep "0.$((RANDOM % 10))$((RANDOM % 10))"
     kill -9 "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
     [ -f "$R/deltafin-manifest.txt" ] || continue
