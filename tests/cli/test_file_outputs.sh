@@ -12,10 +12,10 @@ logits() { "$DF" logits --model "$m" --tokens "1 2" --out "$1" 2>"$T/err"; }
 
 # a named pipe: the logits go through it to its reader, and it stays a pipe
 mkfifo "$T/fifo"
-cat "$T/fifo" >"$T/fifo.read" & reader=$!
+timeout 60 cat "$T/fifo" >"$T/fifo.read" & reader=$! # bounded: a replaced pipe is never opened for writing
 logits "$T/fifo" || { cat "$T/err"; fail "logits into a named pipe"; }
-wait "$reader"
-[ -p "$T/fifo" ] || fail "the named pipe was replaced by a regular file"
+[ -p "$T/fifo" ] || { kill "$reader"; fail "the named pipe was replaced by a regular file"; }
+wait "$reader" || fail "the pipe's reader ended with status $?"
 [ "$(stat -c %s "$T/fifo.read")" -eq "$BYTES" ] || fail "the pipe's reader got $(stat -c %s "$T/fifo.read") bytes, not $BYTES"
 logits "$T/plain.f32" || fail "logits into a new file"
 cmp "$T/fifo.read" "$T/plain.f32" || fail "bytes through the pipe differ from the file's"
