@@ -59,9 +59,9 @@ static void print_bytes(const Catalog *cat) {
 
 int cmd_inspect(Settings *set, int argc, char **argv) {
     static const char about[] =
-        "Validates a checkpoint (every tensor the config implies, dtypes, shapes, expert spans, the tokenizer files) and summarises it: "
-        "architecture, tensor counts, spine and expert bytes, bytes read per token. The directory is -m/--model "
-        "DIR, or given as the argument.";
+        "Validates a checkpoint (every tensor the config implies, dtypes, shapes, expert spans, the tokenizer "
+        "files) and summarises it: architecture, tensor counts, spine and expert bytes, bytes read per token. The "
+        "directory is -m/--model DIR, or given as the argument.";
     const CliCommand cmd = {"inspect", "[options] [DIR]", about, NULL, 0, 1, "DIR", 0};
     const char *pos[1];
     int n_pos;

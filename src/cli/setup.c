@@ -46,7 +46,8 @@ int cmd_setup(Settings *set, int argc, char **argv) {
         CLI_FLAG("full", 0, &full, "install every expert (the default when the disk allows)"),
         CLI_FLAG("stream", 0, &stream, "install metadata, headers and the spine; experts on demand"),
         CLI_FLAG("dry-run", 0, &dry, "print the plan (bytes, files, disk) and write nothing"),
-        CLI_FLAG("force", 0, &force, "install into a directory that holds other files (files of the same names are replaced)"),
+        CLI_FLAG("force", 0, &force,
+                 "install into a directory that holds other files (files of the same names are replaced)"),
     };
     static const char about[] =
         "Installs K3 from Hugging Face or a mirror (--hf-host, K3_HF_HOST) into -m/--model DIR, else "
