@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "synth/vocab_synth.h"
 #include "text/tokenizer.h"
-#include "text/vocab_synth.h"
 #include "util/err.h"
 
 #define FUZZ_ASSERT(cond)                                                                     \

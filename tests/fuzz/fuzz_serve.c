@@ -20,8 +20,8 @@
 #include "serve/exchange.h"
 #include "serve/route.h"
 #include "serve/wire.h"
+#include "synth/vocab_synth.h"
 #include "text/tokenizer.h"
-#include "text/vocab_synth.h"
 #include "text/vocab_trie.h"
 
 static Tokenizer *tok;
