@@ -94,6 +94,7 @@ grep -q "K3_TRACE: cannot write the trace to /dev/full" "$T/err" || { cat "$T/er
 # a CRLF tokenizer file: the message quotes the line with its carriage return escaped, on one line
 cp -r "$m" "$T/crlf"; sed -i 's/$/\r/' "$T/crlf/tiktoken.model"
 if echo hi | "$DF" tokenize --model "$T/crlf" >/dev/null 2>"$T/err"; then fail "a CRLF tokenizer must be refused"; fi
-[ "$(wc -l <"$T/err")" -eq 1 ] && ! grep -q $'\r' "$T/err" || { od -c "$T/err" | head; fail "the message holds a raw carriage return"; }
+[ "$(wc -l <"$T/err")" -eq 1 ] || { cat "$T/err"; fail "the message is not one line"; }
+if grep -q $'\r' "$T/err"; then od -c "$T/err" | head; fail "the message holds a raw carriage return"; fi
 grep -qF "rank '0\\r' is not a decimal number" "$T/err" || { cat "$T/err"; fail "CRLF message"; }
 echo ok
