@@ -103,6 +103,16 @@ PY
 if "$DFI" doctor --root "$R" >"$T/local.out" 2>&1; then cat "$T/local.out"; fail "doctor accepted a damaged tokenizer"; fi
 expect "tiktoken.model: SHA-256 .* differs from the .* recorded when it was fetched" "$T/local.out"
 expect "NOT USABLE" "$T/local.out"
+# nothing recorded to compare with (a checkpoint without a manifest): doctor parses the tokenizer itself
+cp -r "$A" "$T/plain"
+"$PYTHON" - "$T/plain/tiktoken.model" <<'PY'
+import sys
+p = sys.argv[1]; lines = open(p, "rb").read().split(b"\n"); lines[300] = b"!" + lines[300][1:]
+open(p, "wb").write(b"\n".join(lines))
+PY
+if "$DFI" doctor --root "$T/plain" >"$T/plain.out" 2>&1; then cat "$T/plain.out"; fail "doctor accepted a garbled tokenizer"; fi
+expect "BAD tokenizer: .*tiktoken.model:301" "$T/plain.out"
+expect "NOT USABLE" "$T/plain.out"
 
 echo "== damaged shards: every bad one found in one run"
 for how in "--publish-sha" "--api --commit $CA"; do
