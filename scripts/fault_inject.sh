@@ -84,11 +84,50 @@ define() {
         AREA=cli FILE=src/cli/nll.c WHAT="nll --window: a window no longer starts from an empty state"
         OLD='        state_reset(st);' NEW='        (void)st;'
         TESTS="cli/test_nll.sh" ;;
+    output-link)
+        AREA=util FILE=src/util/fileio.c WHAT="outputs: a symbolic link is replaced by a regular file, not its target written"
+        OLD='    if (link) { /* the link stays' NEW='    if (0) { /* the link stays'
+        TESTS="cli/test_file_outputs.sh" ;;
+    output-pipe)
+        AREA=util FILE=src/util/fileio.c WHAT="outputs: a named pipe is no longer written through"
+        OLD="if (kind == 'w') rc = write_through(target, data, n);"
+        NEW="if (kind == 'w' && !S_ISFIFO(st.st_mode)) rc = write_through(target, data, n);"
+        TESTS="cli/test_file_outputs.sh" ;;
+    message-cr)
+        AREA=util FILE=src/util/err.c WHAT="messages: a carriage return (a CRLF file's) quoted raw, not as \\r"
+        OLD="if (*p >= 0x20 && *p != 0x7f) esc[0]" NEW="if ((*p >= 0x20 && *p != 0x7f) || *p == '\\r') esc[0]"
+        TESTS="cli/test_file_outputs.sh cli/test_corrupt.sh" ;;
+    trace-unchecked)
+        AREA=engine FILE=src/engine/engine.c WHAT="K3_TRACE: a trace that could not be written no longer fails the command"
+        OLD='    int rc = trace_close(&e->trace);' NEW='    int rc = 0 * trace_close(&e->trace);'
+        TESTS="cli/test_file_outputs.sh" ;;
+    empty-index)
+        AREA=format FILE=src/format/index.c WHAT="index: an empty weight_map accepted"
+        OLD='if (json_object_size(ix->weight_map) == 0)' NEW='if (json_object_size(ix->weight_map) == 0 && 0)'
+        TESTS="cli/test_corrupt.sh" ;;
+    revision-mix)
+        AREA=fetch FILE=src/fetch/response.c WHAT="install: bytes of another commit or file version accepted"
+        OLD=$'errlen) {\n    char a[32], b[32];' NEW=$'errlen) {\n    return 0;\n    char a[32], b[32];'
+        TESTS="unit/test_install_parts cli/test_install_hostile.sh" ;;
+    range-200)
+        AREA=fetch FILE=src/fetch/response.c WHAT="install: a 200 to a range request retried as if transient"
+        OLD='    if (r->status == 200)' NEW='    if (r->status == 200 && (*transient = 1))'
+        TESTS="unit/test_install_parts cli/test_install_faults.sh" ;;
+    dns-retry)
+        AREA=fetch FILE=src/fetch/http.c WHAT="install: a host name that does not resolve retried as if transient"
+        OLD=$'    case CURLE_COULDNT_RESOLVE_HOST:\n    case CURLE_COULDNT_RESOLVE_PROXY:'
+        NEW=$'    case CURLE_COULDNT_RESOLVE_PROXY:'
+        TESTS="cli/test_install_hostile.sh" ;;
+    doctor-tokenizer)
+        AREA=cli FILE=src/cli/doctor.c WHAT="doctor: a tokenizer that does not parse is not counted against the install"
+        OLD='    int bad = check_tokenizer(in);' NEW='    int bad = check_tokenizer(in) && 0;'
+        TESTS="cli/test_install_hostile.sh" ;;
     *) return 1 ;;
     esac
 }
 ALL=(gate-sign l2n-epsilon mla-causal cache-victim slot-span slot-generation http-status mxfp4-code shard-overlap
-     digit-pieces chat-escape draft-accept kernel-fma head-rows nll-window)
+     digit-pieces chat-escape draft-accept kernel-fma head-rows nll-window output-link output-pipe message-cr
+     trace-unchecked empty-index revision-mix range-200 dns-retry doctor-tokenizer)
 
 table="" faults=()
 while [ $# -gt 0 ]; do
