@@ -4,6 +4,7 @@
  * transient one (on-demand fetches among generated text) erases itself when done; one that never
  * drew leaves no trace at all. */
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,9 +38,15 @@ static char *on_terminal(void (*fn)(void)) {
     fflush(stderr);
     dup2(saved, 2);
     close(saved), close(slave);
-    fcntl(master, F_SETFL, O_NONBLOCK);
-    ssize_t n = read(master, got, sizeof got - 1);
-    got[n > 0 ? n : 0] = 0;
+    /* what was written may reach the master side in pieces (a loaded machine): read until quiet */
+    size_t n = 0;
+    struct pollfd pfd = {master, POLLIN, 0};
+    while (n < sizeof got - 1 && poll(&pfd, 1, 200) > 0) {
+        ssize_t k = read(master, got + n, sizeof got - 1 - n);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    got[n] = 0;
     close(master);
     /* the terminal turns "\n" into "\r\n": count only what the program wrote */
     char *w = got;
