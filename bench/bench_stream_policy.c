@@ -2,7 +2,7 @@
  * eviction policies and prints the hit rate of each at several cache sizes, with Belady's offline
  * optimum as the bound.
  *
- *   build/bench/bench_stream_policy [--json] [--chunk N] [--half-life H] [--phase P] TRACE.jsonl [TRACE2.jsonl ...]
+ *   build/bench/bench_stream_policy [--json] [--explore] [--chunk N] [--half-life H] [--phase P] TRACE.jsonl [TRACE2.jsonl ...]
  *
  * Cache sizes are fractions of the traced expert population (MoE layers x experts). Each pass
  * (one position, or N consecutive positions with --chunk N, as a verify pass or a prefill chunk
@@ -18,8 +18,11 @@
  *                      holds (the optimum for any policy that must cache what it reads)
  * Then the default policy again on the trace mapped onto K3's shape (route_trace.h's rule), with
  * its cost per access at that scale. --half-life and --phase set crf's parameters (exploration).
+ * --explore adds the candidate policies that were measured against crf (below, replay_explore).
  * --predict gives the hits the default policy predicts for a K3_REPLAY run (bench/bench_replay.sh). */
 #include <jansson.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +193,158 @@ static Count replay_belady(const Accesses *a, int slots) {
     return c;
 }
 
+/* --explore: candidate policies measured against crf on the same replay (docs/PERFORMANCE.md,
+ * "Policies that did not beat crf"). Each scores every unheld cached slot and evicts the lowest
+ * (ties: least recently used, then the lower slot), so it costs O(slots) per miss: exploration,
+ * not the store's bookkeeping.
+ *   learned     per MoE layer, an online table of how often an expert in a given state (passes
+ *               since its last use; its crf count, in half-octave bins) was chosen at the layer's
+ *               next visit; evicts the lowest estimate for the state it will have at its next
+ *               visit: any rule on recency and frequency alone, fitted to the trace as it goes
+ *   crf+reuse   crf with each layer's counts scaled by (its measured reuse / the mean)^0.5, the
+ *               share of its experts the previous position also chose, so that layers that reuse
+ *               more keep more slots
+ *   crf/depth   crf with a half-life growing with depth, 12/sqrt(2) passes at the first MoE layer
+ *               to 12 x sqrt(2) at the last (deep layers reuse more)
+ *   crf+oracle  crf that knows the next layer's experts exactly and counts the rest of that layer
+ *               one halving lower, as the layer being computed (a bound for eviction informed by
+ *               router lookahead) */
+enum { X_LEARNED, X_REUSE, X_DEPTH, X_ORACLE, N_X };
+static const char *const X_NAME[N_X] = {"learned", "crf+reuse", "crf/depth", "crf+oracle"};
+enum { AGE_BINS = 34, COUNT_BINS = 12 }; /* ages 0..32 and "never"; count bins */
+
+typedef struct {
+    const Accesses *a;
+    int kind, slots;
+    long pass, tick;
+    int *slot_of, *key_of;
+    long *last_use, *last_pass; /* [slots] tick of the last use; [keys] pass of the last use, -1: never */
+    uint8_t *held, *chosen;     /* [slots]; [n_experts] the group being replayed */
+    double *weight;             /* [keys] log2(decayed count) + pass / the layer's half-life */
+    double *seen, *hit;         /* learned: [layer][age bin][count bin] */
+    double *reuse, *reuse_of;   /* crf+reuse: [layer] experts chosen, of them chosen at the previous pass */
+    double *reuse_bias;         /* crf+reuse: [layer] 0.5 log2(reuse / mean reuse), set per victim */
+    uint8_t *next_chosen;       /* crf+oracle: [n_experts] the next group's experts */
+    int next_layer;
+} Explorer;
+
+static double x_half_life(const Explorer *x, int layer) {
+    if (x->kind != X_DEPTH || x->a->n_layers < 2) return CIDX_CRF_HALF_LIFE;
+    return CIDX_CRF_HALF_LIFE * exp2((double)layer / (x->a->n_layers - 1) - 0.5);
+}
+
+/* log2 of the key's decayed count at pass `at` (-inf: never used). */
+static double x_log_count(const Explorer *x, int key, long at) {
+    return x->weight[key] - (double)at / x_half_life(x, key / x->a->n_experts);
+}
+
+static int x_state(const Explorer *x, int key, long at) {
+    int layer = key / x->a->n_experts;
+    long age = x->last_pass[key] < 0 ? AGE_BINS - 1 : at - x->last_pass[key];
+    double lc = x_log_count(x, key, at);
+    int a = age > AGE_BINS - 2 ? AGE_BINS - 2 : (int)age;
+    int c = lc == -INFINITY ? 0 : (int)floor(2 * lc) + 6;
+    c = c < 1 ? 1 : c > COUNT_BINS - 1 ? COUNT_BINS - 1 : c;
+    return (layer * AGE_BINS + a) * COUNT_BINS + c;
+}
+
+static double x_reuse(const Explorer *x, int layer) { return (x->reuse_of[layer] + 1) / (x->reuse[layer] + 8); }
+
+static double x_score(const Explorer *x, int slot, int now) {
+    int key = x->key_of[slot], layer = key / x->a->n_experts, L = x->a->n_layers;
+    int ahead = ((layer - now - 1) % L + L) % L + 1;
+    if (x->kind == X_LEARNED) { /* prior: chance, 8 observations strong */
+        int s = x_state(x, key, layer > now ? x->pass : x->pass + 1);
+        return (x->hit[s] + 1) / (x->seen[s] + 8);
+    }
+    double phase = (double)ahead / L + (layer == now), bias = 0;
+    if (x->kind == X_ORACLE && layer == x->next_layer && !x->next_chosen[key % x->a->n_experts]) phase += 1;
+    if (x->kind == X_REUSE) bias = x->reuse_bias[layer];
+    return x_log_count(x, key, x->pass) - CIDX_CRF_PHASE * phase + bias;
+}
+
+static int x_victim(Explorer *x, int now) {
+    if (x->kind == X_REUSE) {
+        double mean = 0;
+        for (int l = 0; l < x->a->n_layers; l++) mean += x_reuse(x, l) / x->a->n_layers;
+        for (int l = 0; l < x->a->n_layers; l++) x->reuse_bias[l] = 0.5 * log2(x_reuse(x, l) / mean);
+    }
+    int best = -1;
+    double best_score = 0;
+    for (int s = 0; s < x->slots; s++) {
+        if (x->held[s]) continue;
+        if (x->key_of[s] < 0) return s;
+        double v = x_score(x, s, now);
+        if (best < 0 || v < best_score || (v == best_score && x->last_use[s] < x->last_use[best])) best = s, best_score = v;
+    }
+    return best;
+}
+
+/* Before group (pass, layer) is used: what the learned and reuse statistics observe. */
+static void x_observe(Explorer *x, int layer) {
+    int E = x->a->n_experts;
+    for (int e = 0; e < E; e++) {
+        int key = layer * E + e;
+        if (x->kind == X_LEARNED) {
+            int s = x_state(x, key, x->pass);
+            x->seen[s]++, x->hit[s] += x->chosen[e];
+        }
+        if (x->kind == X_REUSE && x->chosen[e]) x->reuse[layer]++, x->reuse_of[layer] += x->last_pass[key] == x->pass - 1;
+    }
+}
+
+static void x_mark(const Accesses *a, long g, uint8_t *set) {
+    memset(set, 0, (size_t)a->n_experts);
+    for (long i = a->start[g]; i < a->start[g + 1]; i++) set[a->keys[i] % a->n_experts] = 1;
+}
+
+static Count replay_explore(const Accesses *a, int kind, int slots) {
+    long keys = (long)a->n_layers * a->n_experts, cells = (long)a->n_layers * AGE_BINS * COUNT_BINS;
+    Explorer x = {.a = a, .kind = kind, .slots = slots, .next_layer = -1};
+    x.slot_of = df_malloc(sizeof(int) * (size_t)keys), x.key_of = df_malloc(sizeof(int) * (size_t)slots);
+    x.last_use = df_calloc((size_t)slots, sizeof(long)), x.last_pass = df_malloc(sizeof(long) * (size_t)keys);
+    x.held = df_calloc((size_t)slots, 1), x.chosen = df_calloc((size_t)a->n_experts, 1);
+    x.next_chosen = df_calloc((size_t)a->n_experts, 1), x.weight = df_malloc(sizeof(double) * (size_t)keys);
+    x.seen = df_calloc((size_t)cells, sizeof(double)), x.hit = df_calloc((size_t)cells, sizeof(double));
+    x.reuse = df_calloc((size_t)a->n_layers, sizeof(double)), x.reuse_of = df_calloc((size_t)a->n_layers, sizeof(double));
+    x.reuse_bias = df_calloc((size_t)a->n_layers, sizeof(double));
+    for (long k = 0; k < keys; k++) x.slot_of[k] = -1, x.last_pass[k] = -1, x.weight[k] = -INFINITY;
+    for (int s = 0; s < slots; s++) x.key_of[s] = -1;
+    int *slot_of = df_malloc(sizeof(int) * (size_t)a->max_group);
+    Count c = {0, 0};
+    for (int p = 0; p < a->n_pass; p++) {
+        x.pass = p + 1;
+        for (int l = 0; l < a->n_layers; l++) {
+            long g = group(a, p, l), n = a->start[g + 1] - a->start[g];
+            const int *key = a->keys + a->start[g];
+            x_mark(a, g, x.chosen);
+            x_observe(&x, l);
+            x.next_layer = g + 1 < (long)a->n_pass * a->n_layers ? (l + 1) % a->n_layers : -1;
+            if (x.next_layer >= 0) x_mark(a, g + 1, x.next_chosen);
+            for (long i = 0; i < n; i++)
+                if (x.slot_of[key[i]] >= 0) x.held[x.slot_of[key[i]]] = 1;
+            for (long i = 0; i < n; i++) {
+                int s = x.slot_of[key[i]];
+                if (p >= a->n_pass / 2) c.needs++, c.hits += s >= 0;
+                if (s < 0 && (s = x_victim(&x, l)) >= 0) {
+                    if (x.key_of[s] >= 0) x.slot_of[x.key_of[s]] = -1;
+                    x.key_of[s] = key[i], x.slot_of[key[i]] = s, x.held[s] = 1;
+                }
+                slot_of[i] = s;
+            }
+            for (long i = 0; i < n; i++) { /* one use each: count = decayed count + 1 */
+                double now = (double)x.pass / x_half_life(&x, l);
+                x.weight[key[i]] = now + log2(1.0 + exp2(x.weight[key[i]] - now));
+                x.last_pass[key[i]] = x.pass, x.tick++;
+                if (slot_of[i] >= 0) x.last_use[slot_of[i]] = x.tick, x.held[slot_of[i]] = 0;
+            }
+        }
+    }
+    free(x.slot_of), free(x.key_of), free(x.last_use), free(x.last_pass), free(x.held), free(x.chosen), free(x.next_chosen);
+    free(x.weight), free(x.seen), free(x.hit), free(x.reuse), free(x.reuse_of), free(x.reuse_bias), free(slot_of);
+    return c;
+}
+
 enum { P_LRU, P_LFU, P_CRF, P_LRU_LAYER, P_CRF_LAYER, P_CRF_NEXT, P_BELADY, N_POL };
 static const char *const POL_NAME[N_POL] = {"lru", "lfu", "crf", "lru/layer", "crf/layer", "crf+next", "belady"};
 static const double FRACTIONS[] = {0.02, 0.05, 0.10, 0.25, 0.50};
@@ -245,6 +400,32 @@ static json_t *policy_table(const Accesses *a, const RouteTrace *t, int chunk, c
     return json_pack("{s:i,s:i,s:i,s:i,s:i,s:o,s:o,s:o,s:o}", "positions", t->n_rows, "layers", t->n_layers, "top_k",
                      t->top_k, "experts", t->n_experts, "chunk", chunk, "fractions", fr, "slots", jslots, "hit_rate", rates,
                      "gap_closed", json_rates(closed, N_FRAC));
+}
+
+/* --explore's table: the candidates beside crf and Belady, with the share of the lru-Belady gap
+ * each closes; adds their rates to the trace's JSON object. */
+static void explore_table(const Accesses *a, json_t *table, int quiet) {
+    json_t *jslots = json_object_get(table, "slots"), *rates = json_object_get(table, "hit_rate"), *out = json_object();
+    if (!quiet) {
+        printf("candidates (hit rate, and the share of the lru-belady gap closed):\n%-6s %9s", "cache", "crf");
+        for (int k = 0; k < N_X; k++) printf(" %17s", X_NAME[k]);
+        printf(" %9s\n", "belady");
+    }
+    double hit[N_X][N_FRAC];
+    for (int f = 0; f < N_FRAC; f++) {
+        int slots = (int)json_integer_value(json_array_get(jslots, (size_t)f));
+        double lru = json_real_value(json_array_get(json_object_get(rates, "lru"), (size_t)f));
+        double crf = json_real_value(json_array_get(json_object_get(rates, "crf"), (size_t)f));
+        double opt = json_real_value(json_array_get(json_object_get(rates, "belady"), (size_t)f)), gap = opt - lru;
+        if (!quiet) printf("%5.0f%% %7.1f%% %3.0f%%", 100 * FRACTIONS[f], 100 * crf, gap > 1e-9 ? 100 * (crf - lru) / gap : 100);
+        for (int k = 0; k < N_X; k++) {
+            hit[k][f] = rate(replay_explore(a, k, slots));
+            if (!quiet) printf("  %7.1f%% (%3.0f%%)", 100 * hit[k][f], gap > 1e-9 ? 100 * (hit[k][f] - lru) / gap : 100);
+        }
+        if (!quiet) printf(" %8.1f%%\n", 100 * opt);
+    }
+    for (int k = 0; k < N_X; k++) json_object_set_new(out, X_NAME[k], json_rates(hit[k], N_FRAC));
+    json_object_set_new(table, "explore", out);
 }
 
 /* The default policy on the trace mapped onto K3's shape (92 MoE layers x 896 experts, top-16):
@@ -308,17 +489,18 @@ static int predict(const char *spec, const char *path, const CrfParams *crf) {
 }
 
 static int usage(const char *argv0) {
-    fprintf(stderr, "usage: %s [--json] [--chunk N] [--half-life H] [--phase P] TRACE.jsonl [TRACE2.jsonl ...]\n"
+    fprintf(stderr, "usage: %s [--json] [--explore] [--chunk N] [--half-life H] [--phase P] TRACE.jsonl [TRACE2.jsonl ...]\n"
                     "       %s --predict LAYERS,EXPERTS,TOP_K,SLOTS,PROMPT,POSITIONS TRACE.jsonl\n", argv0, argv0);
     return 2;
 }
 
 int main(int argc, char **argv) {
-    int json = 0, chunk = 1, first = 1;
+    int json = 0, explore = 0, chunk = 1, first = 1;
     const char *predict_spec = NULL;
     CrfParams crf = {CIDX_CRF_HALF_LIFE, CIDX_CRF_PHASE};
     for (; first < argc && !strncmp(argv[first], "--", 2); first++) {
         if (!strcmp(argv[first], "--json")) json = 1;
+        else if (!strcmp(argv[first], "--explore")) explore = 1;
         else if (!strcmp(argv[first], "--chunk") && first + 1 < argc) chunk = atoi(argv[++first]);
         else if (!strcmp(argv[first], "--half-life") && first + 1 < argc) crf.half_life = atof(argv[++first]);
         else if (!strcmp(argv[first], "--phase") && first + 1 < argc) crf.phase = atof(argv[++first]);
@@ -338,6 +520,7 @@ int main(int argc, char **argv) {
                    "position's experts); hit rates over the second half\n",
                    argv[i], t.n_rows, t.n_layers, t.top_k, t.n_experts, chunk, chunk == 1 ? "" : "s", union_factor(&a, &t));
         json_t *table = policy_table(&a, &t, chunk, &crf, json);
+        if (explore) explore_table(&a, table, json);
         json_object_set_new(table, "file", json_string(argv[i]));
         json_object_set_new(table, "union_factor", json_real(union_factor(&a, &t)));
         json_t *k3 = k3_scale(&t, &crf, json, argv[i]);
