@@ -6,6 +6,11 @@ does not follow the previous line's (a new process appending to the file); with 
 every N positions (`deltafin nll --window W` runs its windows in one process, W - 1
 positions each: give N = W - 1).
 
+Then what an expert cache can know from the history: the chance that an expert is chosen, by the
+positions since its layer last chose it, over the trace as a cache replays it (one stream, no
+restarts): past the previous position it is near chance on the trained model's traces, which
+bounds what any policy built on recency and frequency can keep (docs/PERFORMANCE.md).
+
 usage: bench/trace_reuse.py TRACE.jsonl [--window N] [--experts E]"""
 import argparse
 import json
@@ -19,6 +24,7 @@ def main(argv=None):
     ap.add_argument("--experts", type=int, default=0, help="experts per layer (default: the largest id seen + 1)")
     args = ap.parse_args(argv)
     shared, pairs, prev, prev_pos, top_k, n_experts, lines = {}, {}, None, None, 0, 0, 0
+    rows = []
     with open(args.trace) as f:
         for n, line in enumerate(f, 1):
             try:
@@ -36,6 +42,7 @@ def main(argv=None):
                     shared[l] = shared.get(l, 0) + len(set(ids) & set(prev[l]))
                     pairs[l] = pairs.get(l, 0) + len(ids)
             prev, prev_pos = layers, pos
+            rows.append(layers)
     if not pairs:
         print(f"{args.trace}: no consecutive positions", file=sys.stderr)
         return 1
@@ -46,7 +53,29 @@ def main(argv=None):
           " ".join(f"{l}:{100 * shared[l] / pairs[l]:.1f}%" for l in sorted(pairs)))
     print(f"reuse from the previous token, all layers: {100 * total:.1f}% (uniformly random routing: "
           f"{100 * top_k / n_experts:.1f}%)")
+    print("chosen, by positions since the expert's last use: " + chance_by_age(rows, n_experts))
     return 0
+
+
+AGE_BINS = ((1, 1), (2, 2), (3, 3), (4, 5), (6, 9), (10, None))  # the last: 10 or more, or never
+
+
+def chance_by_age(rows, n_experts):
+    """The share of (position, layer, expert) triples chosen, per bin of the positions since the
+    expert was last chosen in its layer."""
+    last, seen, chosen = {}, [0] * len(AGE_BINS), [0] * len(AGE_BINS)
+    for p, layers in enumerate(rows):
+        for l, ids in layers.items():
+            picked = set(ids)
+            for e in range(n_experts):
+                age = p - last[(l, e)] if (l, e) in last else None
+                b = next(i for i, (lo, hi) in enumerate(AGE_BINS) if hi is None or (age is not None and lo <= age <= hi))
+                seen[b] += 1
+                chosen[b] += e in picked
+            for e in picked:
+                last[(l, e)] = p
+    names = [f"{lo}" if lo == hi else f"{lo}-{hi}" if hi else f"{lo}+ or never" for lo, hi in AGE_BINS]
+    return " ".join(f"{n}:{100 * c / s:.1f}%" for n, c, s in zip(names, chosen, seen) if s)
 
 
 if __name__ == "__main__":
