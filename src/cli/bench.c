@@ -9,6 +9,7 @@
  * K3_MOE_TOP_K below the model's) is lossy: its runs must agree with each other, and the report
  * says how many tokens differ from the baseline. Then one row per configuration: median and
  * range of decode s/token and prefill tokens/s, ratio to the baseline, MB read per token. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +244,24 @@ static char *make_workdir(const char *tmp) {
     return dir;
 }
 
+/* Removes the private directory and whatever the children left in it: a child stopped by Ctrl-C
+ * while writing its JSON leaves run.json.tmp (fileio.h's atomic write). The directory is ours
+ * (mkdtemp), so everything in it is too. */
+static void remove_workdir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *ent;
+        while ((ent = readdir(d))) {
+            if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..")) continue;
+            char *path = path_join(dir, ent->d_name);
+            unlink(path);
+            free(path);
+        }
+        closedir(d);
+    }
+    if (rmdir(dir)) fprintf(stderr, "deltafin: bench: warning: cannot remove %s: %s\n", dir, strerror(errno));
+}
+
 int cmd_bench(Settings *set, int argc, char **argv) {
     BenchArgs a;
     parse_args(set, argc, argv, &a);
@@ -266,7 +285,7 @@ int cmd_bench(Settings *set, int argc, char **argv) {
     BenchChild ch = {exe, child_argv(&a, exe, json_path, num), json_path, err_path};
     bench_signals_block();
     int rc = measure(&a, cs, &ch);
-    unlink(json_path), unlink(err_path), rmdir(dir);
+    remove_workdir(dir);
     free(json_path), free(err_path), free(dir), free(ch.argv);
     if (rc == 130) fprintf(stderr, "deltafin: bench: interrupted\n");
     else if (rc || report(&a, cs)) fprintf(stderr, "deltafin: %s\n", df_errmsg()), rc = 1;
