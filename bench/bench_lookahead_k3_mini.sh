@@ -14,16 +14,8 @@
 # position, the cache hit rate in decode and the lookahead's recall.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-data=${1:?usage: bench/bench_lookahead_k3_mini.sh DATA_DIR [RUNS] [MAX_NEW] [OUT_DIR]}
-runs=${2:-7}
-max_new=${3:-128}
-out=${4:-/tmp/deltafin-bench-lookahead-k3-mini}
-df=${DF:-build/deltafin}
-py=${PYTHON:-/usr/bin/python3}
-mkdir -p "$out"
-rm -f "$out"/*.json
-"$py" bench/k3_mini_prompts.py "$data" "$out"
-mapfile -t questions <"$out/questions.txt"
+. bench/k3_mini_bench.sh
+k3_mini_init bench/bench_lookahead_k3_mini.sh 7 /tmp/deltafin-bench-lookahead-k3-mini "$@"
 
 configs=()
 for gb in 0.1550 0.1558 0.1584; do
@@ -32,16 +24,10 @@ for gb in 0.1550 0.1558 0.1584; do
     done
 done
 export K3_STORE=stream K3_PIN_LAYERS=12 K3_CONTEXT=2048 K3_SPEC=0 K3_THREADS=1
-bench() { # name, prompt options...
-    local name=$1; shift
-    echo "== $name" >&2
-    nice -n 5 "$df" bench --model models/k3-mini "$@" --max-new "$max_new" --runs "$runs" --warmup "${configs[@]}" \
-        --json "$out/$name.json" >"$out/$name.txt" 2>&1 || { cat "$out/$name.txt" >&2; exit 1; }
-}
-bench text-bible-web --tokens "$(cat "$out/text-bible-web.ids")"
-bench text-python-doc --tokens "$(cat "$out/text-python-doc.ids")"
-bench chat-0 --chat --prompt "${questions[0]}"
-bench chat-2 --chat --prompt "${questions[2]}"
+k3_mini_bench text-bible-web --tokens "$(cat "$out/text-bible-web.ids")"
+k3_mini_bench text-python-doc --tokens "$(cat "$out/text-python-doc.ids")"
+k3_mini_bench chat-0 --chat --prompt "${questions[0]}"
+k3_mini_bench chat-2 --chat --prompt "${questions[2]}"
 
 "$py" - "$out" <<'PY'
 import glob, json, os, statistics, sys

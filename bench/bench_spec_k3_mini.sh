@@ -12,30 +12,16 @@
 # verified/accepted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-data=${1:?usage: bench/bench_spec_k3_mini.sh DATA_DIR [RUNS] [MAX_NEW] [OUT_DIR]}
-runs=${2:-9}
-max_new=${3:-128}
-out=${4:-/tmp/deltafin-bench-spec-k3-mini}
-df=${DF:-build/deltafin}
-py=${PYTHON:-/usr/bin/python3}
-mkdir -p "$out"
-rm -f "$out"/*.json
-
-"$py" bench/k3_mini_prompts.py "$data" "$out"
-mapfile -t questions <"$out/questions.txt"
-bench() { # name, prompt options...
-    local name=$1; shift
-    echo "== $name" >&2
-    K3_THREADS=1 nice -n 5 "$df" bench --model models/k3-mini "$@" --max-new "$max_new" --runs "$runs" --warmup \
-        --config K3_SPEC=0 --config K3_SPEC=1 --json "$out/$name.json" >"$out/$name.txt" 2>&1 ||
-        { cat "$out/$name.txt" >&2; exit 1; }
-}
+. bench/k3_mini_bench.sh
+k3_mini_init bench/bench_spec_k3_mini.sh 9 /tmp/deltafin-bench-spec-k3-mini "$@"
+configs=(--config K3_SPEC=0 --config K3_SPEC=1)
+export K3_THREADS=1
 for f in "$out"/text-*.ids; do
     n=$(basename "$f" .ids)
-    bench "$n" --tokens "$(cat "$f")"
+    k3_mini_bench "$n" --tokens "$(cat "$f")"
 done
 for i in "${!questions[@]}"; do
-    bench "chat-$i" --chat --prompt "${questions[$i]}"
+    k3_mini_bench "chat-$i" --chat --prompt "${questions[$i]}"
 done
 
 "$py" - "$out" <<'EOF'

@@ -20,16 +20,8 @@
 # model's routing replayed (docs/PERFORMANCE.md, Speculation under streaming).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-data=${1:?usage: bench/bench_spec_stream_k3_mini.sh DATA_DIR [RUNS] [MAX_NEW] [OUT_DIR]}
-runs=${2:-5}
-max_new=${3:-128}
-out=${4:-/tmp/deltafin-bench-spec-stream-k3-mini}
-df=${DF:-build/deltafin}
-py=${PYTHON:-/usr/bin/python3}
-mkdir -p "$out"
-rm -f "$out"/*.json
-"$py" bench/k3_mini_prompts.py "$data" "$out"
-mapfile -t questions <"$out/questions.txt"
+. bench/k3_mini_bench.sh
+k3_mini_init bench/bench_spec_stream_k3_mini.sh 5 /tmp/deltafin-bench-spec-stream-k3-mini "$@"
 
 # Speculation's replay records take 1.2 MB of the budget (48 expert slots of this model; on K3
 # 0.66 GB, 37 of its 17.55 MB experts, a small share of any cache), so each speculating
@@ -41,17 +33,11 @@ for pair in 0.1550:0.1562 0.1558:0.1570 0.1584:0.1596; do
 done
 configs+=(--config "K3_RAM_GB=0.1558,K3_SPEC=0,K3_LOOKAHEAD=0" --config "K3_RAM_GB=0.1570,K3_SPEC=1,K3_LOOKAHEAD=0")
 export K3_STORE=stream K3_PIN_LAYERS=12 K3_CONTEXT=2048 K3_THREADS=1
-bench() { # name, prompt options...
-    local name=$1; shift
-    echo "== $name" >&2
-    nice -n 5 "$df" bench --model models/k3-mini "$@" --max-new "$max_new" --runs "$runs" --warmup "${configs[@]}" \
-        --json "$out/$name.json" >"$out/$name.txt" 2>&1 || { cat "$out/$name.txt" >&2; exit 1; }
-}
 for f in "$out"/text-*.ids; do
-    bench "$(basename "$f" .ids)" --tokens "$(cat "$f")"
+    k3_mini_bench "$(basename "$f" .ids)" --tokens "$(cat "$f")"
 done
-bench chat-0 --chat --prompt "${questions[0]}"
-bench chat-2 --chat --prompt "${questions[2]}"
+k3_mini_bench chat-0 --chat --prompt "${questions[0]}"
+k3_mini_bench chat-2 --chat --prompt "${questions[2]}"
 
 "$py" - "$out" <<'PY'
 import glob, json, os, statistics as st, sys
