@@ -32,9 +32,7 @@ int cmd_fetch(Settings *set, int argc, char **argv) {
         df_die("fetch: K3_OFFLINE=1: fetch downloads from the source and needs the network (unset K3_OFFLINE, or use "
                "--dry-run to see what is missing)");
     Installer *in;
-    InstallOptions o = {root, dry ? INST_OFFLINE : INST_ONLINE, 0, &set->engine.fetch};
-    if (installer_open(&in, &o)) df_die("fetch: %s", df_errmsg());
-    if (installer_unmanaged(in)) df_die("fetch: %s has no %s: it was not installed by deltafin setup", installer_root(in), MANIFEST_FILE);
+    if (install_open_managed(&in, root, dry, &set->engine.fetch)) df_die("fetch: %s", df_errmsg());
     const K3Config *cfg = &installer_catalog(in)->cfg;
     FetchPlan plan = {0};
     int rc = 0;

@@ -95,3 +95,13 @@ int parse_layer_spec(const char *spec, const K3Config *cfg, uint8_t *want) {
     }
     return 0;
 }
+
+int install_open_managed(Installer **in, const char *root, int dry, const FetchOptions *fetch) {
+    InstallOptions o = {root, dry ? INST_OFFLINE : INST_ONLINE, 0, fetch};
+    if (installer_open(in, &o)) return -1;
+    if (!installer_unmanaged(*in)) return 0;
+    int rc = df_fail("%s has no %s: it was not installed by deltafin setup", installer_root(*in), MANIFEST_FILE);
+    installer_close(*in);
+    *in = NULL;
+    return rc;
+}

@@ -16,6 +16,9 @@ int install_fits(uint64_t need, uint64_t free_b);
 uint64_t install_reserve(uint64_t need);
 /* The source as messages show it ("?" if invalid). */
 const char *install_source_display(const FetchOptions *o);
+/* Opens the install at root that fetch and warm complete: online unless dry (nothing is
+ * downloaded then); refused when root holds no deltafin manifest. 0, or -1 with a message. */
+int install_open_managed(Installer **in, const char *root, int dry, const FetchOptions *fetch);
 /* Verifies (installer_verify) and prints plainly what was checked and how. */
 int install_verify_report(Installer *in, uint64_t recheck_upto, int apply);
 /* One line on how the install is tied to its revision (pinned commit, ETags, or sizes only). */

@@ -43,9 +43,7 @@ int cmd_warm(Settings *set, int argc, char **argv) {
         df_die("warm: K3_OFFLINE=1: warm downloads experts and needs the network (unset K3_OFFLINE, or use --dry-run "
                "for the ranking)");
     Installer *in;
-    InstallOptions o = {root, dry ? INST_OFFLINE : INST_ONLINE, 0, &set->engine.fetch};
-    if (installer_open(&in, &o)) df_die("warm: %s", df_errmsg());
-    if (installer_unmanaged(in)) df_die("warm: %s has no %s: it was not installed by deltafin setup", installer_root(in), MANIFEST_FILE);
+    if (install_open_managed(&in, root, dry, &set->engine.fetch)) df_die("warm: %s", df_errmsg());
     const K3Config *cfg = &installer_catalog(in)->cfg;
     size_t n_all = (size_t)cfg->n_layers * cfg->n_experts;
     uint64_t *counts = df_calloc(n_all, sizeof *counts), tokens;
