@@ -90,13 +90,13 @@ static void time_queued(MatDevice *dev, const char *name, const Mat *W, int reps
     if (!x || !y) df_die("%s", df_errmsg());
     for (int i = 0; i < W->cols; i++) hx[i] = (float)((uint32_t)(rng_next(r) >> 32) % 2001) / 1000.0f - 1.0f;
     o->put(dev, x, hx, sizeof(float) * (size_t)W->cols);
-    o->mul(dev, y, W, x); /* warm-up, and the check */
+    o->mul(dev, y, W, x, 1); /* warm-up, and the check */
     if (o->get(dev, hy, y, sizeof(float) * (size_t)W->rows)) df_die("%s", df_errmsg());
     mat_mul_cpu(NULL, want, W, hx, 1);
     int same = !memcmp(hy, want, sizeof(float) * (size_t)W->rows);
     free(hx), free(hy), free(want);
     double t0 = df_now();
-    for (int i = 0; i < reps; i++) o->mul(dev, y, W, x);
+    for (int i = 0; i < reps; i++) o->mul(dev, y, W, x, 1);
     if (o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
     double per = (df_now() - t0) / reps;
     printf("%-34s queued   %8.1f us  %8.1f GB/s of weights  (%s the CPU's)\n", name, per * 1e6, mat_bytes(W) / per / 1e9,

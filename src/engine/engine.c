@@ -176,7 +176,7 @@ static int open_device(Engine *e) {
     return 0;
 }
 
-/* K3_DEV_PASS=layers: decode steps run every layer on the device when it can (model_use_device). */
+/* K3_DEV_PASS=layers: forwards of one sequence run every layer on the device when it can (model_use_device). */
 static int use_device(Engine *e) {
     MatDevice *dev = device_current();
     if (e->opt.device_pass != PASS_LAYERS || !dev) return 0;

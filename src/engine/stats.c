@@ -88,6 +88,9 @@ void generate_print_stats(const Engine *e, const GenResult *r, FILE *f) {
             (unsigned long long)sp->accepted, (unsigned long long)sp->drafted,
             sp->drafted ? 100.0 * sp->accepted / sp->drafted : 0, (unsigned long long)sp->pauses,
             (unsigned long long)sp->paused);
+    if (s->dev_forwards)
+        fprintf(f, "stats: layer pass: %llu of %llu forwards on the GPU; decode state copied between host and GPU %llu times\n",
+                (unsigned long long)s->dev_forwards, (unsigned long long)s->forwards, (unsigned long long)s->state_syncs);
     if (s->experts_cpu || s->experts_copied)
         fprintf(f, "stats: layer pass: of the experts the GPU does not hold, %llu computed by the CPU threads, %llu copied\n",
                 (unsigned long long)s->experts_cpu, (unsigned long long)s->experts_copied);

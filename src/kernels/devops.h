@@ -1,10 +1,11 @@
-/* devops.h - whole-layer operations on an accelerator's own memory, for one decode step (T = 1).
+/* devops.h - whole-layer operations on an accelerator's own memory, for a forward of T consecutive
+ * positions of one sequence (a decode step: T = 1; a prefill chunk or a verify pass: T > 1).
  *
  * A device that offers them (MatDevice.ops, not NULL) lets the model keep a forward's activations,
  * its KDA states and its MLA latent cache in device memory and run every step of a layer there:
  * norms, AttnRes, the KDA recurrence, MLA latent attention, SiTU, routing, a layer's experts and
  * the head, with the matrix products reading weights the device keeps under their residency keys
- * (mat.h). Only the token's embedding row goes up and the logits (and each MoE layer's routing,
+ * (mat.h). Only the tokens' embedding rows go up and the logits (and each MoE layer's routing,
  * which the expert stores must see) come back.
  *
  * Pointers named "device" below are device memory from alloc, owned by whoever allocated them
@@ -33,33 +34,37 @@ extern "C" {
 
 typedef struct MatDevice MatDevice;
 
-/* One KDA decode step for all heads (docs/MODEL.md 4.3); every pointer is device memory. */
+/* KDA over `rows` consecutive positions for all heads (docs/MODEL.md 4.3): the convolution over
+ * the rows, then the recurrence row by row; every pointer is device memory. A row's results do not
+ * depend on how many rows follow it (a verify pass's first n rows and a replay of them agree). */
 typedef struct {
     int heads, head_dim, kernel;   /* width = heads * head_dim */
-    const float *raw[3];           /* q, k, v projections of the step [width] */
+    int rows;
+    const float *raw[3];           /* q, k, v projections [rows][width] */
     float *conv;                   /* [3][width][kernel - 1] previous raw inputs, oldest first: advanced */
     const float *conv_w[3];        /* [width][kernel] */
-    float *qkv[3];                 /* out: q and k normalised (q scaled by 1/sqrt(head_dim)), v, [width] each */
-    float *decay;                  /* scratch [width] */
-    float *beta;                   /* scratch [heads] */
-    const float *f;                /* decay-gate pre-activation [width] */
-    const float *beta_raw;         /* [heads] */
+    float *qkv[3];                 /* out: q and k normalised (q scaled by 1/sqrt(head_dim)), v, [rows][width] each */
+    float *decay;                  /* scratch [rows][width] */
+    float *beta;                   /* scratch [rows][heads] */
+    const float *f;                /* decay-gate pre-activation [rows][width] */
+    const float *beta_raw;         /* [rows][heads] */
     const float *decay_rate;       /* exp(A_log): [heads], or [head_dim] when per_channel */
     int per_channel;
     const float *dt_bias;          /* [width] */
     float gate_lower_bound;
     float *S;                      /* [heads][head_dim][head_dim]: advanced */
-    float *o;                      /* out [width]: the recurrence's read-out, before o_norm */
+    float *o;                      /* out [rows][width]: the recurrence's read-out, before o_norm */
 } DevKda;
 
-/* MLA latent attention of one new position over n cached ones (the new one included). */
+/* MLA latent attention of `rows` new positions, causal: row r attends over the first n + r cached
+ * positions (its own included; the rows' latents are in the cache already). */
 typedef struct {
-    int heads, kv_lora, qk_nope, qk_rope, n;
-    const float *qf;               /* [heads][qk_nope + qk_rope]: the q_pe part is read */
-    const float *qlat;             /* [heads][kv_lora]: absorbed queries */
-    const float *latent;           /* [n][kv_lora + qk_rope] */
-    float *scores;                 /* scratch [heads][n] */
-    float *lctx;                   /* out [heads][kv_lora] */
+    int heads, kv_lora, qk_nope, qk_rope, n, rows;
+    const float *qf;               /* [rows][heads][qk_nope + qk_rope]: the q_pe part is read */
+    const float *qlat;             /* [rows][heads][kv_lora]: absorbed queries */
+    const float *latent;           /* [n + rows - 1][kv_lora + qk_rope] */
+    float *scores;                 /* scratch [rows][heads][n + rows - 1] */
+    float *lctx;                   /* out [rows][heads][kv_lora] */
 } DevMla;
 
 /* Phases for mark (the GPU-timeline breakdown of a forward). */
@@ -81,35 +86,48 @@ typedef struct DevOps {
     /* 1 when the device holds a current copy of W (its key and generation): a product of W then reads
      * no host memory. */
     int (*holds)(MatDevice *d, const Mat *W);
-    /* The products of mat.h for one row (T = 1) on device X and Y. */
-    void (*mul)(MatDevice *d, float *Y, const Mat *W, const float *X);
-    void (*mul_heads)(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X);
-    void (*tmul_heads)(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X);
-    /* out[r] = w * rmsnorm(x[r]) for rows r < rows of n floats (w NULL: weightless), then, when gate
-     * is not NULL, out[r][i] *= sigmoid(gate[r * n + i]). out may be x. */
-    void (*rmsnorm)(MatDevice *d, float *out, const float *x, const float *w, int n, int rows, float eps,
+    /* The products of mat.h for T rows on device X and Y (laid out as mat.h says). */
+    void (*mul)(MatDevice *d, float *Y, const Mat *W, const float *X, int T);
+    void (*mul_heads)(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T);
+    void (*tmul_heads)(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T);
+    /* out[r] = w * rmsnorm(x[r]) for rows r < rows of n floats, each `stride` floats after the last
+     * in x, out and gate alike (w NULL: weightless), then, when gate is not NULL, out[r][i] *=
+     * sigmoid(gate[r][i]). out may be x. */
+    void (*rmsnorm)(MatDevice *d, float *out, const float *x, const float *w, int n, int rows, size_t stride, float eps,
                     const float *gate);
-    /* out = AttnRes over the values anchors[0..n_anchors) (each dim floats, consecutive) and p, with
-     * pseudo-query q (docs/MODEL.md 4.2); scores: scratch of n_anchors + 1 floats. */
-    void (*attnres)(MatDevice *d, float *out, const float *anchors, int n_anchors, const float *p, const float *q,
-                    int dim, float eps, float *scores);
+    /* For rows t < rows: out[t] = AttnRes over the values anchors[i][t] (i < n_anchors; anchor i of
+     * row t at anchors + i * anchor_stride + t * dim) and p[t], with pseudo-query q (docs/MODEL.md
+     * 4.2); out and p are [rows][dim]; scores: scratch of rows * (n_anchors + 1) floats. */
+    void (*attnres)(MatDevice *d, float *out, const float *anchors, int n_anchors, size_t anchor_stride, const float *p,
+                    const float *q, int dim, int rows, float eps, float *scores);
     void (*add)(MatDevice *d, float *dst, const float *src, size_t n);       /* dst += src */
     void (*gate)(MatDevice *d, float *x, const float *g, size_t n);          /* x *= sigmoid(g) */
     void (*situ)(MatDevice *d, float *a, const float *b, size_t n, float beta, float beta_lin); /* a = SiTU(a, b) */
     void (*kda)(MatDevice *d, const DevKda *a);
     void (*mla)(MatDevice *d, const DevMla *a);
-    /* Routing of one row: ids[0..k) and weights[0..k) (device) from router logits and the
-     * selection bias, as moe_route: top-k of sigmoid + bias, largest first, lowest index on ties;
-     * weights the unbiased sigmoids over their sum. */
-    void (*route)(MatDevice *d, const float *logits, const float *bias, int n_experts, int k, int *ids, float *weights);
-    /* Routed experts w[0..n) of one layer on input z [latent]: out[slot[i]] = w2 . SiTU(w1 . z, w3 . z),
+    /* Routing of each of `rows` rows: ids[t][0..k) and weights[t][0..k) (device) from router logits
+     * [rows][n_experts] and the selection bias, as moe_route: top-k of sigmoid + bias, largest
+     * first, lowest index on ties; weights the unbiased sigmoids over their sum. */
+    void (*route)(MatDevice *d, const float *logits, const float *bias, int n_experts, int k, int rows, int *ids,
+                  float *weights);
+    /* Routed experts w[0..n) of one layer on one row's input z [latent]: out[slot[i]] = w2 . SiTU(w1 . z, w3 . z),
      * each [latent] (out holds k slots); h: scratch [2][n][inter]. Weights the device does not keep
      * are copied from host memory: with wait, it returns once those copies are done (the host memory
      * may then change); without, they may still run (the memory must stay as it is, a mapped file). */
     void (*experts)(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot,
                     int n, const float *z, float *h, float *out, float beta, float beta_lin, int wait);
-    /* y = sum over i < k, in order, of weights[i] * eo[i] (each n floats). */
-    void (*combine)(MatDevice *d, float *y, const float *eo, const float *weights, int k, int n);
+    /* Routed experts of a chunk, each on the rows that chose it (gathered): expert i reads rows
+     * [at[i], at[i] + rows[i]) of X [.][latent] and writes the same rows of out [.][latent];
+     * out = w2 . SiTU(w1 . x, w3 . x) row by row. h: scratch [2][h_rows][inter], h_rows at least
+     * the sum of rows[]. Experts of equal rows[] next to each other share a launch. Weights and wait
+     * as for experts. */
+    void (*experts_rows)(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *at,
+                         const int *rows, int n, const float *X, float *h, int h_rows, float *out, float beta,
+                         float beta_lin, int wait);
+    /* dst row i = src row idx[i] (each width floats), i < n; idx is device memory. */
+    void (*gather)(MatDevice *d, float *dst, const float *src, const int *idx, int n, int width);
+    /* For rows t < rows: y[t] = sum over i < k, in order, of weights[t][i] * eo[t][i] (each n floats). */
+    void (*combine)(MatDevice *d, float *y, const float *eo, const float *weights, int k, int n, int rows);
     /* Marks the start of a phase on the device's timeline; phase_times adds the seconds between
      * consecutive marks since the last call to secs[phase] and forgets them (after a get). */
     void (*mark)(MatDevice *d, int phase);

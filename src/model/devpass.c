@@ -1,23 +1,33 @@
-/* devpass.c - a decode step (T = 1, one sequence) with every layer on the device (kernels/devops.h):
- * the same schedule as k3.c, kda.c, mla.c and moe.c, step for step, on device memory.
+/* devpass.c - a forward of one sequence (a decode step, a prefill chunk of up to MODEL_MAX_CHUNK
+ * positions, or a verify pass) with every layer on the device (kernels/devops.h): the same schedule
+ * as k3.c, kda.c, mla.c and moe.c, step for step, on device memory.
  *
- * Memory. The Model owns its device scratch (one row of every activation) and a device copy of its
- * small vectors (norm weights, AttnRes queries, conv taps, decay rates, biases), made once by
- * model_use_device, which also copies the spine's matrices and, from an in-place expert source, the
- * experts that fit: the device keeps those under their residency keys, so a decode step reads
- * weights from device memory only. Each State owns a device copy of its KDA windows and matrices
- * and of its MLA latent cache (DevState), made at its first device step and kept there: a step
- * leaves the State's host arrays behind (dev_newer), and anything that reads them (a CPU pass,
+ * Memory. The Model owns its device scratch (MODEL_MAX_CHUNK rows of every activation) and a device
+ * copy of its small vectors (norm weights, AttnRes queries, conv taps, decay rates, biases), made
+ * once by model_use_device, which also copies the spine's matrices and, from an in-place expert
+ * source, the experts that fit: the device keeps those under their residency keys, so a forward
+ * reads weights from device memory only. Each State owns a device copy of its KDA windows and
+ * matrices and of its MLA latent cache (DevState), made at its first device pass and kept there: a
+ * pass leaves the State's host arrays behind (dev_newer), and anything that reads them (a CPU pass,
  * copies, saves, comparisons) brings them back first (state_to_host); anything that writes them
- * marks the device copy stale, and the next device step copies them up again.
+ * marks the device copy stale, and the next device pass copies them up again.
  *
- * What goes up per step: the token's embedding row. What comes back: each MoE layer's routing (the
- * expert source must see the selections, and acquire the experts), and the logits.
+ * What goes up per pass: the tokens' embedding rows (and, per MoE layer of a chunk, where each
+ * row's inputs go among its experts'). What comes back: each MoE layer's routing (the expert source
+ * must see the selections, and acquire the experts), and the logits.
+ *
+ * Speculation. A verify pass on the device keeps its replay records there too (per KDA layer: the
+ * matrices and conv windows before the pass and each row's conv inputs, decay-gate and beta
+ * pre-activations), and state_commit of n rows replays the first n rows there with the same
+ * kernel (devpass_commit): a verify pass moves no state across PCIe. The MLA rows past the kept
+ * ones are dropped by the State's length, as on the host.
  *
  * Experts the device does not hold (more than its memory, or a streaming store's cache) are either
  * copied for the one use or computed by the CPU threads from host memory while the device computes
  * the shared experts and the held ones (the hybrid path); HostExperts says which, or lets the
- * measured seconds per expert of each decide. */
+ * measured seconds per expert of each decide. In a chunk each distinct expert is read once for all
+ * the rows that chose it: their inputs are gathered, the expert runs on them as one product of
+ * that many rows, and the outputs go back to each row's slot. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,12 +51,15 @@ struct DevModel {
     const DevOps *ops;
     void *scratch, *vecs;      /* the two allocations everything below points into */
     size_t scratch_bytes, vec_bytes;
-    /* activations of one row */
+    /* activations of MODEL_MAX_CHUNK rows ([row][width] each; anchors [anchor][row][hidden]) */
     float *P, *x, *xn, *attn_out, *ffn_out, *anchors, *res_scores;
     float *raw[3], *qkv[3], *g, *fa, *f, *beta_raw, *decay, *beta, *o;
     float *cq, *qf, *ckv, *qlat, *lctx, *att, *scores;
     float *h1, *h3, *router, *z, *y, *eo, *eh, *logits;
-    float *route_out;          /* k ids (as int), then k weights */
+    float *xi, *xo;            /* a chunk's expert inputs and outputs, gathered by expert [rows x top_k][latent] */
+    int *gather_idx;           /* [2][rows x top_k]: z row of each gathered input; gathered row of each (row, slot) */
+    float *route_out;          /* rows x k ids (as int), then rows x k weights */
+    float *route_host;         /* host staging: the routing back in one copy, then a chunk's expert layout up */
     DevLayer *layers;
     float *final_norm, *out_res_q;
     /* routed experts the device does not hold (all_kept: it holds every one) */
@@ -59,6 +72,7 @@ struct DevModel {
 struct DevState {
     float **kda;               /* per layer: conv windows then S (KDA layers), else NULL */
     float **latent;            /* per layer: the latent cache [cap][kv_lora + qk_rope] (MLA), else NULL */
+    float **rec;               /* per KDA layer: a verify pass's replay records (Record), made at the first */
     int cap;                   /* positions the latent caches hold */
 };
 
@@ -70,6 +84,27 @@ static size_t kda_floats(const K3Config *c) {
 }
 static size_t latent_width(const K3Config *c) { return (size_t)(c->kv_lora + c->qk_rope); }
 static int max_anchors(const K3Config *c) { return (c->n_layers + c->attn_res_block - 1) / c->attn_res_block; }
+
+/* A KDA layer's verify records, in one device allocation: the conv windows and matrices before the
+ * pass (laid out as the State's), then per row the raw q, k, v projections, the decay-gate
+ * pre-activation and the beta pre-activation: what the KDA operation reads, so replaying rows
+ * [0, n) is that operation on them. */
+typedef struct {
+    float *conv, *S, *raw[3], *f, *beta_raw;
+} Record;
+
+static Record record_at(const K3Config *c, float *base) {
+    const size_t W = (size_t)config_kda_width(c), MV = MODEL_MAX_VERIFY;
+    Record r = {base, base + conv_floats(c), {NULL, NULL, NULL}, NULL, NULL};
+    float *rows = base + kda_floats(c);
+    for (int i = 0; i < 3; i++) r.raw[i] = rows + (size_t)i * MV * W;
+    r.f = rows + 3 * MV * W, r.beta_raw = rows + 4 * MV * W;
+    return r;
+}
+
+static size_t record_floats(const K3Config *c) {
+    return kda_floats(c) + MODEL_MAX_VERIFY * (4 * (size_t)config_kda_width(c) + (size_t)c->kda_heads);
+}
 
 /* Carving one allocation into buffers: a first pass (base NULL) counts, a second assigns. Each
  * buffer starts on a 64-float boundary. */
@@ -84,23 +119,28 @@ static float *carve(Carve *cv, size_t floats) {
     return p;
 }
 
+/* The scratch for chunks of MODEL_MAX_CHUNK rows; the MLA scores hold one row's heads over the whole
+ * context (a chunk's rows take turns when they do not fit together). */
 static void carve_scratch(DevModel *g, const K3Config *c, int max_context, Carve *cv) {
     const size_t H = (size_t)c->hidden, W = (size_t)config_kda_width(c), NH = (size_t)c->mla_heads;
     const size_t ffn = c->dense_inter > c->shared_inter ? (size_t)c->dense_inter : (size_t)c->shared_inter;
-    g->P = carve(cv, H), g->x = carve(cv, H), g->xn = carve(cv, H), g->attn_out = carve(cv, H), g->ffn_out = carve(cv, H);
-    g->anchors = carve(cv, H * (size_t)max_anchors(c)), g->res_scores = carve(cv, (size_t)max_anchors(c) + 1);
-    for (int i = 0; i < 3; i++) g->raw[i] = carve(cv, W), g->qkv[i] = carve(cv, W);
-    g->g = carve(cv, W > NH * c->v_head ? W : NH * c->v_head);
-    g->fa = carve(cv, (size_t)c->kda_head_dim), g->f = carve(cv, W), g->beta_raw = carve(cv, (size_t)c->kda_heads);
-    g->decay = carve(cv, W), g->beta = carve(cv, (size_t)c->kda_heads), g->o = carve(cv, W);
-    g->cq = carve(cv, (size_t)(c->q_lora > c->kv_lora ? c->q_lora : c->kv_lora));
-    g->qf = carve(cv, NH * (size_t)config_mla_qk_dim(c)), g->ckv = carve(cv, latent_width(c));
-    g->qlat = carve(cv, NH * c->kv_lora), g->lctx = carve(cv, NH * c->kv_lora), g->att = carve(cv, NH * c->v_head);
+    const size_t R = MODEL_MAX_CHUNK, RK = R * (size_t)c->top_k;
+    g->P = carve(cv, R * H), g->x = carve(cv, R * H), g->xn = carve(cv, R * H);
+    g->attn_out = carve(cv, R * H), g->ffn_out = carve(cv, R * H);
+    g->anchors = carve(cv, R * H * (size_t)max_anchors(c)), g->res_scores = carve(cv, R * ((size_t)max_anchors(c) + 1));
+    for (int i = 0; i < 3; i++) g->raw[i] = carve(cv, R * W), g->qkv[i] = carve(cv, R * W);
+    g->g = carve(cv, R * (W > NH * c->v_head ? W : NH * c->v_head));
+    g->fa = carve(cv, R * c->kda_head_dim), g->f = carve(cv, R * W), g->beta_raw = carve(cv, R * c->kda_heads);
+    g->decay = carve(cv, R * W), g->beta = carve(cv, R * c->kda_heads), g->o = carve(cv, R * W);
+    g->cq = carve(cv, R * (size_t)(c->q_lora > c->kv_lora ? c->q_lora : c->kv_lora));
+    g->qf = carve(cv, R * NH * (size_t)config_mla_qk_dim(c)), g->ckv = carve(cv, R * latent_width(c));
+    g->qlat = carve(cv, R * NH * c->kv_lora), g->lctx = carve(cv, R * NH * c->kv_lora), g->att = carve(cv, R * NH * c->v_head);
     g->scores = carve(cv, NH * (size_t)max_context);
-    g->h1 = carve(cv, ffn), g->h3 = carve(cv, ffn), g->router = carve(cv, (size_t)c->n_experts);
-    g->z = carve(cv, (size_t)c->latent), g->y = carve(cv, (size_t)c->latent);
-    g->eo = carve(cv, (size_t)c->top_k * c->latent), g->eh = carve(cv, 2 * (size_t)c->top_k * c->moe_inter);
-    g->route_out = carve(cv, 2 * (size_t)c->top_k), g->logits = carve(cv, (size_t)c->vocab);
+    g->h1 = carve(cv, R * ffn), g->h3 = carve(cv, R * ffn), g->router = carve(cv, R * c->n_experts);
+    g->z = carve(cv, R * c->latent), g->y = carve(cv, R * c->latent);
+    g->eo = carve(cv, RK * c->latent), g->eh = carve(cv, 2 * RK * c->moe_inter);
+    g->xi = carve(cv, RK * c->latent), g->xo = carve(cv, RK * c->latent), g->gather_idx = (int *)carve(cv, 2 * RK);
+    g->route_out = carve(cv, 2 * RK), g->logits = carve(cv, R * c->vocab);
 }
 
 /* The vectors of layer l (or the globals, l < 0) with their lengths: pointers to the host copy
@@ -204,6 +244,7 @@ int model_use_device(Model *m, HostExperts way) {
     DevModel *g = df_calloc(1, sizeof *g);
     g->dev = dev, g->ops = dev->ops, g->way = way;
     g->layers = df_calloc((size_t)m->cfg.n_layers, sizeof *g->layers);
+    g->route_host = df_malloc(2 * sizeof(float) * MODEL_MAX_CHUNK * (size_t)m->cfg.top_k);
     Carve cv = {NULL, 0};
     carve_scratch(g, &m->cfg, m->max_context, &cv);
     g->scratch_bytes = cv.used;
@@ -232,12 +273,13 @@ void model_release_device(Model *m) {
     g->ops->release(g->dev, g->scratch, g->scratch_bytes);
     g->ops->release(g->dev, g->vecs, g->vec_bytes);
     free(g->layers);
+    free(g->route_host);
     free(g);
     m->dev = NULL;
 }
 
 int devpass_takes(const Model *m, int n_seqs, int T) {
-    return m->dev && n_seqs == 1 && T == 1 && !m->verifying && m->mla_cache == MLA_CACHE_LATENT;
+    return m->dev && n_seqs == 1 && T >= 1 && T <= MODEL_MAX_CHUNK && m->mla_cache == MLA_CACHE_LATENT;
 }
 
 /* ---- a State's device copy ---- */
@@ -250,8 +292,9 @@ void devpass_state_free(State *s) {
         if (!m->dev) break; /* (the device was given back first: its memory went with it) */
         m->dev->ops->release(m->dev->dev, ds->kda[l], kda_floats(&m->cfg) * sizeof(float));
         m->dev->ops->release(m->dev->dev, ds->latent[l], latent_width(&m->cfg) * (size_t)ds->cap * sizeof(float));
+        m->dev->ops->release(m->dev->dev, ds->rec[l], record_floats(&m->cfg) * sizeof(float));
     }
-    free(ds->kda), free(ds->latent), free(ds);
+    free(ds->kda), free(ds->latent), free(ds->rec), free(ds);
     s->dev = NULL;
 }
 
@@ -277,11 +320,12 @@ int state_to_host(State *s) {
         if (rc) return -1;
     }
     s->dev_newer = 0;
+    ((Model *)m)->stats.state_syncs++; /* (statistics only) */
     return 0;
 }
 
-/* Makes the State's device copy current and able to hold one more position. */
-static int state_to_device(Model *m, State *s) {
+/* Makes the State's device copy current and able to hold T more positions. */
+static int state_to_device(Model *m, State *s, int T) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
     const size_t KVW = latent_width(c);
@@ -289,13 +333,14 @@ static int state_to_device(Model *m, State *s) {
         s->dev = df_calloc(1, sizeof *s->dev);
         s->dev->kda = df_calloc((size_t)c->n_layers, sizeof(float *));
         s->dev->latent = df_calloc((size_t)c->n_layers, sizeof(float *));
+        s->dev->rec = df_calloc((size_t)c->n_layers, sizeof(float *));
         for (int l = 0; l < c->n_layers; l++)
             if (c->layer_kind[l] == LAYER_KDA && !(s->dev->kda[l] = g->ops->alloc(g->dev, kda_floats(c) * sizeof(float))))
                 return -1;
         s->dev_stale = 1;
     }
     DevState *ds = s->dev;
-    if (ds->cap < s->len + 1) { /* the host cache grew (state_reserve): grow alike, keeping the rows */
+    if (ds->cap < s->len + T) { /* the host cache grew (state_reserve): grow alike, keeping the rows */
         for (int l = 0; l < c->n_layers; l++) {
             if (c->layer_kind[l] != LAYER_MLA) continue;
             float *grown = g->ops->alloc(g->dev, KVW * (size_t)s->cap * sizeof(float));
@@ -316,34 +361,96 @@ static int state_to_device(Model *m, State *s) {
             g->ops->put(g->dev, ds->latent[l], L->latent, KVW * (size_t)s->len * sizeof(float));
     }
     s->dev_stale = 0;
+    m->stats.state_syncs++;
     return 0;
 }
 
-/* ---- one decode step ---- */
+int devpass_records(Model *m, State *s) {
+    const K3Config *c = &m->cfg;
+    if (!s->dev) return 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->layer_kind[l] == LAYER_KDA && !s->dev->rec[l] &&
+            !(s->dev->rec[l] = m->dev->ops->alloc(m->dev->dev, record_floats(c) * sizeof(float))))
+            return 0;
+    return 1;
+}
 
-static void dev_kda(Model *m, const LayerWeights *L, int l, State *st) {
+/* ---- a forward of T rows ---- */
+
+/* The KDA operation of layer l over `rows` rows of the recurrence's inputs (raw projections, decay
+ * gate and beta pre-activations), advancing the windows and matrices at kda (conv, then S); its
+ * outputs in the model's scratch. */
+static DevKda kda_args(const Model *m, int l, float *kda, float *const *raw, const float *f, const float *beta_raw, int rows) {
+    const DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    const DevLayer *D = &g->layers[l];
+    DevKda a = {c->kda_heads, c->kda_head_dim, c->conv_kernel, rows, {raw[0], raw[1], raw[2]}, kda,
+                {D->conv[0], D->conv[1], D->conv[2]}, {g->qkv[0], g->qkv[1], g->qkv[2]}, g->decay, g->beta, f,
+                beta_raw, D->decay_rate, m->w.a_log_mode != ALOG_PER_HEAD, D->dt_bias, c->gate_lower_bound,
+                kda + conv_floats(c), g->o};
+    return a;
+}
+
+/* KDA of the chunk's T rows. A verify pass writes the projections the recurrence reads straight
+ * into the State's records, after keeping there the windows and matrices it starts from. */
+static void dev_kda(Model *m, const LayerWeights *L, int l, State *st, int T) {
     DevModel *g = m->dev;
     const DevOps *o = g->ops;
     MatDevice *d = g->dev;
     const K3Config *c = &m->cfg;
     const KdaWeights *w = &L->kda;
-    const DevLayer *D = &g->layers[l];
     const Mat *proj[3] = {&w->q, &w->k, &w->v};
-    for (int i = 0; i < 3; i++) o->mul(d, g->raw[i], proj[i], g->xn);
-    o->mul(d, g->g, &w->g, g->xn);
-    o->mul(d, g->fa, &w->f_a, g->xn);
-    o->mul(d, g->f, &w->f_b, g->fa);
-    o->mul(d, g->beta_raw, &w->b, g->xn);
-    DevKda a = {c->kda_heads, c->kda_head_dim, c->conv_kernel, {g->raw[0], g->raw[1], g->raw[2]}, st->dev->kda[l],
-                {D->conv[0], D->conv[1], D->conv[2]}, {g->qkv[0], g->qkv[1], g->qkv[2]}, g->decay, g->beta, g->f,
-                g->beta_raw, D->decay_rate, m->w.a_log_mode != ALOG_PER_HEAD, D->dt_bias, c->gate_lower_bound,
-                st->dev->kda[l] + conv_floats(c), g->o};
+    float *raw[3] = {g->raw[0], g->raw[1], g->raw[2]}, *f = g->f, *beta_raw = g->beta_raw;
+    if (m->verifying) {
+        Record r = record_at(c, st->dev->rec[l]);
+        o->copy(d, r.conv, st->dev->kda[l], kda_floats(c) * sizeof(float)); /* windows, then S */
+        for (int i = 0; i < 3; i++) raw[i] = r.raw[i];
+        f = r.f, beta_raw = r.beta_raw;
+    }
+    for (int i = 0; i < 3; i++) o->mul(d, raw[i], proj[i], g->xn, T);
+    o->mul(d, g->g, &w->g, g->xn, T);
+    o->mul(d, g->fa, &w->f_a, g->xn, T);
+    o->mul(d, f, &w->f_b, g->fa, T);
+    o->mul(d, beta_raw, &w->b, g->xn, T);
+    DevKda a = kda_args(m, l, st->dev->kda[l], raw, f, beta_raw, T);
     o->kda(d, &a);
-    o->rmsnorm(d, g->o, g->o, D->o_norm, c->kda_head_dim, c->kda_heads, c->rms_eps, g->g);
-    o->mul(d, g->attn_out, &w->o, g->o);
+    const int D = c->kda_head_dim;
+    o->rmsnorm(d, g->o, g->o, g->layers[l].o_norm, D, c->kda_heads * T, (size_t)D, c->rms_eps, g->g);
+    o->mul(d, g->attn_out, &w->o, g->o, T);
 }
 
-static void dev_mla(Model *m, const LayerWeights *L, int l, State *st) {
+void devpass_commit(State *s, int n) {
+    const Model *m = s->model;
+    const DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    if (!g || !s->dev || s->dev_stale) return; /* (the device is closed: the State went with it) */
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->layer_kind[l] != LAYER_KDA) continue;
+        Record r = record_at(c, s->dev->rec[l]);
+        g->ops->copy(g->dev, s->dev->kda[l], r.conv, kda_floats(c) * sizeof(float));
+        DevKda a = kda_args(m, l, s->dev->kda[l], r.raw, r.f, r.beta_raw, n);
+        g->ops->kda(g->dev, &a);
+    }
+    s->dev_newer = 1;
+}
+
+/* Latent attention of rows [0, T) after n cached positions, in launches of as many rows as the
+ * scores scratch holds (row r sees n + r + 1 positions). */
+static void dev_mla_attend(Model *m, State *st, int l, int n, int T) {
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    const size_t NH = (size_t)c->mla_heads, R = (size_t)c->kv_lora, QK = (size_t)config_mla_qk_dim(c);
+    for (int t0 = 0, rows; t0 < T; t0 += rows) {
+        rows = T - t0;
+        while (rows > 1 && (size_t)rows * (size_t)(n + t0 + rows) > (size_t)m->max_context) rows--;
+        DevMla a = {c->mla_heads, c->kv_lora, c->qk_nope, c->qk_rope, n + t0 + 1, rows, g->qf + (size_t)t0 * NH * QK,
+                    g->qlat + (size_t)t0 * NH * R, st->dev->latent[l], g->scores, g->lctx + (size_t)t0 * NH * R};
+        g->ops->mla(g->dev, &a);
+    }
+}
+
+/* MLA of the chunk's T rows: their latent rows appended to the cache, then causal attention. */
+static void dev_mla(Model *m, const LayerWeights *L, int l, State *st, int T) {
     DevModel *g = m->dev;
     const DevOps *o = g->ops;
     MatDevice *d = g->dev;
@@ -351,81 +458,89 @@ static void dev_mla(Model *m, const LayerWeights *L, int l, State *st) {
     const MlaWeights *w = &L->mla;
     const DevLayer *D = &g->layers[l];
     const int NH = c->mla_heads, V = c->v_head, R = c->kv_lora;
-    float *row = st->dev->latent[l] + latent_width(c) * (size_t)st->len;
-    o->mul(d, g->cq, &w->q_a, g->xn);
-    o->rmsnorm(d, g->cq, g->cq, D->q_a_norm, c->q_lora, 1, c->rms_eps, NULL);
-    o->mul(d, g->qf, &w->q_b, g->cq);
-    o->mul(d, g->ckv, &w->kv_a, g->xn);
-    o->rmsnorm(d, row, g->ckv, D->kv_a_norm, R, 1, c->rms_eps, NULL); /* the new cache row: normalised c, raw k_pe */
-    o->copy(d, row + R, g->ckv + R, sizeof(float) * (size_t)c->qk_rope);
-    o->mul(d, g->g, &w->g, g->xn);
+    const size_t KVW = latent_width(c);
+    float *rows = st->dev->latent[l] + KVW * (size_t)st->len;
+    o->mul(d, g->cq, &w->q_a, g->xn, T);
+    o->rmsnorm(d, g->cq, g->cq, D->q_a_norm, c->q_lora, T, (size_t)c->q_lora, c->rms_eps, NULL);
+    o->mul(d, g->qf, &w->q_b, g->cq, T);
+    o->mul(d, g->ckv, &w->kv_a, g->xn, T);
+    /* the new cache rows: c normalised in place, k_pe raw */
+    o->copy(d, rows, g->ckv, sizeof(float) * KVW * (size_t)T);
+    o->rmsnorm(d, rows, rows, D->kv_a_norm, R, T, KVW, c->rms_eps, NULL);
+    o->mul(d, g->g, &w->g, g->xn, T);
     const MatHeads keys = {NH, 0, c->qk_nope + V, c->qk_nope, config_mla_qk_dim(c)};
     const MatHeads values = {NH, c->qk_nope, c->qk_nope + V, V, R};
-    o->tmul_heads(d, g->qlat, &w->kv_b, &keys, g->qf);
-    DevMla a = {NH, R, c->qk_nope, c->qk_rope, st->len + 1, g->qf, g->qlat, st->dev->latent[l], g->scores, g->lctx};
-    o->mla(d, &a);
-    o->mul_heads(d, g->att, &w->kv_b, &values, g->lctx);
-    o->gate(d, g->att, g->g, (size_t)NH * V);
-    o->mul(d, g->attn_out, &w->o, g->att);
+    o->tmul_heads(d, g->qlat, &w->kv_b, &keys, g->qf, T);
+    dev_mla_attend(m, st, l, st->len, T);
+    o->mul_heads(d, g->att, &w->kv_b, &values, g->lctx, T);
+    o->gate(d, g->att, g->g, (size_t)T * NH * V);
+    o->mul(d, g->attn_out, &w->o, g->att, T);
 }
 
-/* x = AttnRes over (anchors, P) with query q; with no anchors, x = P. */
-static void dev_attnres(Model *m, int n_anchors, const float *q, float *x) {
+/* x = AttnRes over (anchors, P) with query q for rows [row0, row0 + T) (x from its row 0); with no
+ * anchors, x = P. */
+static void dev_attnres(Model *m, int n_anchors, const float *q, int row0, int T, float *x) {
     DevModel *g = m->dev;
     const size_t H = (size_t)m->cfg.hidden;
-    if (n_anchors == 0) g->ops->copy(g->dev, x, g->P, H * sizeof(float));
-    else g->ops->attnres(g->dev, x, g->anchors, n_anchors, g->P, q, (int)H, m->cfg.rms_eps, g->res_scores);
+    const float *P = g->P + (size_t)row0 * H;
+    if (n_anchors == 0) g->ops->copy(g->dev, x, P, (size_t)T * H * sizeof(float));
+    else
+        g->ops->attnres(g->dev, x, g->anchors + (size_t)row0 * H, n_anchors, MODEL_MAX_CHUNK * H, P, q, (int)H, T,
+                        m->cfg.rms_eps, g->res_scores);
 }
 
-static int dev_attention(Model *m, State *st, int l, int n_anchors) {
+static int dev_attention(Model *m, State *st, int l, int n_anchors, int T) {
     DevModel *g = m->dev;
     const DevLayer *D = &g->layers[l];
-    const size_t H = (size_t)m->cfg.hidden;
+    const size_t H = (size_t)m->cfg.hidden, HT = H * (size_t)T;
     g->ops->mark(g->dev, DEV_PHASE_ATTENTION);
-    dev_attnres(m, n_anchors, D->attn_res_q, g->xn);
+    dev_attnres(m, n_anchors, D->attn_res_q, 0, T, g->xn);
     int boundary = l % m->cfg.attn_res_block == 0;
-    if (boundary) g->ops->copy(g->dev, g->anchors + (size_t)n_anchors++ * H, g->P, H * sizeof(float));
-    g->ops->rmsnorm(g->dev, g->xn, g->xn, D->attn_norm, (int)H, 1, m->cfg.rms_eps, NULL);
-    if (m->w.layers[l].kind == LAYER_MLA) dev_mla(m, &m->w.layers[l], l, st);
-    else dev_kda(m, &m->w.layers[l], l, st);
-    if (boundary) g->ops->copy(g->dev, g->P, g->attn_out, H * sizeof(float));
-    else g->ops->add(g->dev, g->P, g->attn_out, H);
+    if (boundary) g->ops->copy(g->dev, g->anchors + (size_t)n_anchors++ * MODEL_MAX_CHUNK * H, g->P, HT * sizeof(float));
+    g->ops->rmsnorm(g->dev, g->xn, g->xn, D->attn_norm, (int)H, T, H, m->cfg.rms_eps, NULL);
+    if (m->w.layers[l].kind == LAYER_MLA) dev_mla(m, &m->w.layers[l], l, st, T);
+    else dev_kda(m, &m->w.layers[l], l, st, T);
+    if (boundary) g->ops->copy(g->dev, g->P, g->attn_out, HT * sizeof(float));
+    else g->ops->add(g->dev, g->P, g->attn_out, HT);
     return n_anchors;
 }
 
-static void dev_mlp(Model *m, const MlpWeights *w, int width, const float *u, float *out) {
+static void dev_mlp(Model *m, const MlpWeights *w, int width, const float *u, int T, float *out) {
     DevModel *g = m->dev;
-    g->ops->mul(g->dev, g->h1, &w->gate, u);
-    g->ops->mul(g->dev, g->h3, &w->up, u);
-    g->ops->situ(g->dev, g->h1, g->h3, (size_t)width, m->cfg.situ_beta, m->cfg.situ_linear_beta);
-    g->ops->mul(g->dev, out, &w->down, g->h1);
+    g->ops->mul(g->dev, g->h1, &w->gate, u, T);
+    g->ops->mul(g->dev, g->h3, &w->up, u, T);
+    g->ops->situ(g->dev, g->h1, g->h3, (size_t)T * width, m->cfg.situ_beta, m->cfg.situ_linear_beta);
+    g->ops->mul(g->dev, out, &w->down, g->h1, T);
 }
 
-/* The layer's routing, brought to the host (the expert source sees it, and may replace it). */
-static int dev_route(Model *m, const LayerWeights *L, int layer) {
+/* The layer's routing of T rows, brought to the host in one copy (the expert source sees it, and
+ * may replace it). */
+static int dev_route(Model *m, const LayerWeights *L, int layer, int T) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
-    const int K = c->top_k;
+    const size_t TK = (size_t)T * c->top_k;
     Scratch *s = &m->s;
     int *ids = (int *)g->route_out;
-    float *wts = g->route_out + K;
-    g->ops->mul(g->dev, g->router, &L->moe_w.router, g->x);
-    g->ops->route(g->dev, g->router, g->layers[layer].score_bias, c->n_experts, K, ids, wts);
-    if (g->ops->get(g->dev, s->sel, ids, sizeof(int) * (size_t)K) || g->ops->get(g->dev, s->sel_w, wts, sizeof(float) * (size_t)K))
-        return -1;
+    float *wts = g->route_out + TK;
+    g->ops->mul(g->dev, g->router, &L->moe_w.router, g->x, T);
+    g->ops->route(g->dev, g->router, g->layers[layer].score_bias, c->n_experts, c->top_k, T, ids, wts);
+    if (g->ops->get(g->dev, g->route_host, g->route_out, 2 * TK * sizeof(float))) return -1;
+    memcpy(s->sel, g->route_host, TK * sizeof(int));
+    memcpy(s->sel_w, g->route_host + TK, TK * sizeof(float));
     if (m->experts->replace) {
-        m->experts->replace(m->experts, layer, m->chunk_pos, s->sel, s->sel_w, 1, K);
-        g->ops->put(g->dev, ids, s->sel, sizeof(int) * (size_t)K);
-        g->ops->put(g->dev, wts, s->sel_w, sizeof(float) * (size_t)K);
+        m->experts->replace(m->experts, layer, m->chunk_pos, s->sel, s->sel_w, T, c->top_k);
+        memcpy(g->route_host, s->sel, TK * sizeof(int));
+        memcpy(g->route_host + TK, s->sel_w, TK * sizeof(float));
+        g->ops->put(g->dev, g->route_out, g->route_host, 2 * TK * sizeof(float));
     }
     if (m->experts->route) {
         double t0 = df_now();
-        m->experts->route(m->experts, layer, s->sel, 1, K);
+        m->experts->route(m->experts, layer, s->sel, T, c->top_k);
         m->stats.route_s += df_now() - t0;
     }
     /* the lookahead reads this layer's FFN input on the host only when the source takes guesses */
-    if (m->experts->predict && g->ops->get(g->dev, s->x, g->x, sizeof(float) * (size_t)c->hidden)) return -1;
-    lookahead(m, layer, s->x, 1);
+    if (m->experts->predict && g->ops->get(g->dev, s->x, g->x, sizeof(float) * (size_t)c->hidden * T)) return -1;
+    lookahead(m, layer, s->x, T);
     return 0;
 }
 
@@ -448,17 +563,49 @@ static void note_cost(DevModel *g, int cpu, double secs, int n) {
     g->samples[cpu] += n;
 }
 
-/* One expert on the CPU threads (their kernels, not the device's) from z on the host (s->z), its
- * output sent to slot `slot` of the device's eo. */
-static void cpu_expert(Model *m, const ExpertMats *w, int slot) {
+/* One expert on the CPU threads (their kernels, not the device's) on `rows` rows of its input on the
+ * host (x), its outputs sent to out on the device. */
+static void cpu_expert(Model *m, const ExpertMats *w, const float *x, int rows, float *out) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
     Scratch *s = &m->s;
-    mat_mul_cpu(m->pool, s->ex_h1, &w->w1, s->z, 1);
-    mat_mul_cpu(m->pool, s->ex_h3, &w->w3, s->z, 1);
-    for (int i = 0; i < c->moe_inter; i++) s->ex_h1[i] = op_situ(s->ex_h1[i], s->ex_h3[i], c->situ_beta, c->situ_linear_beta);
-    mat_mul_cpu(m->pool, s->ex_out, &w->w2, s->ex_h1, 1);
-    g->ops->put(g->dev, g->eo + (size_t)slot * c->latent, s->ex_out, sizeof(float) * (size_t)c->latent);
+    mat_mul_cpu(m->pool, s->ex_h1, &w->w1, x, rows);
+    mat_mul_cpu(m->pool, s->ex_h3, &w->w3, x, rows);
+    for (size_t i = 0; i < (size_t)rows * c->moe_inter; i++)
+        s->ex_h1[i] = op_situ(s->ex_h1[i], s->ex_h3[i], c->situ_beta, c->situ_linear_beta);
+    mat_mul_cpu(m->pool, s->ex_out, &w->w2, s->ex_h1, rows);
+    g->ops->put(g->dev, out, s->ex_out, sizeof(float) * (size_t)rows * c->latent);
+}
+
+/* How each of n acquired experts runs, way[i]: 0 the device holds it, 1 copied for this use, 2 on
+ * the CPU threads (only when hybrid: cpu_share says how many of those the device does not hold; the
+ * first of them in order are copied); their counts in *n_copy and *n_cpu. */
+static void expert_ways(Model *m, const ExpertMats *mats, int n, int hybrid, int *way, int *n_copy, int *n_cpu) {
+    DevModel *g = m->dev;
+    int n_host = 0;
+    for (int i = 0; i < n; i++) {
+        int held = g->all_kept || (g->ops->holds(g->dev, &mats[i].w1) && g->ops->holds(g->dev, &mats[i].w2) &&
+                                   g->ops->holds(g->dev, &mats[i].w3));
+        way[i] = !held;
+        n_host += !held;
+    }
+    *n_cpu = hybrid ? cpu_share(g, n_host, m->experts->in_place) : 0;
+    *n_copy = n_host - *n_cpu;
+    for (int i = 0, h = 0; i < n; i++)
+        if (way[i]) way[i] = h++ < *n_copy ? 1 : 2;
+}
+
+/* After a batch's launches and CPU experts (begun at t0): with measure, the seconds per expert of
+ * the way that ran alone; the counts. */
+static int ways_done(Model *m, double t0, int n_copy, int n_cpu, int measure) {
+    DevModel *g = m->dev;
+    if (measure && n_cpu && !n_copy) note_cost(g, 1, df_now() - t0, n_cpu);
+    if (measure && n_copy && !n_cpu) { /* the copies alone: until they are done */
+        if (m->experts->in_place && g->ops->get(g->dev, NULL, NULL, 0)) return -1;
+        note_cost(g, 0, df_now() - t0, n_copy);
+    }
+    m->stats.experts_cpu += (uint64_t)n_cpu, m->stats.experts_copied += (uint64_t)n_copy;
+    return 0;
 }
 
 /* Runs one acquired batch: the held experts in one launch, those to copy in another (queued: from
@@ -468,15 +615,8 @@ static int run_batch(Model *m, const ExpertMats *mats, const int *slots, int n, 
     const K3Config *c = &m->cfg;
     const int in_place = m->experts->in_place;
     const Mat *w1[2][K3_MAX_TOP_K], *w2[2][K3_MAX_TOP_K], *w3[2][K3_MAX_TOP_K];
-    int slot[2][K3_MAX_TOP_K], nk[2] = {0, 0}, host[K3_MAX_TOP_K], n_host = 0;
-    for (int i = 0; i < n; i++) {
-        int held = g->all_kept || (g->ops->holds(g->dev, &mats[i].w1) && g->ops->holds(g->dev, &mats[i].w2) &&
-                                   g->ops->holds(g->dev, &mats[i].w3));
-        if (!held) host[n_host++] = i;
-    }
-    const int n_cpu = hybrid ? cpu_share(g, n_host, in_place) : 0, n_copy = n_host - n_cpu;
-    int way[K3_MAX_TOP_K] = {0}; /* 0 held, 1 copied (the first n_copy of the others), 2 on the CPU */
-    for (int h = 0; h < n_host; h++) way[host[h]] = h < n_copy ? 1 : 2;
+    int slot[2][K3_MAX_TOP_K], nk[2] = {0, 0}, way[K3_MAX_TOP_K], n_copy, n_cpu;
+    expert_ways(m, mats, n, hybrid, way, &n_copy, &n_cpu); /* 0 held, 1 copied, 2 on the CPU */
     for (int i = 0; i < n; i++) {
         if (way[i] == 2) continue;
         int b = way[i], k = nk[b]++;
@@ -487,84 +627,154 @@ static int run_batch(Model *m, const ExpertMats *mats, const int *slots, int n, 
         if (nk[b])
             g->ops->experts(g->dev, w1[b], w2[b], w3[b], slot[b], nk[b], g->z, g->eh, g->eo, c->situ_beta,
                             c->situ_linear_beta, !in_place);
-    for (int h = n_copy; h < n_host; h++) cpu_expert(m, &mats[host[h]], slots[host[h]]);
-    if (n_cpu && !n_copy) note_cost(g, 1, df_now() - t0, n_cpu);
-    if (n_copy && !n_cpu) { /* the copies alone: until they are done */
-        if (in_place && g->ops->get(g->dev, NULL, NULL, 0)) return -1;
-        note_cost(g, 0, df_now() - t0, n_copy);
-    }
-    m->stats.experts_cpu += (uint64_t)n_cpu, m->stats.experts_copied += (uint64_t)n_copy;
-    return 0;
+    for (int i = 0; i < n; i++)
+        if (way[i] == 2) cpu_expert(m, &mats[i], m->s.z, 1, g->eo + (size_t)slots[i] * c->latent);
+    return ways_done(m, t0, n_copy, n_cpu, 1);
 }
 
-/* The row's experts, acquired from the source in its batches: expert i of the selection writes
- * slot i of eo. */
-static int dev_routed(Model *m, int layer, int hybrid) {
+/* A chunk's routed experts by expert: the distinct ones ascending (ids), expert j on the gathered
+ * rows [at[j], at[j] + rows[j]); gathered row r holds z row src[r]. */
+typedef struct {
+    int ids[MODEL_MAX_ROUTED], at[MODEL_MAX_ROUTED], rows[MODEL_MAX_ROUTED], src[MODEL_MAX_ROUTED];
+    int n;
+} Gathered;
+
+static int expert_index(const Gathered *gr, int e) {
+    int lo = 0, hi = gr->n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (gr->ids[mid] < e) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Lays the chunk's T rows out by expert (each expert's rows in row order, as moe.c runs them), sends
+ * the layout up and gathers z's rows into xi: the gathered row of selection (t, i) is what the
+ * experts' outputs are gathered back from, into eo[t][i]. */
+static void gather_inputs(Model *m, int T, Gathered *gr) {
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    const int TK = T * c->top_k;
+    int *idx = (int *)(void *)g->route_host, fill[MODEL_MAX_ROUTED]; /* (the routing is in m->s by now) */
+    for (int j = 0; j < gr->n; j++) gr->rows[j] = 0;
+    for (int p = 0; p < TK; p++) gr->rows[expert_index(gr, m->s.sel[p])]++;
+    for (int j = 0, at = 0; j < gr->n; at += gr->rows[j++]) gr->at[j] = fill[j] = at;
+    for (int p = 0; p < TK; p++) { /* p = t * top_k + i: rows in order */
+        int r = fill[expert_index(gr, m->s.sel[p])]++;
+        gr->src[r] = idx[r] = p / c->top_k;
+        idx[TK + p] = r;
+    }
+    g->ops->put(g->dev, g->gather_idx, idx, 2 * (size_t)TK * sizeof(int));
+    g->ops->gather(g->dev, g->xi, g->z, g->gather_idx, TK, c->latent);
+}
+
+/* Runs one acquired batch of a chunk's experts (mats[i] is expert ids[i]) on their gathered rows:
+ * as run_batch, the held ones and those to copy each in launches of experts with equal rows, then
+ * those for the CPU threads. */
+static int run_batch_rows(Model *m, const ExpertMats *mats, const int *ids, int n, const Gathered *gr, int T, int hybrid) {
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    Scratch *s = &m->s;
+    const Mat *w1[MODEL_MAX_ROUTED], *w2[MODEL_MAX_ROUTED], *w3[MODEL_MAX_ROUTED];
+    int way[MODEL_MAX_ROUTED], at[MODEL_MAX_ROUTED], rows[MODEL_MAX_ROUTED], j[MODEL_MAX_ROUTED], n_copy, n_cpu;
+    for (int i = 0; i < n; i++) j[i] = expert_index(gr, ids[i]);
+    expert_ways(m, mats, n, hybrid, way, &n_copy, &n_cpu); /* 0 held, 1 copied, 2 on the CPU */
+    double t0 = df_now();
+    for (int b = 0; b < 2; b++) {
+        int k = 0;
+        for (int r = 1; r <= T; r++) /* grouped by row count */
+            for (int i = 0; i < n; i++)
+                if (way[i] == b && gr->rows[j[i]] == r)
+                    w1[k] = &mats[i].w1, w2[k] = &mats[i].w2, w3[k] = &mats[i].w3, at[k] = gr->at[j[i]], rows[k++] = r;
+        if (k)
+            g->ops->experts_rows(g->dev, w1, w2, w3, at, rows, k, g->xi, g->eh, T * c->top_k, g->xo, c->situ_beta,
+                                 c->situ_linear_beta, !m->experts->in_place);
+    }
+    for (int i = 0; i < n; i++) {
+        if (way[i] != 2) continue;
+        const int a = gr->at[j[i]], r = gr->rows[j[i]];
+        for (int q = 0; q < r; q++)
+            memcpy(s->ex_in + (size_t)q * c->latent, s->z + (size_t)gr->src[a + q] * c->latent, sizeof(float) * (size_t)c->latent);
+        cpu_expert(m, &mats[i], s->ex_in, r, g->xo + (size_t)a * c->latent);
+    }
+    return ways_done(m, t0, n_copy, n_cpu, 0); /* (the seconds per expert are a decode step's) */
+}
+
+/* The T rows' experts, acquired from the source in its batches, each distinct expert once: for one
+ * row, expert i of the selection writes slot i of eo; for a chunk, the gathered rows (above). */
+static int dev_routed(Model *m, int layer, int T, int hybrid) {
+    DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
     ExpertSource *src = m->experts;
     const int K = c->top_k;
-    int ids[K3_MAX_TOP_K], slot[K3_MAX_TOP_K];
-    ExpertMats mats[K3_MAX_TOP_K];
-    for (int i = 0; i < K; i++) { /* ascending, as the host pass acquires them */
-        int e = m->s.sel[i], at = i;
-        while (at > 0 && ids[at - 1] > e) ids[at] = ids[at - 1], at--;
-        ids[at] = e;
+    Gathered gr;
+    int ids[MODEL_MAX_ROUTED], slot[K3_MAX_TOP_K];
+    ExpertMats mats[MODEL_MAX_ROUTED];
+    const int n = moe_distinct_experts(m, T, ids); /* ascending, as the host pass acquires them */
+    if (T > 1) {
+        memcpy(gr.ids, ids, sizeof(int) * (size_t)n), gr.n = n;
+        gather_inputs(m, T, &gr);
     }
-    const int batch = src->max_batch > 0 ? src->max_batch : K;
+    const int batch = src->max_batch > 0 ? src->max_batch : n;
     int waited = 0;
-    for (int at = 0; at < K; at += batch) {
-        int count = K - at < batch ? K - at : batch;
-        int ready = src->ready_first ? src->ready_first(src, layer, ids + at, K - at) : 1;
+    for (int at = 0; at < n; at += batch) {
+        int count = n - at < batch ? n - at : batch;
+        int ready = src->ready_first ? src->ready_first(src, layer, ids + at, n - at) : 1;
         double t0 = df_now();
         if (src->acquire(src, layer, ids + at, count, mats)) return -1;
         double wait = df_now() - t0;
         m->stats.expert_wait_s += wait;
         if (!ready && !waited) m->stats.first_wait_s += wait, waited = 1;
-        for (int i = 0; i < count; i++)
-            for (int j = 0; j < K; j++)
-                if (m->s.sel[j] == ids[at + i]) slot[i] = j;
-        if (run_batch(m, mats, slot, count, hybrid)) return -1;
+        if (T == 1)
+            for (int i = 0; i < count; i++)
+                for (int k = 0; k < K; k++)
+                    if (m->s.sel[k] == ids[at + i]) slot[i] = k;
+        if (T == 1 ? run_batch(m, mats, slot, count, hybrid) : run_batch_rows(m, mats, ids + at, count, &gr, T, hybrid))
+            return -1;
     }
-    m->stats.expert_bytes += (uint64_t)K * m->cat->expert_bytes;
+    if (T > 1) g->ops->gather(g->dev, g->eo, g->xo, g->gather_idx + T * K, T * K, c->latent);
+    m->stats.expert_bytes += (uint64_t)n * m->cat->expert_bytes;
     return 0;
 }
 
-static int dev_moe(Model *m, const LayerWeights *L, int layer) {
+static int dev_moe(Model *m, const LayerWeights *L, int layer, int T) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
     const MoeWeights *w = &L->moe_w;
-    if (dev_route(m, L, layer)) return -1;
-    g->ops->mul(g->dev, g->z, &w->latent_down, g->x);
+    if (dev_route(m, L, layer, T)) return -1;
+    g->ops->mul(g->dev, g->z, &w->latent_down, g->x, T);
     /* experts the device may not hold can run on the CPU: z comes up before the shared experts are
      * queued, so that the CPU computes while the device does */
     const int hybrid = !g->all_kept && g->way != HOST_EXPERTS_COPY;
-    if (hybrid && g->ops->get(g->dev, m->s.z, g->z, sizeof(float) * (size_t)c->latent)) return -1;
-    if (c->n_shared > 0) dev_mlp(m, &w->shared, c->shared_inter, g->x, g->xn);
+    if (hybrid && g->ops->get(g->dev, m->s.z, g->z, sizeof(float) * (size_t)T * c->latent)) return -1;
+    if (c->n_shared > 0) dev_mlp(m, &w->shared, c->shared_inter, g->x, T, g->xn);
     g->ops->mark(g->dev, DEV_PHASE_EXPERTS);
-    if (dev_routed(m, layer, hybrid)) return -1;
+    if (dev_routed(m, layer, T, hybrid)) return -1;
     g->ops->mark(g->dev, DEV_PHASE_FFN);
-    g->ops->combine(g->dev, g->y, g->eo, g->route_out + c->top_k, c->top_k, c->latent);
-    g->ops->rmsnorm(g->dev, g->y, g->y, g->layers[layer].latent_norm, c->latent, 1, c->rms_eps, NULL);
-    g->ops->mul(g->dev, g->ffn_out, &w->latent_up, g->y);
-    if (c->n_shared > 0) g->ops->add(g->dev, g->ffn_out, g->xn, (size_t)c->hidden);
+    g->ops->combine(g->dev, g->y, g->eo, g->route_out + (size_t)T * c->top_k, c->top_k, c->latent, T);
+    g->ops->rmsnorm(g->dev, g->y, g->y, g->layers[layer].latent_norm, c->latent, T, (size_t)c->latent, c->rms_eps, NULL);
+    g->ops->mul(g->dev, g->ffn_out, &w->latent_up, g->y, T);
+    if (c->n_shared > 0) g->ops->add(g->dev, g->ffn_out, g->xn, (size_t)T * c->hidden);
     return 0;
 }
 
-static int dev_ffn(Model *m, int l, int n_anchors) {
+static int dev_ffn(Model *m, int l, int n_anchors, int T) {
     DevModel *g = m->dev;
     const LayerWeights *L = &m->w.layers[l];
+    const size_t H = (size_t)m->cfg.hidden;
     g->ops->mark(g->dev, DEV_PHASE_FFN);
-    dev_attnres(m, n_anchors, g->layers[l].ffn_res_q, g->x);
-    g->ops->rmsnorm(g->dev, g->x, g->x, g->layers[l].ffn_norm, m->cfg.hidden, 1, m->cfg.rms_eps, NULL);
+    dev_attnres(m, n_anchors, g->layers[l].ffn_res_q, 0, T, g->x);
+    g->ops->rmsnorm(g->dev, g->x, g->x, g->layers[l].ffn_norm, (int)H, T, H, m->cfg.rms_eps, NULL);
     if (L->moe) {
-        if (dev_moe(m, L, l)) return -1;
+        if (dev_moe(m, L, l, T)) return -1;
     } else
-        dev_mlp(m, &L->dense, m->cfg.dense_inter, g->x, g->ffn_out);
-    g->ops->add(g->dev, g->P, g->ffn_out, (size_t)m->cfg.hidden);
+        dev_mlp(m, &L->dense, m->cfg.dense_inter, g->x, T, g->ffn_out);
+    g->ops->add(g->dev, g->P, g->ffn_out, H * (size_t)T);
     return 0;
 }
 
-/* The GPU-timeline phases of the step into the model's stats. */
+/* The GPU-timeline phases of the pass into the model's stats. */
 static void add_phase_times(Model *m) {
     double secs[DEV_N_PHASES] = {0};
     m->dev->ops->phase_times(m->dev->dev, secs);
@@ -574,36 +784,40 @@ static void add_phase_times(Model *m) {
     m->stats.head_s += secs[DEV_PHASE_HEAD];
 }
 
-int devpass_forward(Model *m, State *st, int token, float *logits) {
+int devpass_forward(Model *m, State *st, const int *tokens, int T, int row0, int n_out, float *logits) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
-    if (state_to_device(m, st)) return -1;
+    const size_t H = (size_t)c->hidden;
+    if (state_to_device(m, st, T)) return -1;
     st->dev_newer = 1; /* from here on the device's copy is the State */
-    mat_gather_rows(&m->w.embed, &token, 1, m->s.P);
-    g->ops->put(g->dev, g->P, m->s.P, sizeof(float) * (size_t)c->hidden);
+    st->dev_verify = m->verifying;
+    mat_gather_rows(&m->w.embed, tokens, T, m->s.P);
+    g->ops->put(g->dev, g->P, m->s.P, sizeof(float) * H * (size_t)T);
     m->look_layer = -1;
     m->chunk_pos = st->len;
     int n_anchors = 0;
     for (int l = 0; l < c->n_layers; l++) {
         if (model_acquire_layer(m, l)) return -1;
-        n_anchors = dev_attention(m, st, l, n_anchors);
-        int rc = dev_ffn(m, l, n_anchors);
+        n_anchors = dev_attention(m, st, l, n_anchors, T);
+        int rc = dev_ffn(m, l, n_anchors, T);
         if (m->spine->release_layer) m->spine->release_layer(m->spine, l);
         if (rc) return -1;
     }
-    st->len++;
-    m->stats.positions++;
+    st->len += T;
+    m->stats.positions += (uint64_t)T;
     m->stats.forwards++;
-    if (logits) {
+    m->stats.dev_forwards++;
+    if (logits) { /* the tail of the rows asked for only: each row's is its own */
         g->ops->mark(g->dev, DEV_PHASE_HEAD);
-        dev_attnres(m, n_anchors, g->out_res_q, g->x);
-        g->ops->rmsnorm(g->dev, g->x, g->x, g->final_norm, c->hidden, 1, c->rms_eps, NULL);
-        g->ops->mul(g->dev, g->logits, &m->w.lm_head, g->x);
+        dev_attnres(m, n_anchors, g->out_res_q, row0, n_out, g->x);
+        g->ops->rmsnorm(g->dev, g->x, g->x, g->final_norm, c->hidden, n_out, H, c->rms_eps, NULL);
+        g->ops->mul(g->dev, g->logits, &m->w.lm_head, g->x, n_out);
     }
     g->ops->mark(g->dev, DEV_PHASE_IDLE);
-    int rc = g->ops->get(g->dev, logits, g->logits, logits ? sizeof(float) * (size_t)c->vocab : 0);
+    int rc = g->ops->get(g->dev, logits, g->logits, logits ? sizeof(float) * (size_t)n_out * c->vocab : 0);
     add_phase_times(m);
-    if (rc) return -1;
-    int row = 0;
-    return logits ? model_check_logits(m, logits, &row, 1) : 0;
+    if (rc || !logits) return rc ? -1 : 0;
+    int rows[MODEL_MAX_CHUNK];
+    for (int i = 0; i < n_out; i++) rows[i] = row0 + i;
+    return model_check_logits(m, logits, rows, n_out);
 }

@@ -30,9 +30,10 @@ struct State {
     int verify_rows; /* rows of a pending verification, 0 when none */
     /* The device's copy of the state (devpass.c), NULL until a forward ran there: dev_newer when it
      * holds the latest state (the arrays above are behind), dev_stale when the arrays changed
-     * since it was made. */
+     * since it was made; dev_verify when the last forward was a verify pass on the device (its
+     * replay records are there, not in the arrays above). */
     DevState *dev;
-    int dev_newer, dev_stale;
+    int dev_newer, dev_stale, dev_verify;
 };
 
 /* Scratch for one chunk, sized for MODEL_MAX_CHUNK rows; allocated once per model. */
@@ -94,6 +95,8 @@ int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int 
 void lookahead(Model *m, int layer, const float *u, int T);
 /* Top-k over bias-corrected sigmoid scores; weights renormalised over the unbiased scores. */
 void moe_route(const float *logits, const float *bias, int n_experts, int k, int *ids, float *weights);
+/* The distinct experts the chunk's T rows selected (s->sel), ascending, into ids; returns how many. */
+int moe_distinct_experts(const Model *m, int T, int *ids);
 
 /* Rolls a KDA layer back to the state after the first n rows of the verify pass (n < T). */
 void kda_commit(const Model *m, LayerState *st, int n);
@@ -109,10 +112,17 @@ int state_reserve(State *s, int need);
 int model_acquire_layer(Model *m, int l);
 int model_check_logits(const Model *m, const float *logits, const int *rows, int n);
 
-/* devpass.c: one decode step (T = 1, one sequence, logits of that row or NULL) with the layers on
- * the device, when devpass_takes says it can run this forward; the State's device copy. */
+/* devpass.c: a forward of T rows of one sequence (a decode step, a prefill chunk, a verify pass)
+ * with the layers on the device, when devpass_takes says it can run it; logits: NULL, or
+ * [n_out][vocab] for rows [row0, row0 + n_out). The State's device copy. */
 int devpass_takes(const Model *m, int n_seqs, int T);
-int devpass_forward(Model *m, State *st, int token, float *logits);
+int devpass_forward(Model *m, State *st, const int *tokens, int T, int row0, int n_out, float *logits);
+/* 1 when the State's verify records are on the device (made at its first verify pass there), 0
+ * when they are not and cannot be (no device copy yet, or no room: the verify pass then runs on
+ * the host). */
+int devpass_records(Model *m, State *s);
+/* state_commit of a verify pass that ran on the device (dev_verify): replays its first n rows there. */
+void devpass_commit(State *s, int n);
 /* Brings the State's arrays up to date from its device copy (no-op when they are). 0, or -1 with
  * the device's fault. */
 int state_to_host(State *s);

@@ -170,14 +170,17 @@ int model_acquire_layer(Model *m, int l) {
 }
 
 /* The pass itself: tokens[0..T) split into seqs, every layer, the states advanced. The caller
- * checked the arguments and reserved the states' room. A decode step goes to the device when it
- * takes it (devpass.c); otherwise the states' arrays are brought up to date first. */
+ * checked the arguments and reserved the states' room. A pass of one sequence goes to the device
+ * when it takes it (devpass.c; out_rows are then consecutive: all rows, or the last); otherwise the
+ * states' arrays are brought up to date first. */
 static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens, int T, const int *out_rows, int n_out,
                         float *logits) {
-    if (devpass_takes(m, n_seqs, T)) return devpass_forward(m, seqs[0].st, tokens[0], logits);
+    if (devpass_takes(m, n_seqs, T) && (!m->verifying || devpass_records(m, seqs[0].st)))
+        return devpass_forward(m, seqs[0].st, tokens, T, out_rows[0], n_out, logits);
     for (int q = 0; q < n_seqs; q++) {
         if (state_to_host(seqs[q].st)) return -1;
         state_host_changed(seqs[q].st);
+        seqs[q].st->dev_verify = 0;
     }
     embed(m, tokens, T);
     m->look_layer = -1;

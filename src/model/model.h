@@ -76,6 +76,8 @@ typedef struct {
     uint64_t positions, forwards;
     uint64_t look_routed, look_hits;  /* router lookahead: experts routed in guessed layers, and guessed */
     uint64_t experts_cpu, experts_copied; /* layer pass: experts it did not hold, run on the CPU or copied */
+    uint64_t dev_forwards;            /* layer pass: forwards it ran (of forwards) */
+    uint64_t state_syncs;             /* layer pass: times a State's arrays were copied to or from the device */
 } ModelStats;
 
 #define MODEL_MAX_CHUNK 64
@@ -150,12 +152,13 @@ int model_forward_verify(Model *m, State *s, const int *tokens, int T, float *lo
  * bit-identical to one that was fed only those n tokens. No-op without a pending verification. */
 void state_commit(State *s, int n);
 
-/* Runs decode steps (one sequence, T = 1) with every layer on the process's device when it offers
- * whole-layer operations (kernels/devops.h): allocates the activations there, copies the small
- * vectors, and copies the spine's matrices and, when the expert source is in_place, as many experts
- * as the device keeps (experts leave room for the spine, and take at most its expert_bytes). Prefill, batches and verification still
- * run the per-product path. A State's arrays then live on the device between decode steps and come
- * back whenever the host reads them. Returns 0 (also when the device has no such operations:
+/* Runs every forward of one sequence (decode steps, prefill chunks, verify passes) with every layer
+ * on the process's device when it offers whole-layer operations (kernels/devops.h): allocates the
+ * activations there, copies the small vectors, and copies the spine's matrices and, when the expert
+ * source is in_place, as many experts as the device keeps (experts leave room for the spine, and
+ * take at most its expert_bytes). Passes of several sequences and the expanded MLA cache still run
+ * the per-product path. A State's arrays (and a verify pass's replay records) then live on the
+ * device between forwards and come back whenever the host reads them. Returns 0 (also when the device has no such operations:
  * nothing changes), or -1 with a message. model_release_device gives it all back (before the
  * device closes; every State of the model must be destroyed first). */
 /* How the layer pass runs routed experts the device does not hold (not copied at start-up: too many

@@ -62,8 +62,7 @@ static void run_expert(Model *m, const ExpertMats *w, int expert, int T) {
                sizeof(float) * (size_t)c->latent);
 }
 
-/* Distinct experts the chunk selected, ascending. Returns how many. */
-static int distinct_experts(const Model *m, int T, int *ids) {
+int moe_distinct_experts(const Model *m, int T, int *ids) {
     const K3Config *c = &m->cfg;
     int n = 0;
     for (int i = 0; i < T * c->top_k; i++) {
@@ -80,7 +79,7 @@ static int routed_experts(Model *m, int layer, int T) {
     int ids[MODEL_MAX_ROUTED];
     ExpertMats mats[MODEL_MAX_ROUTED];
     ExpertSource *src = m->experts;
-    int n = distinct_experts(m, T, ids);
+    int n = moe_distinct_experts(m, T, ids);
     int batch = src->max_batch > 0 ? src->max_batch : n, waited = 0;
     for (int at = 0; at < n; at += batch) {
         int count = n - at < batch ? n - at : batch;

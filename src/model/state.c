@@ -159,9 +159,12 @@ void state_commit(State *s, int n) {
     s->verify_rows = 0;
     if (T == 0 || n >= T) return;
     if (n < 1) n = 1;
-    state_host_changed(s); /* (a verification ran on the host: the arrays are current) */
-    for (int l = 0; l < c->n_layers; l++)
-        if (c->layer_kind[l] == LAYER_KDA) kda_commit(s->model, &s->layers[l], n);
+    if (s->dev_verify) devpass_commit(s, n); /* its records are on the device */
+    else {
+        state_host_changed(s); /* (a verification ran on the host: the arrays are current) */
+        for (int l = 0; l < c->n_layers; l++)
+            if (c->layer_kind[l] == LAYER_KDA) kda_commit(s->model, &s->layers[l], n);
+    }
     s->len -= T - n; /* MLA rows past the kept prefix are simply abandoned */
 }
 

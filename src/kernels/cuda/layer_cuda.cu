@@ -1,5 +1,5 @@
-/* layer_cuda.cu - the whole-layer operations of devops.h on the CUDA device: every step of a decode
- * layer as kernels on device memory, queued on the device's stream.
+/* layer_cuda.cu - the whole-layer operations of devops.h on the CUDA device: every step of a layer,
+ * for a decode step or a chunk of rows, as kernels on device memory, queued on the device's stream.
  *
  * Each kernel computes what the model's CPU code computes, in the same per-element order (the KDA
  * convolution and delta rule, the MLA scores, the context sums, the expert combination, AttnRes's
@@ -61,8 +61,8 @@ __device__ double sumsq(const float *x, int n) {
 }
 
 /* Row blockIdx.x: out = w * (x * inv), inv = 1 / sqrt(mean(x^2) + eps), then * sigmoid(gate). */
-__global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n, float eps, const float *gate) {
-    const size_t row = (size_t)blockIdx.x * (size_t)n;
+__global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n, size_t stride, float eps, const float *gate) {
+    const size_t row = (size_t)blockIdx.x * stride;
     const float inv = (float)(1.0 / sqrt(sumsq(x + row, n) / n + (double)eps));
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         float v = x[row + i] * inv;
@@ -72,37 +72,47 @@ __global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n
     }
 }
 
-/* AttnRes score of value blockIdx.x (anchors, then p): q . rmsnorm(v), in fp64. */
-__global__ void attnres_score_kernel(float *scores, const float *anchors, int n_anchors, const float *p,
-                                     const float *q, int dim, float eps) {
-    const int i = blockIdx.x;
-    const float *v = i < n_anchors ? anchors + (size_t)i * dim : p;
+/* AttnRes's values of row t: anchor i < n_anchors, then p. */
+struct ResValues {
+    const float *anchors, *p;
+    int n_anchors, dim;
+    size_t stride;
+    __device__ const float *at(int i, int t) const {
+        return i < n_anchors ? anchors + (size_t)i * stride + (size_t)t * dim : p + (size_t)t * dim;
+    }
+};
+
+/* AttnRes score of value blockIdx.x of row blockIdx.y: q . rmsnorm(v), in fp64. */
+__global__ void attnres_score_kernel(float *scores, ResValues rv, const float *q, float eps) {
+    const int i = blockIdx.x, t = blockIdx.y, dim = rv.dim;
+    const float *v = rv.at(i, t);
     const float inv = (float)(1.0 / sqrt(sumsq(v, dim) / dim + (double)eps));
     double s = 0;
     for (int d = threadIdx.x; d < dim; d += blockDim.x) s += (double)q[d] * (double)(v[d] * inv);
     s = block_sum(s);
-    if (threadIdx.x == 0) scores[i] = (float)s;
+    if (threadIdx.x == 0) scores[(size_t)t * (rv.n_anchors + 1) + i] = (float)s;
 }
 
-/* The scores' softmax (op_softmax's order, in every block), then out[d] = sum_i score[i] * v_i[d]. */
-__global__ void attnres_out_kernel(float *out, const float *scores, const float *anchors, int n_anchors, const float *p,
-                                   int dim) {
+/* Row blockIdx.y: the scores' softmax (op_softmax's order, in every block), then out[d] = sum_i
+ * score[i] * v_i[d]. */
+__global__ void attnres_out_kernel(float *out, const float *scores, ResValues rv) {
     extern __shared__ float sc[];
-    const int n = n_anchors + 1;
+    const int n = rv.n_anchors + 1, t = blockIdx.y;
+    const float *row = scores + (size_t)t * n;
     if (threadIdx.x == 0) {
         float mx = -INFINITY;
-        for (int i = 0; i < n; i++) mx = scores[i] > mx ? scores[i] : mx;
+        for (int i = 0; i < n; i++) mx = row[i] > mx ? row[i] : mx;
         double sum = 0;
-        for (int i = 0; i < n; i++) sum += (sc[i] = expf(scores[i] - mx));
+        for (int i = 0; i < n; i++) sum += (sc[i] = expf(row[i] - mx));
         const float inv = (float)(1.0 / sum);
         for (int i = 0; i < n; i++) sc[i] *= inv;
     }
     __syncthreads();
     const int d = blockIdx.x * blockDim.x + threadIdx.x;
-    if (d >= dim) return;
+    if (d >= rv.dim) return;
     float acc = 0;
-    for (int i = 0; i < n; i++) acc += sc[i] * (i < n_anchors ? anchors[(size_t)i * dim + d] : p[d]);
-    out[d] = acc;
+    for (int i = 0; i < n; i++) acc += sc[i] * rv.at(i, t)[d];
+    out[(size_t)t * rv.dim + d] = acc;
 }
 
 __global__ void add_kernel(float *dst, const float *src, size_t n) {
@@ -123,65 +133,70 @@ __global__ void situ_kernel(float *a, const float *b, size_t n, float beta, floa
     a[i] = gate * (tanhf(b[i] / beta_lin) * beta_lin);
 }
 
-/* KDA, stream blockIdx.y (q, k, v) of head blockIdx.x, one thread per channel: the causal conv and
- * SiLU (window advanced), the l2 norm of q and k, and (stream q) the channel's decay and the head's
- * beta. */
+/* KDA, stream blockIdx.y (q, k, v) of head blockIdx.x, one thread per channel, row after row: the
+ * causal conv and SiLU (window advanced), the l2 norm of q and k, and (stream q) the channel's decay
+ * and the head's beta. */
 __global__ void kda_prep_kernel(DevKda a) {
     const int h = blockIdx.x, s = blockIdx.y, D = a.head_dim, K = a.kernel, W = a.heads * D, j = threadIdx.x;
     const bool on = j < D;
     const int c = h * D + j;
-    float y = 0;
-    if (on) {
-        float *hist = a.conv + ((size_t)s * W + c) * (size_t)(K - 1);
-        const float *wc = a.conv_w[s] + (size_t)c * K;
-        const float cur = a.raw[s][c];
-        float acc = 0;
-        for (int t = 0; t < K - 1; t++) acc += wc[t] * hist[t];
-        acc += wc[K - 1] * cur;
-        y = acc * sigmoid(acc);
-        if (K > 1) {
-            for (int t = 0; t < K - 2; t++) hist[t] = hist[t + 1];
-            hist[K - 2] = cur;
+    float *hist = a.conv + ((size_t)s * W + (on ? c : 0)) * (size_t)(K - 1);
+    const float *wc = a.conv_w[s] + (size_t)(on ? c : 0) * K;
+    for (int t = 0; t < a.rows; t++) {
+        const size_t at = (size_t)t * W + c;
+        float y = 0;
+        if (on) {
+            const float cur = a.raw[s][at];
+            float acc = 0;
+            for (int i = 0; i < K - 1; i++) acc += wc[i] * hist[i];
+            acc += wc[K - 1] * cur;
+            y = acc * sigmoid(acc);
+            if (K > 1) {
+                for (int i = 0; i < K - 2; i++) hist[i] = hist[i + 1];
+                hist[K - 2] = cur;
+            }
         }
+        if (s < 2) { /* x / max(||x||, 1e-12), then * scale: q by 1/sqrt(D), k by 1 */
+            const double norm = sqrt(block_sum(on ? (double)y * (double)y : 0.0));
+            const float inv = (float)(1.0 / (norm > 1e-12 ? norm : 1e-12));
+            y = y * inv * (s == 0 ? 1.0f / sqrtf((float)D) : 1.0f);
+        }
+        if (!on) continue;
+        a.qkv[s][at] = y;
+        if (s != 0) continue;
+        const float rate = a.per_channel ? a.decay_rate[j] : a.decay_rate[h];
+        a.decay[at] = expf(a.gate_lower_bound * sigmoid(rate * (a.f[at] + a.dt_bias[c])));
+        if (j == 0) a.beta[t * a.heads + h] = sigmoid(a.beta_raw[t * a.heads + h]);
     }
-    if (s < 2) { /* x / max(||x||, 1e-12), then * scale: q by 1/sqrt(D), k by 1 */
-        const double norm = sqrt(block_sum(on ? (double)y * (double)y : 0.0));
-        const float inv = (float)(1.0 / (norm > 1e-12 ? norm : 1e-12));
-        y = y * inv * (s == 0 ? 1.0f / sqrtf((float)D) : 1.0f);
-    }
-    if (!on) return;
-    a.qkv[s][c] = y;
-    if (s != 0) return;
-    const float rate = a.per_channel ? a.decay_rate[j] : a.decay_rate[h];
-    a.decay[c] = expf(a.gate_lower_bound * sigmoid(rate * (a.f[c] + a.dt_bias[c])));
-    if (j == 0) a.beta[h] = sigmoid(a.beta_raw[h]);
 }
 
-/* The delta rule for head blockIdx.x, one thread per value column j (delta_step's order for it):
- * decay S along the key axis, predict, correct toward v, read with q. */
+/* The delta rule for head blockIdx.x, one thread per value column j (delta_step's order for it), row
+ * after row: decay S along the key axis, predict, correct toward v, read with q. */
 __global__ void kda_delta_kernel(DevKda a) {
     extern __shared__ float sm[];
-    const int h = blockIdx.x, D = a.head_dim, j = blockIdx.y * blockDim.x + threadIdx.x;
+    const int h = blockIdx.x, D = a.head_dim, W = a.heads * D, j = blockIdx.y * blockDim.x + threadIdx.x;
     float *q = sm, *k = sm + D, *dc = sm + 2 * D;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) {
-        q[i] = a.qkv[0][h * D + i], k[i] = a.qkv[1][h * D + i], dc[i] = a.decay[h * D + i];
-    }
-    __syncthreads();
-    if (j >= D) return;
-    float *S = a.S + (size_t)h * D * D + j;
-    float pred = 0;
+    float *S = a.S + (size_t)h * D * D + (j < D ? j : 0);
+    for (int t = 0; t < a.rows; t++) {
+        const size_t row = (size_t)t * W + (size_t)h * D;
+        __syncthreads(); /* the previous row's q, k and decay are read */
+        for (int i = threadIdx.x; i < D; i += blockDim.x) q[i] = a.qkv[0][row + i], k[i] = a.qkv[1][row + i], dc[i] = a.decay[row + i];
+        __syncthreads();
+        if (j >= D) continue;
+        float pred = 0;
 #pragma unroll 8
-    for (int i = 0; i < D; i++) pred += k[i] * (S[(size_t)i * D] * dc[i]);
-    pred = a.beta[h] * (a.qkv[2][h * D + j] - pred);
-    float o = 0;
+        for (int i = 0; i < D; i++) pred += k[i] * (S[(size_t)i * D] * dc[i]);
+        pred = a.beta[t * a.heads + h] * (a.qkv[2][row + j] - pred);
+        float o = 0;
 #pragma unroll 8
-    for (int i = 0; i < D; i++) {
-        float r = S[(size_t)i * D] * dc[i];
-        r += k[i] * pred;
-        S[(size_t)i * D] = r;
-        o += q[i] * r;
+        for (int i = 0; i < D; i++) {
+            float r = S[(size_t)i * D] * dc[i];
+            r += k[i] * pred;
+            S[(size_t)i * D] = r;
+            o += q[i] * r;
+        }
+        a.o[row + j] = o;
     }
-    a.o[h * D + j] = o;
 }
 
 /* a . b in the kernels' reduction order (kernels_impl.h): 16 lanes of fused multiply-adds over
@@ -206,48 +221,57 @@ __device__ float dot16(const float *a, const float *b, int n) {
     return l[0] + l[1];
 }
 
-/* Score of head blockIdx.x against cached position u (one thread each). */
+/* Row t's head h: its scores (a row of scores, n + rows - 1 apart) and the positions it sees. */
+__device__ __forceinline__ size_t mla_head(const DevMla &a, int t, int h) { return (size_t)t * a.heads + h; }
+__device__ __forceinline__ float *mla_scores(const DevMla &a, int t, int h) {
+    return a.scores + mla_head(a, t, h) * (size_t)(a.n + a.rows - 1);
+}
+
+/* Score of head blockIdx.x of row blockIdx.z against cached position u (one thread each). */
 __global__ void mla_score_kernel(DevMla a) {
-    const int h = blockIdx.x, u = blockIdx.y * blockDim.x + threadIdx.x;
-    if (u >= a.n) return;
+    const int h = blockIdx.x, t = blockIdx.z, u = blockIdx.y * blockDim.x + threadIdx.x;
+    if (u >= a.n + t) return;
     const int R = a.kv_lora, QK = a.qk_nope + a.qk_rope;
     const float *lat = a.latent + (size_t)u * (size_t)(R + a.qk_rope);
-    const float *qpe = a.qf + (size_t)h * QK + a.qk_nope;
+    const float *qpe = a.qf + mla_head(a, t, h) * QK + a.qk_nope;
     const float scale = 1.0f / sqrtf((float)QK);
-    a.scores[(size_t)h * a.n + u] = (dot16(a.qlat + (size_t)h * R, lat, R) + dot16(qpe, lat + R, a.qk_rope)) * scale;
+    mla_scores(a, t, h)[u] = (dot16(a.qlat + mla_head(a, t, h) * R, lat, R) + dot16(qpe, lat + R, a.qk_rope)) * scale;
 }
 
-/* op_softmax over head blockIdx.x's n scores: the maximum, exp, the fp64 sum (by the tree), one
- * reciprocal. */
+/* op_softmax over the n + t scores of head blockIdx.x of row blockIdx.y: the maximum, exp, the fp64
+ * sum (by the tree), one reciprocal. */
 __global__ void mla_softmax_kernel(DevMla a) {
-    float *x = a.scores + (size_t)blockIdx.x * a.n;
+    const int n = a.n + (int)blockIdx.y;
+    float *x = mla_scores(a, blockIdx.y, blockIdx.x);
     float mx = -INFINITY;
-    for (int u = threadIdx.x; u < a.n; u += blockDim.x) mx = fmaxf(mx, x[u]);
+    for (int u = threadIdx.x; u < n; u += blockDim.x) mx = fmaxf(mx, x[u]);
     mx = block_max(mx);
     double s = 0;
-    for (int u = threadIdx.x; u < a.n; u += blockDim.x) s += (x[u] = expf(x[u] - mx));
+    for (int u = threadIdx.x; u < n; u += blockDim.x) s += (x[u] = expf(x[u] - mx));
     const float inv = (float)(1.0 / block_sum(s));
-    for (int u = threadIdx.x; u < a.n; u += blockDim.x) x[u] *= inv;
+    for (int u = threadIdx.x; u < n; u += blockDim.x) x[u] *= inv;
 }
 
-/* lctx[h][i] = sum over positions u, in order, of p_u * latent[u][i] (op_axpy's order). */
+/* lctx[t][h][i] = sum over positions u, in order, of p_u * latent[u][i] (op_axpy's order), for head
+ * blockIdx.x of row blockIdx.z. */
 __global__ void mla_context_kernel(DevMla a) {
-    const int h = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
+    const int h = blockIdx.x, t = blockIdx.z, i = blockIdx.y * blockDim.x + threadIdx.x;
     if (i >= a.kv_lora) return;
     const size_t KVW = (size_t)(a.kv_lora + a.qk_rope);
-    const float *p = a.scores + (size_t)h * a.n;
+    const float *p = mla_scores(a, t, h);
     float acc = 0;
-    for (int u = 0; u < a.n; u++) acc += p[u] * a.latent[(size_t)u * KVW + i];
-    a.lctx[(size_t)h * a.kv_lora + i] = acc;
+    for (int u = 0; u < a.n + t; u++) acc += p[u] * a.latent[(size_t)u * KVW + i];
+    a.lctx[mla_head(a, t, h) * a.kv_lora + i] = acc;
 }
 
 /* Whether (v, e) comes before (bv, be): larger first, lower index on ties. */
 __device__ __forceinline__ bool before(float v, int e, float bv, int be) { return v > bv || (v == bv && e < be); }
 
-/* moe_route for one row, in one block: k rounds of a block-wide choice of the best remaining
+/* moe_route for row blockIdx.x, in one block: k rounds of a block-wide choice of the best remaining
  * expert (chosen ones become NaN, which nothing prefers), then the weights in routing order. */
 __global__ void route_kernel(const float *logits, const float *bias, int ne, int k, int *ids, float *weights) {
     extern __shared__ float choice[];
+    logits += (size_t)blockIdx.x * ne, ids += blockIdx.x * k, weights += blockIdx.x * k;
     __shared__ float bv[1024];
     __shared__ int bi[1024];
     __shared__ int chosen[64];
@@ -275,13 +299,20 @@ __global__ void route_kernel(const float *logits, const float *bias, int ne, int
     for (int i = 0; i < k; i++) ids[i] = chosen[i], weights[i] /= denom;
 }
 
-/* y[d] = sum over i < k, in order, of weights[i] * eo[i][d]. */
+/* y[t][d] = sum over i < k, in order, of weights[t][i] * eo[t][i][d], for row t = blockIdx.y. */
 __global__ void combine_kernel(float *y, const float *eo, const float *weights, int k, int n) {
-    const int d = blockIdx.x * blockDim.x + threadIdx.x;
+    const int d = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
     if (d >= n) return;
+    eo += (size_t)t * k * n, weights += (size_t)t * k;
     float acc = 0;
     for (int i = 0; i < k; i++) acc += weights[i] * eo[(size_t)i * n + d];
-    y[d] = acc;
+    y[(size_t)t * n + d] = acc;
+}
+
+/* dst row blockIdx.y = src row idx[blockIdx.y]. */
+__global__ void gather_kernel(float *dst, const float *src, const int *idx, int width) {
+    const int d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d < width) dst[(size_t)blockIdx.y * width + d] = src[(size_t)idx[blockIdx.y] * width + d];
 }
 
 unsigned blocks(size_t n, unsigned per) { return (unsigned)((n + per - 1) / per); }
@@ -369,8 +400,8 @@ int op_holds(MatDevice *base, const Mat *W) {
     return L.ok() && holds_weights(L.d, W);
 }
 
-/* One product on device memory: the weights (kept or staged), the kernel. */
-void product(MatDevice *base, float *Y, const Mat *W, const MatHeads *hd, const float *X, bool tmul) {
+/* One product of T rows on device memory: the weights (kept or staged), the kernel. */
+void product(MatDevice *base, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T, bool tmul) {
     Locked L(base);
     if (!L.ok()) return;
     const uint8_t *dw = device_weights(L.d, W, nullptr);
@@ -385,28 +416,34 @@ void product(MatDevice *base, float *Y, const Mat *W, const MatHeads *hd, const 
     const Span sp = hd ? Span{hd->row0, hd->stride, hd->n, x_t, (size_t)hd->x_stride, (size_t)heads * (size_t)hd->n}
                        : Span{0, 0, W->rows, x_t, 0, (size_t)W->rows};
     MulJob job = {dev_mat(W, dw), sp, X, Y};
-    launch_products(L.d, &job, 1, heads, 1, tmul);
+    launch_products(L.d, &job, 1, heads, T, tmul);
     settle_uploads(L.d);
 }
 
-void op_mul(MatDevice *d, float *Y, const Mat *W, const float *X) { product(d, Y, W, nullptr, X, false); }
-void op_mul_heads(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X) { product(d, Y, W, hd, X, false); }
-void op_tmul_heads(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X) { product(d, Y, W, hd, X, true); }
+void op_mul(MatDevice *d, float *Y, const Mat *W, const float *X, int T) { product(d, Y, W, nullptr, X, T, false); }
+void op_mul_heads(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T) {
+    product(d, Y, W, hd, X, T, false);
+}
+void op_tmul_heads(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T) {
+    product(d, Y, W, hd, X, T, true);
+}
 
-void op_rmsnorm(MatDevice *base, float *out, const float *x, const float *w, int n, int rows, float eps, const float *gate) {
+void op_rmsnorm(MatDevice *base, float *out, const float *x, const float *w, int n, int rows, size_t stride, float eps,
+                const float *gate) {
     Locked L(base);
     if (!L.ok()) return;
-    rmsnorm_kernel<<<rows, RT, 0, L.d->stream>>>(out, x, w, n, eps, gate);
+    rmsnorm_kernel<<<rows, RT, 0, L.d->stream>>>(out, x, w, n, stride, eps, gate);
     L.launched("rmsnorm kernel");
 }
 
-void op_attnres(MatDevice *base, float *out, const float *anchors, int n_anchors, const float *p, const float *q, int dim,
-                float eps, float *scores) {
+void op_attnres(MatDevice *base, float *out, const float *anchors, int n_anchors, size_t anchor_stride, const float *p,
+                const float *q, int dim, int rows, float eps, float *scores) {
     Locked L(base);
     if (!L.ok()) return;
-    attnres_score_kernel<<<n_anchors + 1, RT, 0, L.d->stream>>>(scores, anchors, n_anchors, p, q, dim, eps);
-    attnres_out_kernel<<<blocks(dim, RT), RT, sizeof(float) * (n_anchors + 1), L.d->stream>>>(out, scores, anchors, n_anchors,
-                                                                                               p, dim);
+    const ResValues rv = {anchors, p, n_anchors, dim, anchor_stride};
+    attnres_score_kernel<<<dim3((unsigned)n_anchors + 1, (unsigned)rows), RT, 0, L.d->stream>>>(scores, rv, q, eps);
+    attnres_out_kernel<<<dim3(blocks(dim, RT), (unsigned)rows), RT, sizeof(float) * (n_anchors + 1), L.d->stream>>>(out, scores,
+                                                                                                                      rv);
     L.launched("AttnRes kernels");
 }
 
@@ -435,6 +472,7 @@ void op_kda(MatDevice *base, const DevKda *a) {
     Locked L(base);
     if (!L.ok()) return;
     const int D = a->head_dim;
+    if (a->rows < 1) return;
     kda_prep_kernel<<<dim3((unsigned)a->heads, 3), head_threads(D), 0, L.d->stream>>>(*a);
     kda_delta_kernel<<<dim3((unsigned)a->heads, blocks(D, 32)), 32, 3 * sizeof(float) * D, L.d->stream>>>(*a);
     L.launched("KDA kernels");
@@ -443,23 +481,28 @@ void op_kda(MatDevice *base, const DevKda *a) {
 void op_mla(MatDevice *base, const DevMla *a) {
     Locked L(base);
     if (!L.ok()) return;
-    mla_score_kernel<<<dim3((unsigned)a->heads, blocks(a->n, 128)), 128, 0, L.d->stream>>>(*a);
-    mla_softmax_kernel<<<a->heads, RT, 0, L.d->stream>>>(*a);
-    mla_context_kernel<<<dim3((unsigned)a->heads, blocks(a->kv_lora, 128)), 128, 0, L.d->stream>>>(*a);
+    const unsigned rows = (unsigned)a->rows;
+    mla_score_kernel<<<dim3((unsigned)a->heads, blocks(a->n + a->rows - 1, 128), rows), 128, 0, L.d->stream>>>(*a);
+    mla_softmax_kernel<<<dim3((unsigned)a->heads, rows), RT, 0, L.d->stream>>>(*a);
+    mla_context_kernel<<<dim3((unsigned)a->heads, blocks(a->kv_lora, 128), rows), 128, 0, L.d->stream>>>(*a);
     L.launched("MLA kernels");
 }
 
-void op_route(MatDevice *base, const float *logits, const float *bias, int n_experts, int k, int *ids, float *weights) {
+void op_route(MatDevice *base, const float *logits, const float *bias, int n_experts, int k, int rows, int *ids,
+              float *weights) {
     Locked L(base);
     if (!L.ok()) return;
-    route_kernel<<<1, 1024, sizeof(float) * n_experts, L.d->stream>>>(logits, bias, n_experts, k, ids, weights);
+    route_kernel<<<rows, 1024, sizeof(float) * n_experts, L.d->stream>>>(logits, bias, n_experts, k, ids, weights);
     L.launched("routing kernel");
 }
 
-/* Experts [at, at + m) of a layer's batch: their weights (kept, or staged side by side for this
- * launch), gate and up in one launch, SiTU, down in one launch. */
-void expert_launch(CudaDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot, int at,
-                   int m, int n, const float *z, float *h, float *out, float beta, float beta_lin) {
+/* Experts [at, at + m) of a call, each on `rows` rows: expert i reads them from X + x_row[i] * latent
+ * (x_row NULL: row 0) and writes them to out + y_row[i] * latent; their weights (kept, or staged side
+ * by side for this launch), gate and up in one launch into h (expert i of the launch at row i * rows
+ * of each half of h_rows rows), SiTU, down in one launch. */
+void expert_launch(CudaDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *x_row,
+                   const int *y_row, int rows, int at, int m, const float *X, float *h, size_t h_rows, float *out, float beta,
+                   float beta_lin) {
     const Mat *mats[3 * EXPERTS_PER_LAUNCH];
     const uint8_t *dw[3 * EXPERTS_PER_LAUNCH];
     size_t staged = 0;
@@ -480,22 +523,31 @@ void expert_launch(CudaDevice *d, const Mat *const *w1, const Mat *const *w2, co
             off += (dev_bytes(mats[i]) + 255) / 256 * 256;
         }
     const int inter = w1[at]->rows, latent = w1[at]->cols;
+    float *h3 = h + h_rows * inter;
     MulJob jobs[MAX_BATCH];
-    for (int i = 0; i < m; i++) { /* h1 of expert e at h + e * inter, h3 at h + (n + e) * inter */
+    for (int i = 0; i < m; i++) {
         const Span sp = {0, 0, inter, (size_t)latent, 0, (size_t)inter};
-        jobs[2 * i] = MulJob{dev_mat(mats[3 * i], dw[3 * i]), sp, z, h + (size_t)(at + i) * inter};
-        jobs[2 * i + 1] = MulJob{dev_mat(mats[3 * i + 1], dw[3 * i + 1]), sp, z, h + (size_t)(n + at + i) * inter};
+        const float *x = X + (size_t)(x_row ? x_row[at + i] : 0) * latent;
+        jobs[2 * i] = MulJob{dev_mat(mats[3 * i], dw[3 * i]), sp, x, h + (size_t)i * rows * inter};
+        jobs[2 * i + 1] = MulJob{dev_mat(mats[3 * i + 1], dw[3 * i + 1]), sp, x, h3 + (size_t)i * rows * inter};
     }
-    launch_products(d, jobs, 2 * m, 1, 1, false);
-    const size_t hn = (size_t)m * inter;
-    situ_kernel<<<blocks(hn, RT), RT, 0, d->stream>>>(h + (size_t)at * inter, h + (size_t)(n + at) * inter, hn, beta, beta_lin);
+    launch_products(d, jobs, 2 * m, 1, rows, false);
+    const size_t hn = (size_t)m * rows * inter;
+    situ_kernel<<<blocks(hn, RT), RT, 0, d->stream>>>(h, h3, hn, beta, beta_lin);
     for (int i = 0; i < m; i++) {
         const Span sp = {0, 0, latent, (size_t)inter, 0, (size_t)latent};
-        jobs[i] = MulJob{dev_mat(mats[3 * i + 2], dw[3 * i + 2]), sp, h + (size_t)(at + i) * inter,
-                         out + (size_t)slot[at + i] * latent};
+        jobs[i] = MulJob{dev_mat(mats[3 * i + 2], dw[3 * i + 2]), sp, h + (size_t)i * rows * inter,
+                         out + (size_t)y_row[at + i] * latent};
     }
-    launch_products(d, jobs, m, 1, 1, false);
+    launch_products(d, jobs, m, 1, rows, false);
     check(d, cudaGetLastError(), "expert kernels");
+}
+
+/* A call's experts whose weights the device did not keep were copied from host memory: with wait,
+ * until those copies are done. */
+void experts_done(CudaDevice *d, int wait) {
+    if (wait) settle_uploads(d);
+    else d->uploaded = false;
 }
 
 void op_experts(MatDevice *base, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot, int n,
@@ -503,16 +555,34 @@ void op_experts(MatDevice *base, const Mat *const *w1, const Mat *const *w2, con
     Locked L(base);
     for (int at = 0; at < n && L.ok(); at += EXPERTS_PER_LAUNCH) {
         const int m = n - at < EXPERTS_PER_LAUNCH ? n - at : EXPERTS_PER_LAUNCH;
-        expert_launch(L.d, w1, w2, w3, slot, at, m, n, z, h, out, beta, beta_lin);
+        expert_launch(L.d, w1, w2, w3, nullptr, slot, 1, at, m, z, h, (size_t)n, out, beta, beta_lin);
     }
-    if (wait) settle_uploads(L.d);
-    else L.d->uploaded = false;
+    experts_done(L.d, wait);
 }
 
-void op_combine(MatDevice *base, float *y, const float *eo, const float *weights, int k, int n) {
+/* Runs of experts with equal rows, up to EXPERTS_PER_LAUNCH, share a launch. */
+void op_experts_rows(MatDevice *base, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *at,
+                     const int *rows, int n, const float *X, float *h, int h_rows, float *out, float beta, float beta_lin,
+                     int wait) {
+    Locked L(base);
+    for (int i = 0, m; i < n && L.ok(); i += m) {
+        for (m = 1; i + m < n && m < EXPERTS_PER_LAUNCH && rows[i + m] == rows[i];) m++;
+        expert_launch(L.d, w1, w2, w3, at, at, rows[i], i, m, X, h, (size_t)h_rows, out, beta, beta_lin);
+    }
+    experts_done(L.d, wait);
+}
+
+void op_gather(MatDevice *base, float *dst, const float *src, const int *idx, int n, int width) {
+    Locked L(base);
+    if (!L.ok() || n < 1) return;
+    gather_kernel<<<dim3(blocks(width, RT), (unsigned)n), RT, 0, L.d->stream>>>(dst, src, idx, width);
+    L.launched("gather kernel");
+}
+
+void op_combine(MatDevice *base, float *y, const float *eo, const float *weights, int k, int n, int rows) {
     Locked L(base);
     if (!L.ok()) return;
-    combine_kernel<<<blocks(n, RT), RT, 0, L.d->stream>>>(y, eo, weights, k, n);
+    combine_kernel<<<dim3(blocks(n, RT), (unsigned)rows), RT, 0, L.d->stream>>>(y, eo, weights, k, n);
     L.launched("combine kernel");
 }
 
@@ -541,6 +611,6 @@ void op_phase_times(MatDevice *base, double *secs) {
 
 const DevOps layer_ops = {op_alloc, op_release, op_put, op_copy, op_get, op_keep, op_holds, op_mul, op_mul_heads, op_tmul_heads,
                           op_rmsnorm, op_attnres, op_add, op_gate, op_situ, op_kda, op_mla, op_route, op_experts,
-                          op_combine, op_mark, op_phase_times};
+                          op_experts_rows, op_gather, op_combine, op_mark, op_phase_times};
 
 } // namespace dfcuda
