@@ -3,14 +3,20 @@
 #   products: only the matrix products on the GPU: logits bit-identical to the CPU kernels for every
 #             weight format (BF16 spine, int8 spine, MXFP4 experts) and store layout (mapped;
 #             streamed experts; streamed spine layers);
-#   layers:   decode steps (T = 1) with every layer on the GPU: logits within the fp64 reference's
-#             tolerance and the reference's greedy tokens (tests/reference/compare.py, every
-#             position fed one at a time), and the CPU's greedy tokens for every weight format and
-#             store layout, a refilled expert cache, a streamed spine, speculation, the expanded
-#             MLA cache (which falls back to the products) and a long context;
-# then decode speed side by side with the CPU on a model with K3's real layer shapes.
+#   layers:   every forward of one sequence with every layer on the GPU (decode steps, prefill
+#             chunks, speculation's verify passes): logits within the fp64 reference's tolerance
+#             and the reference's greedy tokens (tests/reference/compare.py, every position fed one
+#             at a time, and in chunks of several sizes), logits of different chunkings within that
+#             tolerance of each other, and the CPU's greedy tokens for every weight format and
+#             store layout, a refilled expert cache, a streamed spine, speculation (with the decode
+#             state staying on the GPU through its verify passes), the expanded MLA cache (which
+#             falls back to the products) and a long context;
+# then prefill and decode speed side by side with the CPU on a model with K3's real layer shapes.
 #
-#   tests/cuda/device_check.sh DELTAFIN_CUDA_BINARY [scratch_dir] [k3_layers] [check|k3|all]
+#   tests/cuda/device_check.sh DELTAFIN_CUDA_BINARY [scratch_dir] [k3_layers] [check|k3|rows|all]
+#
+# rows: only the layer pass's checks of chunks and speculation, then the K3-shaped prefill and
+# speculation rows (the parts a change to the pass over several rows needs).
 #
 # Not part of `make test` (CI has no GPU); run it where `nvidia-smi` answers, with a binary from
 # `make cuda`. Prints PASS/FAIL lines and a timing table last.
@@ -47,24 +53,75 @@ same1() { # label, model, extra env...
         bad "products T=1, $label: logits differ"
 }
 
-# The layer pass against the fp64 reference, every position fed alone (so every step is a decode
-# step on the GPU), and its greedy tokens; the largest difference from the CPU's logits too.
-reference() { # label, model, tokens, greedy
-    local label=$1 model=$2 t=$3 n=$4
-    if K3_DEV=cuda "$py" "$ref" --df "$df" --model "$model" --tokens "$t" --chunk 1 --greedy "$n" --tmp "$dir/ref" \
+# The layer pass against the fp64 reference, the tokens fed in chunks of C positions (1: every step
+# a decode step on the GPU; more: prefill chunks of C rows), and its greedy tokens (with speculation's
+# verify passes); the largest difference from the CPU's logits too.
+reference() { # label, model, tokens, greedy, chunk
+    local label=$1 model=$2 t=$3 n=$4 c=${5:-1}
+    if K3_DEV=cuda "$py" "$ref" --df "$df" --model "$model" --tokens "$t" --chunk "$c" --greedy "$n" --tmp "$dir/ref" \
         >"$dir/ref.log" 2>&1; then
-        pass "layers, $label: within the fp64 reference's tolerance, its $n greedy tokens"
+        pass "layers, $label, chunks of $c: within the fp64 reference's tolerance, its $n greedy tokens"
     else
-        bad "layers, $label: against the reference: $(grep -E 'FAIL|differ|compare:' "$dir/ref.log" | head -3 | tr '\n' ' ')"
+        bad "layers, $label, chunks of $c: against the reference: $(grep -E 'FAIL|differ|compare:' "$dir/ref.log" | head -3 | tr '\n' ' ')"
     fi
-    K3_DEV=cpu "$df" logits --model "$model" --tokens "$t" --chunk 1 --out "$dir/cpu1.bin" 2>/dev/null &&
-        K3_DEV=cuda "$df" logits --model "$model" --tokens "$t" --chunk 1 --out "$dir/gpu1.bin" 2>/dev/null &&
-        "$py" - "$dir/cpu1.bin" "$dir/gpu1.bin" "$label" <<'EOF'
+    K3_DEV=cpu "$df" logits --model "$model" --tokens "$t" --chunk "$c" --out "$dir/cpu1.bin" 2>/dev/null &&
+        K3_DEV=cuda "$df" logits --model "$model" --tokens "$t" --chunk "$c" --out "$dir/gpu1.bin" 2>/dev/null &&
+        "$py" - "$dir/cpu1.bin" "$dir/gpu1.bin" "$label, chunks of $c" <<'EOF'
 import sys, numpy as np
 a, b = np.fromfile(sys.argv[1], "<f4"), np.fromfile(sys.argv[2], "<f4")
 print(f"info layers, {sys.argv[3]}: max |gpu - cpu| = {np.max(np.abs(a - b)):.3e} over logits up to {np.max(np.abs(a)):.3e}"
       f" ({np.count_nonzero(a != b)} of {a.size} differ)")
 EOF
+}
+
+# The layer pass's logits of the token list in chunks of 1 and of each size given: within the fp64
+# reference's tolerance of each other (1e-4 of the largest logit of the position), and the same
+# greedy tokens from `run --chunk` for every size.
+chunkings() { # label, model, tokens, greedy, chunk sizes...
+    local label=$1 model=$2 t=$3 n=$4 c; shift 4
+    K3_DEV=cuda "$df" logits --model "$model" --tokens "$t" --chunk 1 --out "$dir/c1.bin" 2>"$dir/gpu.err" &&
+        K3_DEV=cuda "$df" run --model "$model" --tokens "$t" --max-new "$n" --chunk 1 >"$dir/run.c1" 2>>"$dir/gpu.err" ||
+        { bad "layers, $label, chunks of 1: $(tail -1 "$dir/gpu.err")"; return; }
+    for c in "$@"; do
+        K3_DEV=cuda "$df" logits --model "$model" --tokens "$t" --chunk "$c" --out "$dir/cN.bin" 2>"$dir/gpu.err" &&
+            K3_DEV=cuda "$df" run --model "$model" --tokens "$t" --max-new "$n" --chunk "$c" >"$dir/run.cN" 2>>"$dir/gpu.err" ||
+            { bad "layers, $label, chunks of $c: $(tail -1 "$dir/gpu.err")"; continue; }
+        if "$py" - "$dir/c1.bin" "$dir/cN.bin" "$t" "$label, chunks of 1 and $c" <<'EOF'
+import sys, numpy as np
+n = len(sys.argv[3].split())
+a, b = np.fromfile(sys.argv[1], "<f4").reshape(n, -1), np.fromfile(sys.argv[2], "<f4").reshape(n, -1)
+err = np.max(np.abs(a - b), axis=1) / np.maximum(1, np.max(np.abs(a), axis=1))
+print(f"info layers, {sys.argv[4]}: largest difference {err.max():.3e} of the position's largest logit"
+      f" ({np.count_nonzero(a != b)} of {a.size} differ), argmax equal at {np.sum(a.argmax(1) == b.argmax(1))} of {n}")
+sys.exit(0 if err.max() <= 1e-4 and np.all(a.argmax(1) == b.argmax(1)) else 1)
+EOF
+        then pass "layers, $label: logits of chunks of 1 and $c within 1e-4 of each other"
+        else bad "layers, $label: logits of chunks of 1 and $c differ beyond 1e-4"; fi
+        cmp -s "$dir/run.c1" "$dir/run.cN" && pass "layers, $label: the same $n greedy tokens in chunks of 1 and $c" ||
+            bad "layers, $label: greedy tokens differ between chunks of 1 and $c"
+    done
+}
+
+# Speculation on (the default) with the layer pass, on the trained model (whose text repeats, so
+# drafts are verified and kept in full, in part or not at all, by prompt): the CPU's greedy tokens,
+# drafts verified, and the decode state copied between host and GPU once (its first upload): every
+# verify pass and its commit ran on the GPU.
+spec_on_gpu() { # label, prompt text, count, extra env...
+    local label=$1 p=$2 n=$3; shift 3
+    [ -f "$mini/config.json" ] || { echo "skip $label: no trained model at $mini (MINI)"; return; }
+    env "$@" K3_DEV=cpu "$df" run --model "$mini" --prompt "$p" --max-new "$n" >"$dir/run.cpu" 2>"$dir/run.cpu.err" ||
+        { bad "$label: cpu run: $(tail -1 "$dir/run.cpu.err")"; return; }
+    env "$@" K3_DEV=cuda "$df" run --model "$mini" --prompt "$p" --max-new "$n" --stats >"$dir/run.gpu" 2>"$dir/run.gpu.err" ||
+        { bad "$label: cuda run: $(tail -1 "$dir/run.gpu.err")"; return; }
+    cmp -s "$dir/run.cpu" "$dir/run.gpu" && pass "layers, $label: same $n tokens as the CPU with speculation" ||
+        bad "layers, $label: tokens differ with speculation"
+    local verified syncs
+    verified=$(sed -n 's/^stats: speculation on: .*; \([0-9]*\) drafts verified.*/\1/p' "$dir/run.gpu.err")
+    syncs=$(sed -n 's/^stats: layer pass: .*copied between host and GPU \([0-9]*\) times.*/\1/p' "$dir/run.gpu.err")
+    echo "info layers, $label: $(grep -E '^stats: (speculation|layer pass: [0-9])' "$dir/run.gpu.err" | tr '\n' ' ')"
+    [ "${verified:-0}" -gt 0 ] && [ "${syncs:-9}" -le 1 ] &&
+        pass "layers, $label: $verified verify passes, the decode state stayed on the GPU" ||
+        bad "layers, $label: verify passes ${verified:-none}, state copies ${syncs:-unknown} (want > 0 and <= 1)"
 }
 
 # Greedy tokens of `run` (prefill by the products, decode steps by the layer pass) = the CPU's.
@@ -77,10 +134,52 @@ tokens_same() { # label, model, prompt, count, extra env...
     cmp -s "$dir/run.cpu" "$dir/run.gpu" && pass "layers, $label: same $n tokens as the CPU" || bad "layers, $label: tokens differ"
 }
 
+# Two rounds of `run --stats` (33 new tokens) on the K3-shaped model for each row "label:settings" (a
+# label starting "old " runs OLD_DF), the round-2 stats lines matching `more` printed; every row's
+# tokens must be the first row's.
+k3_rows() { # tag, prompt, more, rows...
+    local tag=$1 p=$2 more=$3 round row label settings bin out t0; shift 3
+    for round in 1 2; do
+        for row in "$@"; do
+            label=${row%%:*} settings=${row#*:} bin=$df
+            [ "${label#old }" != "$label" ] && bin=$OLD_DF
+            t0=$(date +%s.%N)
+            out=$(env $settings "$bin" run --model "$dir/k3" --tokens "$p" --max-new 33 --stats 2>&1 >"$dir/$tag.tok.${label//[ ,]/_}") ||
+                { bad "k3 shapes, $tag: $label: $(tail -1 <<<"$out")"; rm -f "$dir/$tag.tok.${label//[ ,]/_}"; }
+            printf '%s round %d %-26s %s (process %s s)\n' "$tag" "$round" "$label" "$(grep -E '^stats: prompt' <<<"$out")" \
+                "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
+            [ $round = 2 ] && grep -E "^stats: ($more)" <<<"$out" | sed 's/^/        /'
+        done
+    done
+    local first=${1%%:*}
+    for row in "${@:2}"; do
+        label=${row%%:*}
+        [ -s "$dir/$tag.tok.${first//[ ,]/_}" ] && cmp -s "$dir/$tag.tok.${first//[ ,]/_}" "$dir/$tag.tok.${label//[ ,]/_}" &&
+            pass "k3 shapes, $tag: $label tokens = $first" || bad "k3 shapes, $tag: $label tokens differ (or a run failed)"
+    done
+}
+
+mini="${MINI:-$(cd "$(dirname "$0")/../.." && pwd)/models/k3-mini}"
+full="The cat sat on the mat. The cat sat on the mat. The cat sat on the mat. The cat"
+part="Once upon a time there was a little girl. Once upon a time there was a little boy. Once upon a time"
+none="red green blue red green blue red green"
 if [ "$what" != k3 ]; then
     "$df" synth --preset tiny --seed 3 --out "$dir/tiny" --quiet >/dev/null
     "$df" synth --preset small --seed 4 --out "$dir/small" --quiet >/dev/null
     "$df" synth --preset big --size-gb 0.8 --seed 1 --out "$dir/big" --quiet >/dev/null
+    reference "tiny" "$dir/tiny" "$toks" 16 5
+    reference "small" "$dir/small" "$toks" 16 24
+    reference "big (896 MXFP4 experts)" "$dir/big" "5 17 300 42 7 100 3 9" 8 3
+    chunkings "small" "$dir/small" "$toks" 24 4 9 24
+    chunkings "big" "$dir/big" "$toks" 16 7 24
+    spec_on_gpu "k3-mini, drafts kept in full" "$full" 64
+    spec_on_gpu "k3-mini, drafts kept in part" "$part" 64
+    spec_on_gpu "k3-mini, drafts rejected" "$none" 64
+    spec_on_gpu "k3-mini, experts in host memory, as measured" "$part" 64 K3_DEV_EXPERT_GB=0
+    spec_on_gpu "k3-mini, streamed spine and a small refilled cache" "$part" 64 K3_STORE=stream K3_RAM_GB=0.23
+fi
+
+if [ "$what" = check ] || [ "$what" = all ]; then
     rm -rf "$dir/small8" && cp -r "$dir/small" "$dir/small8" && "$df" convert-spine --model "$dir/small8" --no-check >/dev/null 2>&1
 
     same "tiny bf16" "$dir/tiny"
@@ -103,6 +202,7 @@ if [ "$what" != k3 ]; then
     reference "big (896 MXFP4 experts)" "$dir/big" "5 17 300 42 7 100 3 9" 8
     long=$(seq 1 400 | awk '{printf "%d ", ($1 * 37) % 1000 + 3}')
     reference "small, 400-position context" "$dir/small" "$long" 8
+    reference "small, 400-position context" "$dir/small" "$long" 8 64
 
     tokens_same "tiny" "$dir/tiny" "$toks" 48
     tokens_same "small" "$dir/small" "$toks" 48
@@ -128,6 +228,8 @@ if [ "$what" != check ]; then
     [ -f "$dir/k3/config.json" ] || "$df" synth --preset k3 --layers "$layers" --seed 2 --out "$dir/k3" --quiet >/dev/null ||
         bad "synth k3"
     echo "synth took $(( $(date +%s) - t0 )) s, $(du -sh "$dir/k3" | cut -f1)"
+fi
+if [ "$what" = k3 ] || [ "$what" = all ]; then
     # one prompt token: every position is a decode step (on the GPU: all in the layer pass, so its
     # phases are the GPU's timeline)
     prompt="1"
@@ -141,21 +243,23 @@ if [ "$what" != check ]; then
           "cuda host cpu:K3_DEV=cuda K3_STORE=mapped K3_DEV_EXPERT_GB=0 K3_DEV_HOST_EXPERTS=cpu"
           "cuda host auto:K3_DEV=cuda K3_STORE=mapped K3_DEV_EXPERT_GB=0"
           "cpu stream:K3_DEV=cpu K3_STORE=stream K3_RAM_GB=24" "cuda layers stream:K3_DEV=cuda K3_STORE=stream K3_RAM_GB=24")
-    for round in 1 2; do
-        for row in "${rows[@]}"; do
-            label=${row%%:*} settings=${row#*:}
-            t0=$(date +%s.%N)
-            out=$(env $settings K3_SPEC=0 "$df" run --model "$dir/k3" --tokens "$prompt" --max-new 33 --stats \
-                2>&1 >"$dir/k3.tok.${label// /_}")
-            printf 'round %d %-20s %s (process %s s)\n' "$round" "$label" "$(grep -E '^stats: prompt' <<<"$out")" \
-                "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
-            [ $round = 2 ] && grep -E '^stats: (phases|layer pass)' <<<"$out" | sed 's/^/        /'
-        done
-    done
-    for label in "cuda layers mapped" "cuda products mapped" "cuda host copy" "cuda host cpu" "cuda host auto" "cpu stream" \
-        "cuda layers stream"; do
-        cmp -s "$dir/k3.tok.cpu_mapped" "$dir/k3.tok.${label// /_}" && pass "k3 shapes: $label tokens = cpu mapped" ||
-            bad "k3 shapes: $label tokens differ"
+    K3_SPEC=0 k3_rows decode "$prompt" "phases|layer pass" "${rows[@]}"
+fi
+if [ "$what" != check ]; then
+    # prefill and speculation: a 16-token prompt that repeats (the layer pass runs it as one chunk of
+    # 16 rows, then decode steps and verify passes when drafts come), 33 new tokens, speculation on;
+    # OLD_DF (another build, e.g. the previous commit's) adds its row beside
+    prompt="11 12 13 14 15 16 17 18 11 12 13 14 15 16 17 18"
+    rows=("cpu:K3_DEV=cpu" "cuda layers:K3_DEV=cuda" "cuda products:K3_DEV=cuda K3_DEV_PASS=products")
+    [ -n "${OLD_DF:-}" ] && rows+=("old cuda layers:K3_DEV=cuda")
+    K3_STORE=mapped k3_rows prefill "$prompt" "phases|layer pass|speculation" "${rows[@]}"
+    # verify passes of 2, 5 and 9 rows against a plain pass, each kept to one row (bench/bench_verify.c),
+    # in the layer pass (OLD_DF's build beside, when given)
+    for b in "this:$(dirname "$df")/bench/bench_verify" ${OLD_DF:+"old:$(dirname "$OLD_DF")/bench/bench_verify"}; do
+        label=${b%%:*} bv=${b#*:}
+        [ -x "$bv" ] || { echo "skip bench_verify ($label build): no $bv"; continue; }
+        echo "== bench_verify, $label build, cuda layers, K3 shapes"
+        K3_DEV=cuda K3_STORE=mapped "$bv" "$dir/k3" 6 1 2 5 9 2>&1 || bad "bench_verify ($label build) failed"
     done
 fi
 [ $fail = 0 ] && echo "ALL PASS" || echo "SOME FAILED"
