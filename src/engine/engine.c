@@ -117,7 +117,7 @@ static int choose_slots(Engine *e) {
  * the router's (a benchmark of the store: the output is meaningless). */
 static int open_store(Engine *e) {
     if (attach_install(e)) return -1;
-    StreamNeeds needs = {.int8_spine = e->spine_int8, .compute_bytes = compute_bytes(e)};
+    StreamNeeds needs = {.int8_spine = e->spine_int8, .compute_bytes = compute_bytes(e), .spine_on_device = e->spine_on_device};
     if (stream_wanted(&e->cat, &needs, &e->opt.store, &e->streaming)) return -1;
     if (e->streaming) {
         if (stream_open(&e->stream, &e->cat, &needs, &e->opt.store)) return -1;
@@ -144,36 +144,53 @@ static int open_store(Engine *e) {
     return 0;
 }
 
-/* Bytes of the spine's matrices as the device will hold them (BF16 or int8). */
+/* Bytes of the spine's matrices as the device will hold them (BF16 or int8), from the catalog. */
 static size_t spine_matrix_bytes(const Engine *e) {
     if (e->streaming) return (size_t)(e->stream.plan.spine_bytes + e->stream.plan.globals);
-    if (e->spine_int8) return (size_t)e->i8.bytes;
     const TensorInfo **v;
     int n = i8spine_tensors(&e->cat, &v);
     size_t sum = 0;
-    for (int i = 0; i < n; i++) sum += (size_t)v[i]->nbytes;
+    for (int i = 0; i < n; i++) sum += e->spine_int8 ? (size_t)i8spine_file_bytes(v[i]) : (size_t)v[i]->nbytes;
     free(v);
     return sum;
 }
 
-/* K3_DEV. The device keeps copies of weights under their residency keys, which the stores renew
- * whenever bytes change (a streamed spine layer read again, an expert slot refilled), so every
- * store layout may run on it; the buffers the stores refill are offered for page-locking. */
+/* K3_DEV. Opened before the store, whose memory plan depends on what the device will hold. */
 static int open_device(Engine *e) {
     DeviceKind kind;
     if (device_resolve(e->opt.device, &kind)) return -1;
     if (kind == DEV_CPU || device_current()) return 0; /* an engine opened inside another shares its device */
     if (device_open(kind)) return -1;
     e->device_open = 1;
-    MatDevice *dev = device_current();
-    dev->spine_bytes = spine_matrix_bytes(e);
-    if (e->streaming) {
-        const ExpertStore *es = &e->stream.experts;
-        const SpineStore *sp = &e->stream.spine;
-        if (es->arena) dev->host_buffer(dev, es->arena, es->arena_bytes);
-        for (int i = 0; sp->bufs && i < 2; i++) dev->host_buffer(dev, spine_stream_buf(sp, i), e->stream.plan.stream_buf);
-    }
     return 0;
+}
+
+/* Device memory the layer pass needs besides the spine, beyond the States: activations, the
+ * runtime's own, slack for what the estimate misses. */
+#define DEVICE_SPINE_MARGIN (2ull << 30)
+
+/* Whether the layer pass's device has room for the whole spine and every slot's States (their
+ * device copies): it then keeps every layer, and host RAM need not pin any. */
+static int spine_fits_device(const Engine *e) {
+    const MatDevice *dev = device_current();
+    if (!dev || !dev->ops || e->opt.device_pass != PASS_LAYERS) return 0;
+    ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context);
+    uint64_t states = mm.state * (uint64_t)(1 + e->opt.extra_states) * (uint64_t)e->slots;
+    return (uint64_t)spine_matrix_bytes(e) + states + DEVICE_SPINE_MARGIN <= dev->weight_room;
+}
+
+/* The device keeps copies of weights under their residency keys, which the stores renew whenever
+ * bytes change (a streamed spine layer read again, an expert slot refilled), so every store layout
+ * may run on it; the buffers the stores refill are offered for page-locking. */
+static void offer_buffers(Engine *e) {
+    MatDevice *dev = device_current();
+    if (!e->device_open) return; /* a device shared with an enclosing engine was set up by it */
+    dev->spine_bytes = spine_matrix_bytes(e);
+    if (!e->streaming) return;
+    const ExpertStore *es = &e->stream.experts;
+    const SpineStore *sp = &e->stream.spine;
+    if (es->arena) dev->host_buffer(dev, es->arena, es->arena_bytes);
+    for (int i = 0; sp->bufs && i < 2; i++) dev->host_buffer(dev, spine_stream_buf(sp, i), e->stream.plan.stream_buf);
 }
 
 /* K3_DEV_PASS=layers: forwards of one sequence run every layer on the device when it can (model_use_device). */
@@ -196,7 +213,8 @@ int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
     e->max_context = o->context ? o->context : default_context(o->mla_cache);
     if (kern_select(o->kernels)) return df_failctx("K3_KERNELS=%s", o->kernels);
     if (catalog_open(&e->cat, dir)) return -1;
-    if (apply_top_k(e) || spine_choice(e) || choose_slots(e)) return engine_close(e), -1;
+    if (apply_top_k(e) || spine_choice(e) || choose_slots(e) || open_device(e)) return engine_close(e), -1;
+    e->spine_on_device = spine_fits_device(e);
     if (open_store(e)) return engine_close(e), -1;
     e->pool = pool_create(o->threads);
     e->threads = pool_threads(e->pool);
@@ -206,7 +224,8 @@ int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
     }
     model_set_mla_cache(e->model, e->opt.mla_cache);
     if (e->streaming) stream_end_load(&e->stream);
-    if (open_device(e) || use_device(e)) return engine_close(e), -1;
+    offer_buffers(e);
+    if (use_device(e)) return engine_close(e), -1;
     e->max_context = model_max_context(e->model);
     e->prof_t = df_now();
     return 0;

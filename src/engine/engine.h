@@ -84,6 +84,8 @@ typedef struct {
     int threads;             /* compute threads the pool has */
     int max_context;         /* positions a State may hold (K3_CONTEXT, within the model's limit) */
     int device_open;         /* K3_DEV opened an accelerator (device.h), closed with the engine */
+    int spine_on_device;     /* the layer pass's device has room for the whole spine: a streaming
+                              * store pins none of it in RAM (the device keeps every layer) */
     I8Spine i8;              /* K3_SPINE: mapped int8 spine when spine_int8 */
     int spine_int8;          /* 1: the spine matrices are the lossy int8 ones */
     int top_k_full;          /* the checkpoint's experts per token; cat.cfg.top_k is K3_MOE_TOP_K's */

@@ -16,9 +16,11 @@ void engine_print_settings(const Engine *e, FILE *f) {
     char topk[64] = "";
     if (c->top_k != e->top_k_full)
         snprintf(topk, sizeof topk, " | experts top-%d of %d (lossy)", c->top_k, e->top_k_full);
-    char device[224];
+    char device[288];
     MatDevice *dev = device_current();
-    if (dev) snprintf(device, sizeof device, "%s", dev->desc);
+    int held = e->model ? devpass_spine_held(e->model) : -1;
+    if (dev && held >= 0) snprintf(device, sizeof device, "%s, layer pass, spine %d/%d layers held", dev->desc, held, c->n_layers);
+    else if (dev) snprintf(device, sizeof device, "%s", dev->desc);
     else snprintf(device, sizeof device, "cpu (%s kernels)", kern_isa());
     fprintf(f, "deltafin: model %s%s%s%s (%d layers, %d experts, top-%d) | device %s | threads %d | "
                "spine %s | experts local %llu/%llu (%s)%s | context %d (MLA cache %s) | A_log %s | speculation %s | "

@@ -61,6 +61,7 @@ struct DevModel {
     float *route_out;          /* rows x k ids (as int), then rows x k weights */
     float *route_host;         /* host staging: the routing back in one copy, then a chunk's expert layout up */
     DevLayer *layers;
+    int layers_held;           /* spine layers the device kept at start-up (keep_spine) */
     float *final_norm, *out_res_q;
     /* routed experts the device does not hold (all_kept: it holds every one) */
     int all_kept;
@@ -189,8 +190,8 @@ static void carve_vectors(Model *m, DevModel *g, Carve *cv, int put) {
 
 /* ---- weights made resident ---- */
 
-static int keep_layer_mats(DevModel *g, const LayerWeights *L) {
-    const Mat *mats[16];
+/* The layer's matrices (attention, then the FFN's); returns how many (at most 16). */
+static int layer_mats(const LayerWeights *L, const Mat **mats) {
     int n = 0;
     if (L->kind == LAYER_KDA) {
         const KdaWeights *k = &L->kda;
@@ -204,9 +205,41 @@ static int keep_layer_mats(DevModel *g, const LayerWeights *L) {
     const MlpWeights *mlp = L->moe ? &L->moe_w.shared : &L->dense;
     if (L->moe) mats[n++] = &L->moe_w.router, mats[n++] = &L->moe_w.latent_down, mats[n++] = &L->moe_w.latent_up;
     if (mlp->gate.rows) mats[n++] = &mlp->gate, mats[n++] = &mlp->up, mats[n++] = &mlp->down;
-    int kept = 1;
+    return n;
+}
+
+/* Copies the layer's matrices to the device, as far as it keeps them: 1 when it kept them all. */
+static int keep_layer_mats(DevModel *g, const LayerWeights *L) {
+    const Mat *mats[16];
+    int n = layer_mats(L, mats), kept = 1;
     for (int i = 0; i < n; i++) kept &= g->ops->keep(g->dev, mats[i]);
     return kept;
+}
+
+/* Whether the device holds the current copy of every matrix of the layer: a step then reads none
+ * of the layer's bytes on the host, and a streamed layer need not be read again. */
+static int holds_layer(const DevModel *g, const LayerWeights *L) {
+    const Mat *mats[16];
+    int n = layer_mats(L, mats);
+    for (int i = 0; i < n; i++)
+        if (!g->ops->holds(g->dev, mats[i])) return 0;
+    return 1;
+}
+
+/* Every spine layer the device has room for: a pinned one from where it lies, a streamed one
+ * read once into a stream buffer, copied, and let go (the copy must finish before the buffer is
+ * refilled). Layers beyond the room keep streaming at every pass. */
+static int keep_spine(Model *m, DevModel *g) {
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const int streamed = l >= m->spine->resident_layers;
+        if (streamed && model_acquire_layer(m, l)) return -1;
+        int kept = keep_layer_mats(g, &m->w.layers[l]);
+        int rc = streamed ? g->ops->get(g->dev, NULL, NULL, 0) : 0;
+        if (streamed && m->spine->release_layer) m->spine->release_layer(m->spine, l);
+        if (rc) return -1;
+        g->layers_held += kept;
+    }
+    return 0;
 }
 
 /* Every expert of every MoE layer, while the device keeps them: 0 when it kept them all, 1 when
@@ -258,7 +291,7 @@ int model_use_device(Model *m, HostExperts way) {
     cv = (Carve){g->scratch, 0}, vv = (Carve){g->vecs, 0};
     carve_scratch(g, &m->cfg, m->max_context, &cv);
     carve_vectors(m, g, &vv, 1);
-    for (int l = 0; l < m->cfg.n_layers && l < m->spine->resident_layers; l++) keep_layer_mats(g, &m->w.layers[l]);
+    if (keep_spine(m, g)) return model_release_device(m), -1;
     g->ops->keep(dev, &m->w.lm_head);
     int kept = m->experts->in_place ? keep_experts(m, g) : 1;
     if (kept < 0) return model_release_device(m), -1;
@@ -281,6 +314,10 @@ void model_release_device(Model *m) {
 int devpass_takes(const Model *m, int n_seqs, int T) {
     return m->dev && n_seqs == 1 && T >= 1 && T <= MODEL_MAX_CHUNK && m->mla_cache == MLA_CACHE_LATENT;
 }
+
+int devpass_holds(const Model *m, const Mat *W) { return m->dev && m->dev->ops->holds(m->dev->dev, W); }
+
+int devpass_spine_held(const Model *m) { return m->dev ? m->dev->layers_held : -1; }
 
 /* ---- a State's device copy ---- */
 
@@ -797,10 +834,11 @@ int devpass_forward(Model *m, State *st, const int *tokens, int T, int row0, int
     m->chunk_pos = st->len;
     int n_anchors = 0;
     for (int l = 0; l < c->n_layers; l++) {
-        if (model_acquire_layer(m, l)) return -1;
+        const int read = !holds_layer(g, &m->w.layers[l]); /* a streamed layer the device lacks */
+        if (read && model_acquire_layer(m, l)) return -1;
         n_anchors = dev_attention(m, st, l, n_anchors, T);
         int rc = dev_ffn(m, l, n_anchors, T);
-        if (m->spine->release_layer) m->spine->release_layer(m->spine, l);
+        if (read && m->spine->release_layer) m->spine->release_layer(m->spine, l);
         if (rc) return -1;
     }
     st->len += T;

@@ -116,6 +116,9 @@ int model_check_logits(const Model *m, const float *logits, const int *rows, int
  * with the layers on the device, when devpass_takes says it can run it; logits: NULL, or
  * [n_out][vocab] for rows [row0, row0 + n_out). The State's device copy. */
 int devpass_takes(const Model *m, int n_seqs, int T);
+/* Whether the layer pass's device holds the current copy of W: a product of W then reads no host
+ * memory, so W may be used while its streamed layer is not acquired. */
+int devpass_holds(const Model *m, const Mat *W);
 int devpass_forward(Model *m, State *st, const int *tokens, int T, int row0, int n_out, float *logits);
 /* 1 when the State's verify records are on the device (made at its first verify pass there), 0
  * when they are not and cannot be (no device copy yet, or no room: the verify pass then runs on

@@ -2,8 +2,8 @@
  * so layer l+1's router applied to layer l's FFN input guesses layer l+1's experts well enough
  * to start reading them while layer l's experts are still being read and computed. The guess
  * only steers reads: layer l+1's own router still decides, so outputs do not change. Only
- * done when the expert source can use a guess (predict) and layer l+1's router is readable now
- * (a streamed spine layer is not until it is acquired). */
+ * done when the expert source can use a guess (predict) and layer l+1's router is readable now:
+ * a streamed spine layer's is not until it is acquired, unless the device holds its copy. */
 #include "model/internal.h"
 #include "kernels/mat.h"
 
@@ -27,8 +27,8 @@ void lookahead(Model *m, int layer, const float *u, int T) {
     m->look_layer = -1;
     int next = layer + 1;
     if (!m->experts->predict || next >= c->n_layers || !m->w.layers[next].moe) return;
-    if (next >= m->spine->resident_layers) return;
     const MoeWeights *w = &m->w.layers[next].moe_w;
+    if (next >= m->spine->resident_layers && !devpass_holds(m, &w->router)) return;
     mat_mul(m->pool, s->router, &w->router, u, T); /* the router scratch is free once sel is known */
     for (int t = 0; t < T; t++)
         moe_route(s->router + (size_t)t * c->n_experts, w->score_bias, c->n_experts, c->top_k, s->look_sel + t * c->top_k,

@@ -154,8 +154,8 @@ void state_commit(State *s, int n);
 
 /* Runs every forward of one sequence (decode steps, prefill chunks, verify passes) with every layer
  * on the process's device when it offers whole-layer operations (kernels/devops.h): allocates the
- * activations there, copies the small vectors, and copies the spine's matrices and, when the expert
- * source is in_place, as many experts as the device keeps (experts leave room for the spine, and
+ * activations there, copies the small vectors, and copies the spine's matrices (a streamed layer is
+ * read once for it: one the device keeps is not read again) and, when the expert source is in_place, as many experts as the device keeps (experts leave room for the spine, and
  * take at most its expert_bytes). Passes of several sequences and the expanded MLA cache still run
  * the per-product path. A State's arrays (and a verify pass's replay records) then live on the
  * device between forwards and come back whenever the host reads them. Returns 0 (also when the device has no such operations:
@@ -169,6 +169,8 @@ void state_commit(State *s, int n);
 typedef enum { HOST_EXPERTS_AUTO, HOST_EXPERTS_COPY, HOST_EXPERTS_CPU } HostExperts;
 int model_use_device(Model *m, HostExperts way);
 void model_release_device(Model *m);
+/* Spine layers the layer pass's device holds (read at model_use_device), or -1 without one. */
+int devpass_spine_held(const Model *m);
 
 /* Greedy choice over logits: the largest, lowest index on ties. */
 int model_argmax(const Model *m, const float *logits);

@@ -35,7 +35,6 @@ typedef struct {
 struct SpineBuf {
     SpineStore *ss;
     uint8_t *mem;
-    uint64_t gen;            /* which load of the store's this is (the residency keys' generation) */
     int group, state, in_use, pending, failed, n_chunks;
     int validated;           /* the int8 scales of this load were checked */
     char err[384];
@@ -199,7 +198,6 @@ static void chunk_read(IoJob *job, int rc) {
 /* Starts reading group g into b (caller holds mu): urgent when the forward waits for it. */
 static void start_group(SpineStore *ss, SpineBuf *b, int g, int urgent) {
     b->group = g, b->state = BUF_LOADING, b->failed = 0, b->pending = 0, b->validated = 0;
-    b->gen = ++ss->loads; /* new bytes: Mats handed out from here on carry the new generation */
     int n = 0;
     for (int r = 0; r < ss->run_count[g]; r++) {
         const SpineRun *run = &ss->runs[ss->run_first[g] + r];
@@ -243,7 +241,7 @@ static int wait_group(SpineStore *ss, SpineBuf *b) {
 
 /* Reads group g into a new resident buffer, now. */
 static int load_resident(SpineStore *ss, int g) {
-    SpineBuf b = {ss, NULL, 0, -1, BUF_EMPTY, 0, 0, 0, 0, 0, {0}, NULL};
+    SpineBuf b = {ss, NULL, -1, BUF_EMPTY, 0, 0, 0, 0, 0, {0}, NULL};
     b.mem = ss->resident[g] = df_aligned_alloc(SHARD_ALIGN, ss->group_bytes[g] ? ss->group_bytes[g] : SHARD_ALIGN);
     b.chunks = df_calloc((size_t)group_chunks(ss, g) + 1, sizeof *b.chunks);
     pthread_mutex_lock(&ss->mu);
@@ -313,17 +311,15 @@ static void spine_release(SpineSource *src, int l) {
     pthread_mutex_unlock(&ss->mu);
 }
 
-/* Where tensor t's bytes are now (NULL: a streamed layer not held), and their generation: 0 for
- * what is resident for the store's lifetime, else the load of the buffer holding them. */
-static const uint8_t *tensor_bytes(const SpineStore *ss, const TensorInfo *t, uint64_t *gen) {
+/* Where tensor t's bytes are now (NULL: a streamed layer not held). */
+static const uint8_t *tensor_bytes(const SpineStore *ss, const TensorInfo *t) {
     int i = (int)(t - ss->cat->tensors), g = ss->tensor_group[i];
-    *gen = 0;
     if (g < 0) /* only the embedding is served outside the groups */
         return t->offset >= ss->embed_map_off && t->offset + t->nbytes <= ss->embed_map_off + ss->embed_map_len
                    ? ss->embed + (t->offset - ss->embed_map_off)
                    : NULL;
     if (ss->resident[g]) return ss->resident[g] + ss->tensor_off[i];
-    if (ss->cur && ss->cur->group == g) return *gen = ss->cur->gen, ss->cur->mem + ss->tensor_off[i];
+    if (ss->cur && ss->cur->group == g) return ss->cur->mem + ss->tensor_off[i];
     return NULL;
 }
 
@@ -331,10 +327,9 @@ static const uint8_t *tensor_bytes(const SpineStore *ss, const TensorInfo *t, ui
  * in the buffer); data NULL (and no key) while its streamed layer is not held. */
 static Mat spine_mat(SpineSource *src, const TensorInfo *t) {
     SpineStore *ss = (SpineStore *)src;
-    uint64_t gen;
-    const uint8_t *p = tensor_bytes(ss, t, &gen);
+    const uint8_t *p = tensor_bytes(ss, t);
     int i = (int)(t - ss->cat->tensors), k = ss->tensor_i8 ? ss->tensor_i8[i] : -1;
-    MatKey key = p ? store_key(ss->id, (uint64_t)i, gen) : (MatKey){0, 0, 0, 0};
+    MatKey key = p ? store_key(ss->id, (uint64_t)i, 0) : (MatKey){0, 0, 0, 0};
     if (k < 0) return store_tensor_mat(t, p, key);
     uint32_t rows = i8spine_rows(t);
     key.part = p ? MAT_PART_INT8 : 0;

@@ -14,11 +14,11 @@
  * and every read count int8 bytes; each load's scales are checked. The caller checks first that
  * every file exists with a valid header (i8spine_converted).
  *
- * Implements SpineSource. Its Mats carry residency keys (kernels/mat.h) of generation 0 for what
- * stays resident (pinned layers, globals, the embedding); a streamed layer's carry the number of
- * the load that brought its bytes into the buffer, so every new read of a layer is a new
- * generation. A streamed layer's Mats have no data while the layer is not acquired; the model asks
- * for them again after each acquire. */
+ * Implements SpineSource. Its Mats carry residency keys (kernels/mat.h) named by the tensor, of
+ * generation 0 always: a tensor's bytes never change, whichever buffer a read brings them into, so
+ * a device that kept a copy of a streamed layer never needs it again (the GPU's layer pass then
+ * stops reading that layer). A streamed layer's Mats have no data while the layer is not acquired;
+ * the model asks for them again after each acquire. */
 #ifndef DF_SPINE_H
 #define DF_SPINE_H
 
@@ -54,7 +54,6 @@ typedef struct {
     int *tensor_i8;                 /* [n_tensors]: index in i8t, or -1 */
     int *i8_first, *i8_count;       /* [n_groups]: each group's range of i8t */
     uint32_t id;                    /* the store id of its residency keys */
-    uint64_t loads;                 /* groups read into stream buffers so far (under mu) */
     const uint8_t *embed;           /* mapping of the embedding's pages */
     size_t embed_map_len;
     uint64_t embed_map_off;

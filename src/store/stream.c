@@ -63,7 +63,9 @@ static int make_plan(StreamPlan *p, const Catalog *cat, const SpineStore *sp, co
     int moe_layers = c->n_layers - c->first_dense;
     int min_slots = moe_layers > 0 ? 2 * c->top_k : 0;
     uint64_t base = p->fixed + p->globals + (uint64_t)min_slots * p->slot_bytes;
+    p->spine_on_device = needs->spine_on_device;
     if (o->pin_layers >= 0) p->pinned = o->pin_layers;
+    else if (needs->spine_on_device) p->pinned = 0;
     else
         for (p->pinned = c->n_layers; p->pinned > 0 && base + spine_cost(sp, p->pinned) > p->budget; p->pinned--) {}
     uint64_t need = base + spine_cost(sp, p->pinned);
@@ -115,7 +117,9 @@ void stream_print_plan(const StreamStore *s, FILE *f) {
     fprintf(f, "deltafin: streaming: budget %.2f GB (%s) | fixed %.1f MB | spine %.2f GB: %d/%d layers pinned (%.2f GB)",
             p->budget / 1e9, p->how, p->fixed / 1e6, (p->spine_bytes + p->globals) / 1e9, p->pinned, p->n_layers,
             (p->pinned_bytes + p->globals) / 1e9);
-    if (p->pinned < p->n_layers) fprintf(f, ", %d streamed through 2 x %.1f MB", p->n_layers - p->pinned, p->stream_buf / 1e6);
+    if (p->pinned < p->n_layers)
+        fprintf(f, ", %d streamed through 2 x %.1f MB%s", p->n_layers - p->pinned, p->stream_buf / 1e6,
+                p->spine_on_device ? " (once, at start-up: the GPU keeps them)" : "");
     fprintf(f, " | expert cache %.2f GB = %d x %.2f MB (%s%s%s) | reads %s, %s x%d\n",
             (double)p->slots * p->slot_bytes / 1e9, p->slots, p->slot_bytes / 1e6, cache_policy_name(s->opt.policy),
             s->opt.prefetch ? ", prefetch" : ", no prefetch", s->opt.lookahead ? ", router lookahead" : "",

@@ -22,6 +22,7 @@ typedef struct {
     uint64_t stream_buf;     /* bytes of one of the two stream buffers (0: none) */
     uint64_t spine_bytes;    /* all layers' matrices */
     int pinned, n_layers;
+    int spine_on_device;     /* StreamNeeds.spine_on_device: pins chosen for it */
     int slots;               /* expert cache slots */
     uint64_t slot_bytes;
 } StreamPlan;
@@ -61,6 +62,9 @@ typedef struct {
     int int8_spine;          /* stream the int8 spine files (i8spine.h) instead of the BF16 tensors */
     uint64_t compute_bytes;  /* what the model, its States and the decode sessions allocate besides the
                               * weights, from their owners (model_memory, session_memory) */
+    int spine_on_device;     /* an accelerator will hold every spine layer once it has seen it: the
+                              * automatic plan pins none in RAM (each streams once, at start-up) and
+                              * gives that memory to the expert cache */
 } StreamNeeds;
 
 /* Whether to stream: o->kind, where AUTO streams when mapping would not fit the budget: the whole

@@ -31,16 +31,67 @@ static int h_get(MatDevice *d, void *dst, const void *src, size_t n) {
     return 0;
 }
 static int holds_all = 1; /* 0: no expert is kept, so the pass runs them the host way it was told */
-static int h_keep(MatDevice *d, const Mat *W) { return (void)d, n_kept++, holds_all || W->fmt != WF_MXFP4; }
-static int h_holds(MatDevice *d, const Mat *W) { return (void)d, holds_all || W->fmt != WF_MXFP4; }
+/* The stand-in keeps copies of the spine's matrices under their keys, as a GPU does, and its
+ * products read a kept copy: a pass that used a streamed layer's matrices without the device
+ * holding them would read whatever the stream buffer holds now. (Experts are "held" by holds_all
+ * and read where they lie, acquired.) */
+enum { MAX_KEPT = 4096 };
+static struct {
+    MatKey key;
+    Mat copy;
+} kept[MAX_KEPT];
+static int n_kept_mats;
+
+static size_t data_bytes(const Mat *W) {
+    const size_t n = (size_t)W->rows * (size_t)W->cols;
+    return W->fmt == WF_BF16 ? 2 * n : W->fmt == WF_F32 ? 4 * n : W->fmt == WF_MXFP4 ? n / 2 : n;
+}
+static size_t aux_bytes(const Mat *W) {
+    return W->fmt == WF_MXFP4 ? (size_t)W->rows * (size_t)W->cols / 32 : W->fmt == WF_I8ROW ? 4 * (size_t)W->rows : 0;
+}
+static void *dup_bytes(const void *p, size_t n) { return n ? memcpy(malloc(n), p, n) : NULL; }
+
+static int find_kept(const Mat *W) {
+    for (int i = 0; i < n_kept_mats; i++)
+        if (kept[i].key.store == W->key.store && kept[i].key.part == W->key.part && kept[i].key.item == W->key.item) return i;
+    return -1;
+}
+static void forget_kept(void) {
+    for (int i = 0; i < n_kept_mats; i++) free((void *)kept[i].copy.data), free((void *)kept[i].copy.aux);
+    n_kept_mats = 0;
+}
+/* The matrix a product reads: the kept copy when it is current, else W where it lies. */
+static const Mat *resident(const Mat *W) {
+    int i = W->key.store ? find_kept(W) : -1;
+    return i >= 0 && mat_key_equal(&kept[i].key, &W->key) ? &kept[i].copy : W;
+}
+static int h_keep(MatDevice *d, const Mat *W) {
+    (void)d, n_kept++;
+    if (W->fmt == WF_MXFP4) return holds_all;
+    if (!W->key.store || !W->data) return 0;
+    int i = find_kept(W);
+    if (i < 0) {
+        CHECK(n_kept_mats < MAX_KEPT);
+        if (n_kept_mats >= MAX_KEPT) return 0;
+        i = n_kept_mats++;
+    } else
+        free((void *)kept[i].copy.data), free((void *)kept[i].copy.aux);
+    kept[i].key = W->key, kept[i].copy = *W;
+    kept[i].copy.data = dup_bytes(W->data, data_bytes(W)), kept[i].copy.aux = dup_bytes(W->aux, aux_bytes(W));
+    return 1;
+}
+static int h_holds(MatDevice *d, const Mat *W) {
+    (void)d;
+    return W->fmt == WF_MXFP4 ? holds_all : resident(W) != W;
+}
 static void h_mul(MatDevice *d, float *Y, const Mat *W, const float *X, int T) {
-    (void)d, n_ops++, mat_mul_cpu(NULL, Y, W, X, T);
+    (void)d, n_ops++, mat_mul_cpu(NULL, Y, resident(W), X, T);
 }
 static void h_mul_heads(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T) {
-    (void)d, mat_mul_heads_cpu(NULL, Y, W, hd, X, T);
+    (void)d, mat_mul_heads_cpu(NULL, Y, resident(W), hd, X, T);
 }
 static void h_tmul_heads(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T) {
-    (void)d, mat_tmul_heads_cpu(NULL, Y, W, hd, X, T);
+    (void)d, mat_tmul_heads_cpu(NULL, Y, resident(W), hd, X, T);
 }
 
 static void h_rmsnorm(MatDevice *d, float *out, const float *x, const float *w, int n, int rows, size_t stride, float eps,
@@ -189,20 +240,21 @@ static void h_combine(MatDevice *d, float *y, const float *eo, const float *w, i
 
 static void h_mark(MatDevice *d, int phase) { (void)d, (void)phase; }
 static void h_phase_times(MatDevice *d, double *secs) { (void)d, (void)secs; }
-static void h_close(MatDevice *d) { (void)d; }
+static void h_close(MatDevice *d) { (void)d, forget_kept(); }
 
 static const DevOps host_ops = {h_alloc, h_release, h_put, h_copy, h_get, h_keep, h_holds, h_mul, h_mul_heads, h_tmul_heads,
                                 h_rmsnorm, h_attnres, h_add, h_gate, h_situ, h_kda, h_mla, h_route, h_experts,
                                 h_experts_rows, h_gather, h_combine, h_mark, h_phase_times};
 
+/* The per-product path (prefill, verification, lookahead) reads kept copies too. */
 static void cpu_mul(MatDevice *d, Pool *pool, float *Y, const Mat *W, const float *X, int T) {
-    (void)d, mat_mul_cpu(pool, Y, W, X, T);
+    (void)d, mat_mul_cpu(pool, Y, resident(W), X, T);
 }
 static void cpu_mul_heads(MatDevice *d, Pool *pool, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T) {
-    (void)d, mat_mul_heads_cpu(pool, Y, W, hd, X, T);
+    (void)d, mat_mul_heads_cpu(pool, Y, resident(W), hd, X, T);
 }
 static void cpu_tmul_heads(MatDevice *d, Pool *pool, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T) {
-    (void)d, mat_tmul_heads_cpu(pool, Y, W, hd, X, T);
+    (void)d, mat_tmul_heads_cpu(pool, Y, resident(W), hd, X, T);
 }
 
 static MatDevice host_dev;
@@ -213,6 +265,7 @@ static void install(void) {
     host_dev.mul = cpu_mul, host_dev.mul_heads = cpu_mul_heads, host_dev.tmul_heads = cpu_tmul_heads;
     host_dev.close = h_close;
     host_dev.ops = &host_ops;
+    host_dev.weight_room = 4ull << 30; /* room for the fixture's spine, its States and the margin */
     CHECK(device_install(&host_dev) == 0);
 }
 
@@ -385,9 +438,49 @@ static void test_layer_pass_is_the_cpu_pass(void) {
     device_close();
 }
 
+/* A streamed spine the device has room for: the plan pins no layer in RAM, the device keeps every
+ * layer after reading each once, and decode steps then read no spine bytes, with the CPU's logits. */
+static void test_device_keeps_the_streamed_spine(void) {
+    enum { STEPS = 4 };
+    const int V = base.cat.cfg.vocab;
+    float *want = calloc((size_t)STEPS * V, sizeof(float)), *got = calloc((size_t)STEPS * V, sizeof(float));
+    for (int pass = 0; pass < 2; pass++) {
+        Engine *e = &base, opened;
+        if (pass) {
+            EngineOptions o = fixture_options();
+            o.store.kind = STORE_STREAM;
+            o.store.populate = 0;
+            o.store.ram_bytes = 300000000;
+            install();
+            CHECK_MSG(engine_open(&opened, dir, &o) == 0, "%s", df_errmsg());
+            e = &opened;
+            CHECK_MSG(e->spine_on_device && e->stream.plan.pinned == 0, "spine on the device %d, %d layers pinned",
+                      e->spine_on_device, e->stream.plan.pinned);
+            CHECK(devpass_spine_held(e->model) == e->cat.cfg.n_layers);
+        }
+        float *out = pass ? got : want;
+        State *st = state_create(e->model);
+        CHECK(model_forward(e->model, st, prompt, 5, out, 0) == 0);
+        uint64_t before = pass ? stream_counters(&e->stream).spine_bytes : 0;
+        for (int i = 1; i < STEPS; i++) {
+            int tok = model_argmax(e->model, out + (size_t)(i - 1) * V);
+            CHECK(model_forward(e->model, st, &tok, 1, out + (size_t)i * V, 0) == 0);
+        }
+        if (pass) {
+            uint64_t after = stream_counters(&e->stream).spine_bytes;
+            CHECK_MSG(after == before, "decode steps read %llu spine bytes", (unsigned long long)(after - before));
+        }
+        state_destroy(st);
+        if (pass) engine_close(e), device_close();
+    }
+    CHECK_MSG(!memcmp(got, want, sizeof(float) * STEPS * (size_t)V), "logits differ from the CPU's");
+    free(want), free(got);
+}
+
 int main(void) {
     if (fixture_open(&base, dir, 5)) return 1;
     RUN(test_layer_pass_is_the_cpu_pass);
+    RUN(test_device_keeps_the_streamed_spine);
     fixture_close(&base, dir);
     return check_summary();
 }

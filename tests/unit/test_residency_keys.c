@@ -4,7 +4,8 @@
  * checksum per key: every store layout of a tiny synth model (mapped; streamed with spine layers
  * read into the two stream buffers over and over and an expert cache small enough to be refilled
  * all the time), several forwards each, and the logits stay those of the CPU. The generation must
- * also move on where bytes change (streamed layers, refilled slots), and stay where they do not. */
+ * also move on where bytes change (refilled slots), and stay where they do not (a spine tensor read
+ * again, into either stream buffer). */
 #include <string.h>
 
 #include "check.h"
@@ -170,11 +171,9 @@ static void test_keys_name_bytes(void) {
     o.store.ram_bytes = tight_budget(o, 1);
     CHECK(o.store.ram_bytes > 0);
     run_layout("streamed spine, small cache", o, want, renewed);
-    /* every forward reads the streamed layers again: each load is a new generation of their
-     * matrices; and the cache of 2 top-k + 1 slots refills */
-    const long forwards = N_PROMPT / 5 + N_DECODE;
-    CHECK_MSG(renewed[0] >= (forwards - 1) * (layers - 1), "streamed spine: %ld renewals in %ld forwards", renewed[0],
-              forwards);
+    /* every forward reads the streamed layers again, into either buffer, but a tensor's bytes never
+     * change: their keys stay; the cache of 2 top-k + 1 slots refills (new generations) */
+    CHECK_MSG(renewed[0] == 0, "streamed spine: %ld generations of unchanged tensors moved on", renewed[0]);
     CHECK_MSG(2 * c->top_k + 1 < experts, "the cache holds every expert: nothing is refilled");
     CHECK_MSG(renewed[1] > 0, "small cache: no slot was refilled");
     free(want);

@@ -615,6 +615,7 @@ extern "C" int cuda_device_open(MatDevice **out) {
     d->base.fault = cuda_fault;
     d->base.ops = &layer_ops;
     d->base.expert_bytes = SIZE_MAX;
+    d->base.weight_room = d->budget;
     grow_table(d);
     *out = &d->base;
     return 0;
