@@ -10,7 +10,8 @@
 #             tolerance of each other, and the CPU's greedy tokens for every weight format and
 #             store layout, a refilled expert cache, a streamed spine, speculation (with the decode
 #             state staying on the GPU through its verify passes), the expanded MLA cache (which
-#             falls back to the products) and a long context;
+#             falls back to the products) and a long context; a streamed spine that the GPU holds
+#             whole (no pass reads any of it);
 # then prefill and decode speed side by side with the CPU on a model with K3's real layer shapes.
 #
 #   tests/cuda/device_check.sh DELTAFIN_CUDA_BINARY [scratch_dir] [k3_layers] [check|k3|rows|all]
@@ -134,6 +135,25 @@ tokens_same() { # label, model, prompt, count, extra env...
     cmp -s "$dir/run.cpu" "$dir/run.gpu" && pass "layers, $label: same $n tokens as the CPU" || bad "layers, $label: tokens differ"
 }
 
+# A streamed spine the GPU has room for: the plan pins no layer in RAM, the GPU holds every layer
+# (the start-up line says so) and no pass (prefill, decode, verify) reads spine bytes (K3_PROFILE), with
+# the CPU's tokens.
+spine_held() { # label, model, prompt, count, extra env...
+    local label=$1 model=$2 p=$3 n=$4; shift 4
+    env "$@" K3_DEV=cpu "$df" run --model "$model" --tokens "$p" --max-new "$n" >"$dir/held.cpu" 2>/dev/null
+    env "$@" K3_DEV=cuda K3_PROFILE=1 "$df" run --model "$model" --tokens "$p" --max-new "$n" >"$dir/held.gpu" \
+        2>"$dir/held.err" || { bad "$label: cuda run: $(tail -1 "$dir/held.err")"; return; }
+    local layers held reads
+    layers=$(sed -n 's/.*(\([0-9]*\) layers, .*/\1/p' "$dir/held.err" | head -1)
+    held=$(grep -c "spine $layers/$layers layers held" "$dir/held.err")
+    reads=$(grep '^profile: pos' "$dir/held.err" | grep -vc 'read spine 0.0 MB')
+    if [ "$held" = 1 ] && [ "$reads" = 0 ] && grep -q "0/$layers layers pinned" "$dir/held.err" && cmp -s "$dir/held.cpu" "$dir/held.gpu"; then
+        pass "layers, $label: the GPU holds all $layers layers, no pass reads spine bytes, the CPU's $n tokens"
+    else
+        bad "layers, $label: held $held, passes reading the spine $reads, tokens $(cmp -s "$dir/held.cpu" "$dir/held.gpu" && echo same || echo differ): $(grep -m1 'streaming:' "$dir/held.err")"
+    fi
+}
+
 # Two rounds of `run --stats` (33 new tokens) on the K3-shaped model for each row "label:settings" (a
 # label starting "old " runs OLD_DF), the round-2 stats lines matching `more` printed; every row's
 # tokens must be the first row's.
@@ -217,6 +237,8 @@ if [ "$what" = check ] || [ "$what" = all ]; then
     tokens_same "big, experts in host memory, as measured" "$dir/big" "$toks" 48 K3_DEV_EXPERT_GB=0
     tokens_same "big, streamed spine" "$dir/big" "$toks" 32 K3_STORE=stream K3_RAM_GB=2 K3_PIN_LAYERS=1
     tokens_same "small int8, streamed spine" "$dir/small8" "$toks" 48 K3_STORE=stream K3_RAM_GB=0.3 K3_PIN_LAYERS=1
+    spine_held "big, streamed spine held on the GPU" "$dir/big" "$toks" 24 K3_STORE=stream K3_RAM_GB=2
+    spine_held "small int8, streamed spine held on the GPU" "$dir/small8" "$toks" 24 K3_STORE=stream K3_RAM_GB=0.3
     tokens_same "small, long context (2000-token prompt)" "$dir/small" \
         "$(seq 1 2000 | awk '{printf "%d ", ($1 * 91) % 1000 + 3}')" 64 K3_SPEC=0
 fi
