@@ -39,7 +39,7 @@ enum { MAX_KEPT = 4096 };
 static struct {
     MatKey key;
     Mat copy;
-} kept[MAX_KEPT];
+} kept_mats[MAX_KEPT];
 static int n_kept_mats;
 
 static size_t data_bytes(const Mat *W) {
@@ -53,17 +53,17 @@ static void *dup_bytes(const void *p, size_t n) { return n ? memcpy(malloc(n), p
 
 static int find_kept(const Mat *W) {
     for (int i = 0; i < n_kept_mats; i++)
-        if (kept[i].key.store == W->key.store && kept[i].key.part == W->key.part && kept[i].key.item == W->key.item) return i;
+        if (kept_mats[i].key.store == W->key.store && kept_mats[i].key.part == W->key.part && kept_mats[i].key.item == W->key.item) return i;
     return -1;
 }
 static void forget_kept(void) {
-    for (int i = 0; i < n_kept_mats; i++) free((void *)kept[i].copy.data), free((void *)kept[i].copy.aux);
+    for (int i = 0; i < n_kept_mats; i++) free((void *)kept_mats[i].copy.data), free((void *)kept_mats[i].copy.aux);
     n_kept_mats = 0;
 }
 /* The matrix a product reads: the kept copy when it is current, else W where it lies. */
 static const Mat *resident(const Mat *W) {
     int i = W->key.store ? find_kept(W) : -1;
-    return i >= 0 && mat_key_equal(&kept[i].key, &W->key) ? &kept[i].copy : W;
+    return i >= 0 && mat_key_equal(&kept_mats[i].key, &W->key) ? &kept_mats[i].copy : W;
 }
 static int h_keep(MatDevice *d, const Mat *W) {
     (void)d, n_kept++;
@@ -75,9 +75,9 @@ static int h_keep(MatDevice *d, const Mat *W) {
         if (n_kept_mats >= MAX_KEPT) return 0;
         i = n_kept_mats++;
     } else
-        free((void *)kept[i].copy.data), free((void *)kept[i].copy.aux);
-    kept[i].key = W->key, kept[i].copy = *W;
-    kept[i].copy.data = dup_bytes(W->data, data_bytes(W)), kept[i].copy.aux = dup_bytes(W->aux, aux_bytes(W));
+        free((void *)kept_mats[i].copy.data), free((void *)kept_mats[i].copy.aux);
+    kept_mats[i].key = W->key, kept_mats[i].copy = *W;
+    kept_mats[i].copy.data = dup_bytes(W->data, data_bytes(W)), kept_mats[i].copy.aux = dup_bytes(W->aux, aux_bytes(W));
     return 1;
 }
 static int h_holds(MatDevice *d, const Mat *W) {
