@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "bench_util.h"
-#include "store/cache_index.h"
+#include "model/cache_index.h"
 #include "store/route_trace.h"
 #include "util/err.h"
 

@@ -33,7 +33,7 @@ define() {
         NEW=$'int n = a->base + t;\n        for (int u = 0; u < n; u++) {\n            const float *lat'
         TESTS="cli/test_reference.sh cli/test_model_invariants.sh" ;;
     cache-victim)
-        AREA=store FILE=src/store/cache_index.c WHAT="expert cache: the last empty slot is not taken before evicting (off by one)"
+        AREA=model FILE=src/model/cache_index.c WHAT="expert cache: the last empty slot is not taken before evicting (off by one)"
         OLD='if (empty->n > 0) return empty->slot[0];' NEW='if (empty->n > 1) return empty->slot[0];'
         TESTS="unit/test_stream_store unit/test_residency_keys cli/test_stream.sh" ;;
     slot-span)

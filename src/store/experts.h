@@ -20,7 +20,7 @@
 #include <stdatomic.h>
 
 #include "model/model.h"
-#include "store/cache_index.h"
+#include "model/cache_index.h"
 #include "store/iopool.h"
 #include "store/shardio.h"
 

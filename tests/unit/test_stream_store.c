@@ -11,7 +11,7 @@
 
 #include "check.h"
 #include "store/budget.h"
-#include "store/cache_index.h"
+#include "model/cache_index.h"
 #include "store/shardio.h"
 #include "util/err.h"
 

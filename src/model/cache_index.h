@@ -1,7 +1,9 @@
 /* cache_index.h - which (layer, expert) sits in which cache slot, and which slot to give up.
  *
- * Pure bookkeeping with no I/O, shared by the expert store and the trace replayer that chose the
- * policy (bench/bench_stream_policy.c), so the measured policy is the shipped one. Keys are
+ * Pure bookkeeping with no I/O, shared by the streaming store's expert cache in host memory
+ * (store/experts.c), the layer pass's expert cache in device memory (model/devcache.c) and the
+ * trace replayer that chose the policy (bench/bench_stream_policy.c), so the measured policy is
+ * the shipped one, and both caches rank experts alike. (It lives in src/model, below the store.) Keys are
  * layer * n_experts + expert. Three eviction policies, each a priority per slot (lowest goes):
  *   CRF - combined recency and frequency (the default): every key has a use count that decays by
  *         half every `half_life` forward passes (cidx_next_pass), so an expert used in several

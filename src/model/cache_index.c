@@ -1,4 +1,4 @@
-#include "store/cache_index.h"
+#include "model/cache_index.h"
 
 #include <math.h>
 #include <stdlib.h>
