@@ -7,7 +7,9 @@
  *
  * On a device with whole-layer operations (devops.h) also: the same products with activations in
  * device memory, `reps` of them queued back to back and timed together (the rate a decode step
- * sees: no round trip per product), and one layer's 16 experts in one launch.
+ * sees: no round trip per product), one layer's 16 experts in one launch, and 16 experts copied
+ * from page-locked memory into expert slots on the copy stream: alone, beside queued products, and
+ * those products alone (whether the copies overlap the compute stream's work).
  *
  *   build-cuda/bench/bench_device [reps]        (K3_DEV=cuda; the same binary with K3_DEV=cpu) */
 #include <math.h>
@@ -123,10 +125,10 @@ static void time_experts(MatDevice *dev, int reps, Rng *r) {
     float *z = o->alloc(dev, sizeof(float) * LATENT), *h = o->alloc(dev, sizeof(float) * 2 * K * INTER);
     float *out = o->alloc(dev, sizeof(float) * K * LATENT);
     if (!z || !h || !out) df_die("%s", df_errmsg());
-    o->experts(dev, p[0], p[1], p[2], slot, K, z, h, out, 4.0f, 25.0f, 1);
+    o->experts(dev, p[0], p[1], p[2], slot, NULL, K, z, h, out, 4.0f, 25.0f, 1);
     if (o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
     double t0 = df_now();
-    for (int i = 0; i < reps; i++) o->experts(dev, p[0], p[1], p[2], slot, K, z, h, out, 4.0f, 25.0f, 1);
+    for (int i = 0; i < reps; i++) o->experts(dev, p[0], p[1], p[2], slot, NULL, K, z, h, out, 4.0f, 25.0f, 1);
     if (o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
     double per = (df_now() - t0) / reps;
     double bytes = 3.0 * K * mat_bytes(&w[0][0]);
@@ -135,7 +137,7 @@ static void time_experts(MatDevice *dev, int reps, Rng *r) {
     float *want = df_malloc(sizeof(float) * LATENT), *got = df_malloc(sizeof(float) * LATENT);
     for (int i = 0; i < LATENT; i++) hz[i] = (float)((uint32_t)(rng_next(r) >> 32) % 2001) / 1000.0f - 1.0f;
     o->put(dev, z, hz, sizeof(float) * LATENT);
-    o->experts(dev, p[0], p[1], p[2], slot, K, z, h, out, 4.0f, 25.0f, 1);
+    o->experts(dev, p[0], p[1], p[2], slot, NULL, K, z, h, out, 4.0f, 25.0f, 1);
     if (o->get(dev, got, out + 5 * LATENT, sizeof(float) * LATENT)) df_die("%s", df_errmsg());
     mat_mul_cpu(NULL, h1, p[0][5], hz, 1), mat_mul_cpu(NULL, h3, p[2][5], hz, 1);
     for (int i = 0; i < INTER; i++) h1[i] = op_situ(h1[i], h3[i], 4.0f, 25.0f);
@@ -150,6 +152,49 @@ static void time_experts(MatDevice *dev, int reps, Rng *r) {
     printf("%-34s queued   %8.1f us  %8.1f GB/s of weights\n", "16 experts MXFP4, one launch", per * 1e6, bytes / per / 1e9);
     o->release(dev, z, sizeof(float) * LATENT), o->release(dev, h, sizeof(float) * 2 * K * INTER);
     o->release(dev, out, sizeof(float) * K * LATENT);
+    for (int i = 0; i < K; i++)
+        for (int m = 0; m < 3; m++) free((void *)w[m][i].data), free((void *)w[m][i].aux);
+}
+
+/* 16 experts copied from page-locked host memory into expert slots (the copy stream), alone; the
+ * products of W queued for about as long, alone; and both at once. Medians over reps rounds. */
+static void time_slot_copies(MatDevice *dev, const Mat *W, int reps, Rng *r) {
+    enum { K = 16, INTER = 3072, LATENT = 3584 };
+    const DevOps *o = dev->ops;
+    Mat w[3][K];
+    for (int i = 0; i < K; i++)
+        for (int m = 0; m < 3; m++) {
+            w[m][i] = m == 1 ? make_mat(WF_MXFP4, LATENT, INTER, r) : make_mat(WF_MXFP4, INTER, LATENT, r);
+            w[m][i].key.item = 2000 + 3 * (uint64_t)i + (uint64_t)m;
+            dev->host_buffer(dev, (void *)w[m][i].data, (size_t)INTER * LATENT / 2);
+            dev->host_buffer(dev, (void *)w[m][i].aux, (size_t)INTER * LATENT / 32);
+        }
+    const size_t expert = 3 * mat_bytes(&w[0][0]);
+    if (o->expert_slots(dev, expert, K) < K) {
+        printf("expert slots: no room for %d\n", K);
+        return;
+    }
+    float *x = o->alloc(dev, sizeof(float) * (size_t)W->cols), *y = o->alloc(dev, sizeof(float) * (size_t)W->rows);
+    if (!x || !y) df_die("%s", df_errmsg());
+    const int n_mul = (int)(expert * K / 50e9 / (mat_bytes(W) / 3.5e12)) + 1; /* about the copies' time at 50 GB/s */
+    double t[3][64];
+    const int rounds = reps < 64 ? reps : 64;
+    for (int round = 0; round < rounds; round++)
+        for (int way = 0; way < 3; way++) { /* copies, products, both */
+            double t0 = df_now();
+            for (int i = 0; way > 0 && i < n_mul; i++) o->mul(dev, y, W, x);
+            for (int i = 0; way != 1 && i < K; i++) o->slot_fill(dev, i, &w[0][i], &w[1][i], &w[2][i]);
+            if (o->fills_wait(dev) || o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
+            t[way][round] = df_now() - t0;
+        }
+    for (int way = 0; way < 3; way++) qsort(t[way], (size_t)rounds, sizeof(double), bench_cmp_double);
+    const double copies = t[0][rounds / 2], muls = t[1][rounds / 2], both = t[2][rounds / 2];
+    printf("%-34s copy     %8.1f us  %8.1f GB/s (page-locked, the copy stream)\n", "16 experts into expert slots", copies * 1e6,
+           expert * K / copies / 1e9);
+    printf("%-34s          %8.1f us; both at once %.1f us (%.0f%% of the sum: 50%% is full overlap)\n", "  beside products (alone)",
+           muls * 1e6, both * 1e6, 100 * both / (copies + muls));
+    o->expert_slots(dev, 0, 0);
+    o->release(dev, x, sizeof(float) * (size_t)W->cols), o->release(dev, y, sizeof(float) * (size_t)W->rows);
     for (int i = 0; i < K; i++)
         for (int m = 0; m < 3; m++) free((void *)w[m][i].data), free((void *)w[m][i].aux);
 }
@@ -187,6 +232,7 @@ int main(int argc, char **argv) {
                 time_queued(dev, name, &kept[i], reps * 5, &r);
             }
         time_experts(dev, reps * 5, &r);
+        time_slot_copies(dev, &kept[1], reps, &r);
     }
     if (dev) {
         size_t res, str;

@@ -181,10 +181,10 @@ static const Setting table[] = {
      .help = "cuda when the binary has the CUDA backend and a GPU answers, else cpu"},
     {.name = "K3_DEV_PASS", .flag = "device-pass", .kind = SET_CHOICE, .offset = F(engine.device_pass), .choices = device_passes, .what = "a device pass", .def = "layers",
      .help = "cuda: every forward of one sequence with every layer on the GPU (layers), or only the matrix products, bit-identical to the CPU (products)"},
-    {.name = "K3_DEV_EXPERT_GB", .flag = "device-expert-gb", .kind = SET_INT, .offset = F(engine.device_expert_gb), .lo = 0, .hi = 1000000, .what = "a size in GB", .def_text = "auto", .unset = -1,
-     .help = "GPU memory the layer pass may fill with routed experts (auto: all the spine leaves; 0: experts stay in host memory)"},
+    {.name = "K3_DEV_EXPERT_GB", .flag = "device-expert-gb", .kind = SET_GB, .offset = F(engine.device_expert_bytes), .lo = 0, .hi = 1000000, .what = "a size in GB", .def_text = "auto", .unset = -1,
+     .help = "GPU memory for the layer pass's expert cache (auto: all the spine leaves; 0: no cache, experts stay in host memory)"},
     {.name = "K3_DEV_HOST_EXPERTS", .flag = "device-host-experts", .kind = SET_CHOICE, .offset = F(engine.host_experts), .choices = host_experts, .what = "a way", .def = "auto",
-     .help = "experts the GPU does not hold: copy (to the GPU per use), cpu (CPU threads compute them from host memory meanwhile), auto (the cheaper, measured)"},
+     .help = "experts the GPU's cache misses: copy (into the cache), cpu (CPU threads compute them from host memory meanwhile; copied into the cache in the background), auto (split by measured cost, the likeliest to be used again copied into the cache)"},
     {.name = "TMPDIR", .arg = "DIR", .flag = "tmpdir", .kind = SET_TEXT, .offset = F(tmpdir), .what = "a directory", .def = "/tmp",
      .help = "where bench keeps its children's output while it runs"},
     {.name = "XDG_CACHE_HOME", .arg = "DIR", .kind = SET_TEXT, .offset = F(cache_home), .check = check_absolute, .what = "a directory", .def_text = "~/.cache",
@@ -244,7 +244,7 @@ static void set_unset(Settings *s, const Setting *row) {
     case SET_BOOL:
     case SET_CHOICE: *(int *)p = (int)row->unset; break;
     case SET_INT64: *(int64_t *)p = row->unset; break;
-    case SET_GB: *(uint64_t *)p = 0; break;
+    case SET_GB: *(uint64_t *)p = row->unset < 0 ? UINT64_MAX : (uint64_t)row->unset; break;
     case SET_TEXT: *(const char **)p = NULL; break;
     }
 }

@@ -72,7 +72,8 @@ typedef struct {
     const char *def;          /* the default as a value of this setting; NULL: none */
     const char *def_text;     /* the default in words when def is NULL ("all cores") */
     long long unset;          /* a numeric row's value without a default (the library's "decide
-                               * yourself": 0, or -1 where 0 is a valid value) */
+                               * yourself": 0, or -1 where 0 is a valid value; a SET_GB row's -1
+                               * is UINT64_MAX bytes) */
     int secret;               /* never printed (keys, tokens) */
     int nonempty;             /* set but empty is an error, not the default (a key that would
                                * otherwise silently turn authentication off) */

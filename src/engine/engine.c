@@ -193,18 +193,28 @@ static void offer_buffers(Engine *e) {
     for (int i = 0; sp->bufs && i < 2; i++) dev->host_buffer(dev, spine_stream_buf(sp, i), e->stream.plan.stream_buf);
 }
 
-/* K3_DEV_PASS=layers: forwards of one sequence run every layer on the device when it can (model_use_device). */
+/* The mapping's shards offered for page-locking: experts the device's cache does not hold are read
+ * from them at every use; page-locked, they copy at the bus's speed on the device's copy stream
+ * while it computes, and the CPU threads read them without page faults. */
+static void lock_mapping(Engine *e, MatDevice *dev) {
+    for (int i = 0; dev->host_buffer && e->store.base && i < e->store.n; i++)
+        dev->host_buffer(dev, (void *)e->store.base[i], e->store.size[i]);
+}
+
+/* K3_DEV_PASS=layers: forwards of one sequence run every layer on the device when it can (model_use_device),
+ * with an expert cache run by the host store's policy. */
 static int use_device(Engine *e) {
     MatDevice *dev = device_current();
     if (e->opt.device_pass != PASS_LAYERS || !dev) return 0;
-    if (e->opt.device_expert_gb >= 0) {
-        dev->expert_bytes = (size_t)e->opt.device_expert_gb * 1000000000ull;
-        /* experts read from the mapping at every use: page-locked, they copy at the bus's speed, and
-         * the CPU threads read them without page faults */
-        for (int i = 0; e->store.base && i < e->store.n; i++)
-            dev->host_buffer(dev, (void *)e->store.base[i], e->store.size[i]);
+    int holds_all = 0;
+    if (e->opt.device_expert_bytes != UINT64_MAX) {
+        dev->expert_bytes = e->opt.device_expert_bytes < SIZE_MAX ? (size_t)e->opt.device_expert_bytes : SIZE_MAX;
+        lock_mapping(e, dev); /* (before the cache may copy every expert at start-up) */
     }
-    return model_use_device(e->model, e->opt.host_experts);
+    if (model_use_device(e->model, e->opt.host_experts, e->opt.store.policy)) return -1;
+    if (e->opt.device_expert_bytes == UINT64_MAX && model_device_slots(e->model, &holds_all) >= 0 && !holds_all)
+        lock_mapping(e, dev);
+    return 0;
 }
 
 int engine_open(Engine *e, const char *dir, const EngineOptions *o) {

@@ -44,7 +44,7 @@ typedef struct {
                               * recall in percent; -1: none */
     DeviceKind device;       /* K3_DEV */
     DevicePass device_pass;  /* K3_DEV_PASS: decode steps layer by layer on the device, or only its products */
-    int device_expert_gb;    /* K3_DEV_EXPERT_GB: device memory experts may take; -1: all there is */
+    uint64_t device_expert_bytes; /* K3_DEV_EXPERT_GB: device memory experts may take; UINT64_MAX: all there is */
     HostExperts host_experts; /* K3_DEV_HOST_EXPERTS: experts the device does not hold, copied or on the CPU */
     const char *kernels;     /* K3_KERNELS: kern_select's name */
     StoreOptions store;      /* K3_STORE and the streaming store's settings */

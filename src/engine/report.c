@@ -9,6 +9,17 @@
 #include "kernels/kernels.h"
 #include "util/clock.h"
 
+/* The start-up line's words on the layer pass's expert cache in device memory (model/devcache.h):
+ * ", expert cache ...", or "" without a layer pass. */
+static void expert_cache_text(const Engine *e, char *text, size_t n) {
+    int holds_all = 0, slots = model_device_slots(e->model, &holds_all);
+    if (slots < 0) snprintf(text, n, "%s", "");
+    else if (slots == 0) snprintf(text, n, ", no expert cache (experts run from host memory)");
+    else
+        snprintf(text, n, ", expert cache %d slots (%.1f GB, %s)%s", slots, slots * (double)e->cat.expert_bytes / 1e9,
+                 cache_policy_name(e->opt.store.policy), holds_all ? " holding every expert" : "");
+}
+
 void engine_print_settings(const Engine *e, FILE *f) {
     const K3Config *c = &e->cat.cfg;
     uint64_t total = (uint64_t)(c->n_layers - c->first_dense) * (uint64_t)c->n_experts, local = total;
@@ -16,11 +27,13 @@ void engine_print_settings(const Engine *e, FILE *f) {
     char topk[64] = "";
     if (c->top_k != e->top_k_full)
         snprintf(topk, sizeof topk, " | experts top-%d of %d (lossy)", c->top_k, e->top_k_full);
-    char device[288];
+    char device[384], cache[128];
     MatDevice *dev = device_current();
+    expert_cache_text(e, cache, sizeof cache);
     int held = e->model ? devpass_spine_held(e->model) : -1;
-    if (dev && held >= 0) snprintf(device, sizeof device, "%s, layer pass, spine %d/%d layers held", dev->desc, held, c->n_layers);
-    else if (dev) snprintf(device, sizeof device, "%s", dev->desc);
+    if (dev && held >= 0)
+        snprintf(device, sizeof device, "%s, layer pass, spine %d/%d layers held%s", dev->desc, held, c->n_layers, cache);
+    else if (dev) snprintf(device, sizeof device, "%s%s", dev->desc, cache);
     else snprintf(device, sizeof device, "cpu (%s kernels)", kern_isa());
     fprintf(f, "deltafin: model %s%s%s%s (%d layers, %d experts, top-%d) | device %s | threads %d | "
                "spine %s | experts local %llu/%llu (%s)%s | context %d (MLA cache %s) | A_log %s | speculation %s | "
@@ -62,13 +75,19 @@ void engine_profile_step(Engine *e, FILE *f) {
     uint64_t sb = io.spine_bytes - q->spine_bytes, eb = io.expert_bytes - q->expert_bytes;
     uint64_t hits = io.experts.hits - q->experts.hits, miss = io.experts.misses - q->experts.misses;
     uint64_t pf = io.experts.prefetch_hits - q->experts.prefetch_hits;
+    uint64_t dhits = s->dev_cache.hits - p->dev_cache.hits, dmiss = s->dev_cache.misses - p->dev_cache.misses;
+    char dev[96] = "";
+    int holds_all = 0;
+    if (model_device_slots(e->model, &holds_all) > 0)
+        snprintf(dev, sizeof dev, " | GPU expert cache: hits %llu/%llu, %llu evictions", (unsigned long long)dhits,
+                 (unsigned long long)(dhits + dmiss), (unsigned long long)(s->dev_cache.evictions - p->dev_cache.evictions));
     fprintf(f, "profile: pos %llu +%llu: %.3f s | read spine %.1f MB, experts %.1f MB, %.2f GB/s | cache hits %llu/%llu "
-               "(%.0f%%, %llu prefetched) | wait spine %.3f s, experts %.3f s (first read per layer %.3f s) | compute %.3f s "
+               "(%.0f%%, %llu prefetched)%s | wait spine %.3f s, experts %.3f s (first read per layer %.3f s) | compute %.3f s "
                "(starting reads %.3f s)\n",
             (unsigned long long)p->positions, (unsigned long long)(s->positions - p->positions), dt, sb / 1e6, eb / 1e6,
             dt > 0 ? (sb + eb) / dt / 1e9 : 0, (unsigned long long)hits, (unsigned long long)(hits + miss),
-            hits + miss ? 100.0 * hits / (hits + miss) : 0, (unsigned long long)pf, spine_w, exp_w, first, dt - spine_w - exp_w,
-            route);
+            hits + miss ? 100.0 * hits / (hits + miss) : 0, (unsigned long long)pf, dev, spine_w, exp_w, first,
+            dt - spine_w - exp_w, route);
     e->prof_stats = *s, e->prof_io = io, e->prof_t = now;
 }
 

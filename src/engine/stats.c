@@ -47,6 +47,19 @@ static json_t *phases_json(const ModelStats *s, const ModelStats *at_decode) {
                      (json_int_t)s->look_routed, "lookahead_guessed", (json_int_t)s->look_hits);
 }
 
+/* The layer pass's expert cache in device memory over the whole run (model/devcache.h); null
+ * without a layer pass. */
+static json_t *device_cache_json(const Engine *e) {
+    int holds_all = 0, slots = model_device_slots(e->model, &holds_all);
+    if (slots < 0) return json_null();
+    const ModelStats *s = model_stats(e->model);
+    const DevCacheCounts *c = &s->dev_cache;
+    return json_pack("{s:i, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "slots", slots, "holds_all", holds_all, "hits",
+                     (json_int_t)c->hits, "misses", (json_int_t)c->misses, "admitted", (json_int_t)c->admitted,
+                     "evictions", (json_int_t)c->evictions, "recopies", (json_int_t)c->recopies, "copied",
+                     (json_int_t)s->experts_copied, "cpu", (json_int_t)s->experts_cpu);
+}
+
 static json_t *spec_json(const Spec *sp) {
     return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I}", "on", sp->on, "passes", (json_int_t)sp->passes, "verifies",
                      (json_int_t)sp->verifies, "drafted", (json_int_t)sp->drafted, "accepted",
@@ -58,7 +71,7 @@ json_t *generate_stats_json(Engine *e, const GenResult *r, const int *tokens) {
     for (int i = 0; i < r->generated; i++) json_array_append_new(ids, json_integer(tokens[i]));
     /* the first token comes from the prefill's logits; decode produced the rest */
     double per_tok = r->generated > 1 ? r->decode_s / (r->generated - 1) : 0;
-    return json_pack("{s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:f, s:b, s:b, s:b, s:i, s:s, s:s, s:o, s:o, s:o, s:o}",
+    return json_pack("{s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:f, s:b, s:b, s:b, s:i, s:s, s:s, s:o, s:o, s:o, s:o, s:o}",
                      "prompt_tokens", r->prompt_tokens, "generated", r->generated, "tokens", ids, "prefill_s",
                      r->prefill_s, "decode_s", r->decode_s, "s_per_token", per_tok, "tokens_per_s",
                      per_tok > 0 ? 1 / per_tok : 0.0, "prefill_tokens_per_s",
@@ -66,7 +79,7 @@ json_t *generate_stats_json(Engine *e, const GenResult *r, const int *tokens) {
                      "hit_stop", r->hit_stop, "hit_context", r->hit_context, "threads", e->threads, "store",
                      e->streaming ? "stream" : "mapped", "kernels", kern_isa(), "numerics", numerics_json(e), "read",
                      read_json(e, r), "phases", phases_json(model_stats(e->model), &r->at_decode), "speculation",
-                     spec_json(&r->spec));
+                     spec_json(&r->spec), "device_cache", device_cache_json(e));
 }
 
 void generate_print_stats(const Engine *e, const GenResult *r, FILE *f) {
@@ -91,8 +104,16 @@ void generate_print_stats(const Engine *e, const GenResult *r, FILE *f) {
     if (s->dev_forwards)
         fprintf(f, "stats: layer pass: %llu of %llu forwards on the GPU; decode state copied between host and GPU %llu times\n",
                 (unsigned long long)s->dev_forwards, (unsigned long long)s->forwards, (unsigned long long)s->state_syncs);
+    int holds_all = 0, slots = model_device_slots(e->model, &holds_all);
+    const DevCacheCounts *dc = &s->dev_cache;
+    const uint64_t routed = dc->hits + dc->misses;
+    if (slots > 0)
+        fprintf(f, "stats: GPU expert cache (%d slots): %llu hits of %llu routed experts (%.1f%%); %llu copied into the "
+                   "cache (%llu evictions, %llu re-copies of refilled host slots)\n",
+                slots, (unsigned long long)dc->hits, (unsigned long long)routed, routed ? 100.0 * dc->hits / routed : 0,
+                (unsigned long long)dc->admitted, (unsigned long long)dc->evictions, (unsigned long long)dc->recopies);
     if (s->experts_cpu || s->experts_copied)
-        fprintf(f, "stats: layer pass: of the experts the GPU does not hold, %llu computed by the CPU threads, %llu copied\n",
+        fprintf(f, "stats: layer pass: of the experts the GPU's cache missed, %llu computed by the CPU threads, %llu copied\n",
                 (unsigned long long)s->experts_cpu, (unsigned long long)s->experts_copied);
     if (s->look_routed)
         fprintf(f, "stats: router lookahead: %llu of %llu routed experts guessed a layer ahead (recall %.1f%%)\n",

@@ -34,8 +34,9 @@ struct MatDevice {
     void (*counters)(MatDevice *d, size_t *resident, size_t *streamed);
     void (*close)(MatDevice *d);
     /* Host memory that a store fills again and again and hands out matrices from (the expert
-     * cache, the spine's stream buffers): the device may page-lock it for faster copies (best
-     * effort: a refusal only costs speed). It must stay allocated until the device closes. */
+     * cache, the spine's stream buffers), or a mapping whose experts are copied at every use: the
+     * device may page-lock it for faster copies (best effort: a refusal only costs speed; NULL: it
+     * never does). It must stay allocated until the device closes. */
     void (*host_buffer)(MatDevice *d, void *p, size_t bytes);
     size_t spine_bytes;   /* device memory to leave for the spine when experts stay resident */
     size_t expert_bytes;  /* device memory experts may take at most (SIZE_MAX: all the room there is) */

@@ -10,8 +10,9 @@
  *
  * Pointers named "device" below are device memory from alloc, owned by whoever allocated them
  * (the model: its scratch, its vectors, its States' mirrors) and released with release. Every
- * operation is queued in order on the device's one stream and returns at once, except get (which
- * waits for everything queued before it). A failure of any of them is the device's fault
+ * operation is queued in order on the device's compute stream and returns at once, except get (which
+ * waits for everything queued before it); copies into expert slots run on a second stream
+ * (slot_fill), ordered against the launches that read the slots by events. A failure of any of them is the device's fault
  * (device.h): the operation then does nothing, later ones do nothing either, and every forward
  * reports the fault.
  *
@@ -111,17 +112,20 @@ typedef struct DevOps {
     void (*route)(MatDevice *d, const float *logits, const float *bias, int n_experts, int k, int rows, int *ids,
                   float *weights);
     /* Routed experts w[0..n) of one layer on one row's input z [latent]: out[slot[i]] = w2 . SiTU(w1 . z, w3 . z),
-     * each [latent] (out holds k slots); h: scratch [2][n][inter]. Weights the device does not keep
-     * are copied from host memory: with wait, it returns once those copies are done (the host memory
-     * may then change); without, they may still run (the memory must stay as it is, a mapped file). */
+     * each [latent] (out holds k slots); h: scratch [2][n][inter]. Expert i is read from expert slot
+     * dslot[i] (expert_slots; the launch waits for that slot's fill) when dslot is not NULL and
+     * dslot[i] >= 0; otherwise from the device's own copy of its weights, and weights the device does
+     * not keep are copied from host memory: with wait, it returns once those copies are done (the host
+     * memory may then change); without, they may still run (the memory must stay as it is, a mapped
+     * file). */
     void (*experts)(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot,
-                    int n, const float *z, float *h, float *out, float beta, float beta_lin, int wait);
+                    const int *dslot, int n, const float *z, float *h, float *out, float beta, float beta_lin, int wait);
     /* Routed experts of a chunk, each on the rows that chose it (gathered): expert i reads rows
      * [at[i], at[i] + rows[i]) of X [.][latent] and writes the same rows of out [.][latent];
      * out = w2 . SiTU(w1 . x, w3 . x) row by row. h: scratch [2][h_rows][inter], h_rows at least
-     * the sum of rows[]. Experts of equal rows[] next to each other share a launch. Weights and wait
-     * as for experts. */
-    void (*experts_rows)(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *at,
+     * the sum of rows[]. Experts of equal rows[] next to each other share a launch. Weights (dslot
+     * included) and wait as for experts. */
+    void (*experts_rows)(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *dslot, const int *at,
                          const int *rows, int n, const float *X, float *h, int h_rows, float *out, float beta,
                          float beta_lin, int wait);
     /* dst row i = src row idx[i] (each width floats), i < n; idx is device memory. */
@@ -132,6 +136,22 @@ typedef struct DevOps {
      * consecutive marks since the last call to secs[phase] and forgets them (after a get). */
     void (*mark)(MatDevice *d, int phase);
     void (*phase_times)(MatDevice *d, double *secs);
+    /* Expert slots, the memory of the model's expert cache (model/devcache.h): room for up to `want`
+     * experts of `bytes` each (an expert's three matrices, data and scales together), taken from what
+     * experts may have (MatDevice.expert_bytes, and what the spine leaves); returns how many it made,
+     * numbered from 0 (0: no room). A later call replaces them (want 0: gives them back). While there
+     * are slots, the device keeps no other copies of expert weights (keep, and the products'
+     * residency, leave experts to the model). */
+    int (*expert_slots)(MatDevice *d, size_t bytes, int want);
+    /* Queues the copy of one expert from host memory into slot s on the device's copy stream, which
+     * runs beside the compute stream: it starts once every launch queued before it has read the
+     * slot's previous contents, and launches queued after it that read slot s wait for it. Every
+     * expert must have the first one's shapes. The host memory must stay as it is until fills_wait
+     * returns (a mapped file may go on: nothing refills it). */
+    void (*slot_fill)(MatDevice *d, int s, const Mat *w1, const Mat *w2, const Mat *w3);
+    /* Waits for every slot_fill queued so far (their host memory may then change): 0, or -1 with the
+     * fault. */
+    int (*fills_wait)(MatDevice *d);
 } DevOps;
 
 #ifdef __cplusplus

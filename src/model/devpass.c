@@ -22,17 +22,20 @@
  * kernel (devpass_commit): a verify pass moves no state across PCIe. The MLA rows past the kept
  * ones are dropped by the State's length, as on the host.
  *
- * Experts the device does not hold (more than its memory, or a streaming store's cache) are either
- * copied for the one use or computed by the CPU threads from host memory while the device computes
- * the shared experts and the held ones (the hybrid path); HostExperts says which, or lets the
- * measured seconds per expert of each decide. In a chunk each distinct expert is read once for all
- * the rows that chose it: their inputs are gathered, the expert runs on them as one product of
- * that many rows, and the outputs go back to each row's slot. */
+ * Routed experts live in an expert cache in device memory (model/devcache.h: slots the device
+ * provides, run by the host store's policy). Those it does not hold are either copied into it (on
+ * the device's copy stream, while the compute stream works on the shared experts and the held
+ * ones) or computed by the CPU threads from host memory meanwhile (the hybrid path); HostExperts
+ * says which, or lets the measured seconds per expert of each decide. In a chunk each distinct
+ * expert is read once for all the rows that chose it: their inputs are gathered, the expert runs on
+ * them as one product of that many rows, and the outputs go back to each row's slot. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/device.h"
 #include "kernels/devops.h"
+#include "model/devcache.h"
 #include "model/internal.h"
 #include "model/ops.h"
 #include "util/clock.h"
@@ -63,8 +66,9 @@ struct DevModel {
     DevLayer *layers;
     int layers_held;           /* spine layers the device kept at start-up (keep_spine) */
     float *final_norm, *out_res_q;
-    /* routed experts the device does not hold (all_kept: it holds every one) */
-    int all_kept;
+    /* routed experts: the expert cache (n_slots 0: none; all_kept: it holds every one, for good) */
+    DevCache cache;
+    int n_slots, all_kept;
     HostExperts way;
     double cost[2];            /* seconds per expert, moving average: [0] copied, [1] on the CPU */
     long samples[2], decisions;
@@ -242,9 +246,8 @@ static int keep_spine(Model *m, DevModel *g) {
     return 0;
 }
 
-/* Every expert of every MoE layer, while the device keeps them: 0 when it kept them all, 1 when
- * not, -1 on a failed acquire. */
-static int keep_experts(Model *m, DevModel *g) {
+/* Every expert of every MoE layer copied into the cache (its slots hold them all). */
+static int fill_cache(Model *m, DevModel *g) {
     const K3Config *c = &m->cfg;
     ExpertSource *src = m->experts;
     int ids[MODEL_MAX_ROUTED];
@@ -252,17 +255,39 @@ static int keep_experts(Model *m, DevModel *g) {
     const int batch = src->max_batch > 0 && src->max_batch < MODEL_MAX_ROUTED ? src->max_batch : MODEL_MAX_ROUTED;
     for (int l = 0; l < c->n_layers; l++) {
         if (!m->w.layers[l].moe) continue;
+        devcache_layer(&g->cache, l);
         for (int at = 0; at < c->n_experts; at += batch) {
             int n = c->n_experts - at < batch ? c->n_experts - at : batch;
             for (int i = 0; i < n; i++) ids[i] = at + i;
             if (src->acquire(src, l, ids, n, mats)) return -1;
-            for (int i = 0; i < n; i++)
-                if (!g->ops->keep(g->dev, &mats[i].w1) || !g->ops->keep(g->dev, &mats[i].w2) ||
-                    !g->ops->keep(g->dev, &mats[i].w3))
-                    return 1; /* the rest are run the host way */
+            for (int i = 0; i < n; i++) {
+                int slot = devcache_admit(&g->cache, ids[i], &mats[i].w1.key);
+                if (slot < 0) return df_fail("the expert cache cannot hold every expert"); /* (it was sized to) */
+                g->ops->slot_fill(g->dev, slot, &mats[i].w1, &mats[i].w2, &mats[i].w3);
+            }
         }
     }
-    return 0;
+    g->all_kept = 1;
+    return g->ops->fills_wait(g->dev);
+}
+
+/* The expert cache: as many slots as the device has room for (no more than there are experts),
+ * run by the host store's policy; filled now when every expert fits and the source's memory never
+ * changes, else empty. */
+static int make_cache(Model *m, DevModel *g, CachePolicy policy) {
+    const K3Config *c = &m->cfg;
+    int moe = 0;
+    for (int l = 0; l < c->n_layers; l++) moe += m->w.layers[l].moe;
+    const long total = (long)moe * c->n_experts;
+    if (total == 0) return g->all_kept = 1, 0;
+    g->n_slots = g->ops->expert_slots(g->dev, (size_t)m->cat->expert_bytes, total < INT_MAX ? (int)total : INT_MAX);
+    if (g->n_slots == 0) return 0;
+    devcache_init(&g->cache, policy, g->n_slots, c->n_layers, c->n_experts, &m->stats.dev_cache);
+    if (g->n_slots < total || !m->experts->in_place) return 0;
+    const DevCacheCounts before = m->stats.dev_cache;
+    int rc = fill_cache(m, g);
+    m->stats.dev_cache = before; /* the start-up copies are not the decode's */
+    return rc;
 }
 
 /* ---- the model's device resources ---- */
@@ -271,7 +296,7 @@ static int dims_supported(const K3Config *c) {
     return c->n_experts <= 8192 && c->top_k <= K3_MAX_TOP_K && c->kda_head_dim <= 1024;
 }
 
-int model_use_device(Model *m, HostExperts way) {
+int model_use_device(Model *m, HostExperts way, CachePolicy policy) {
     MatDevice *dev = device_current();
     if (m->dev || !dev || !dev->ops || !dims_supported(&m->cfg)) return 0;
     DevModel *g = df_calloc(1, sizeof *g);
@@ -293,16 +318,19 @@ int model_use_device(Model *m, HostExperts way) {
     carve_vectors(m, g, &vv, 1);
     if (keep_spine(m, g)) return model_release_device(m), -1;
     g->ops->keep(dev, &m->w.lm_head);
-    int kept = m->experts->in_place ? keep_experts(m, g) : 1;
-    if (kept < 0) return model_release_device(m), -1;
-    g->all_kept = kept == 0;
-    if (g->ops->get(dev, NULL, NULL, 0)) return model_release_device(m), -1;
+    if (make_cache(m, g, policy) || g->ops->get(dev, NULL, NULL, 0)) return model_release_device(m), -1;
     return 0;
+}
+
+int model_device_slots(const Model *m, int *holds_all) {
+    *holds_all = m->dev && m->dev->n_slots && m->dev->all_kept;
+    return m->dev ? m->dev->n_slots : -1;
 }
 
 void model_release_device(Model *m) {
     DevModel *g = m->dev;
     if (!g) return;
+    if (g->n_slots) g->ops->expert_slots(g->dev, 0, 0), devcache_free(&g->cache);
     g->ops->release(g->dev, g->scratch, g->scratch_bytes);
     g->ops->release(g->dev, g->vecs, g->vec_bytes);
     free(g->layers);
@@ -581,12 +609,14 @@ static int dev_route(Model *m, const LayerWeights *L, int layer, int T) {
     return 0;
 }
 
-/* How many of n experts the device does not hold go to the CPU threads (the rest are copied): as
- * told, or as measured (AUTO): first each way alone a few times, for its seconds per expert; then,
- * when copies can run while the CPU computes (concurrent), the split that should make both finish
- * together, else the cheaper way for all; every 64th batch measures each way alone again. */
+/* How many of n misses go to the CPU threads (the rest are copied): as told, or as measured (AUTO):
+ * first each way alone a few times, for its seconds per expert; then, when copies can run while
+ * the CPU computes (concurrent: into the cache, on the copy stream; or from in-place memory), the
+ * split that should make both finish together, else the cheaper way for all; every 64th batch
+ * with misses measures each way alone again. */
 static int cpu_share(DevModel *g, int n, int concurrent) {
     if (g->way != HOST_EXPERTS_AUTO) return g->way == HOST_EXPERTS_CPU ? n : 0;
+    if (n == 0) return 0;
     g->decisions++;
     if (g->samples[0] < 4 || g->decisions % 64 == 0) return 0;
     if (g->samples[1] < 4 || g->decisions % 64 == 32) return n;
@@ -614,59 +644,90 @@ static void cpu_expert(Model *m, const ExpertMats *w, const float *x, int rows, 
     g->ops->put(g->dev, out, s->ex_out, sizeof(float) * (size_t)rows * c->latent);
 }
 
-/* How each of n acquired experts runs, way[i]: 0 the device holds it, 1 copied for this use, 2 on
- * the CPU threads (only when hybrid: cpu_share says how many of those the device does not hold; the
- * first of them in order are copied); their counts in *n_copy and *n_cpu. */
-static void expert_ways(Model *m, const ExpertMats *mats, int n, int hybrid, int *way, int *n_copy, int *n_cpu) {
-    DevModel *g = m->dev;
-    int n_host = 0;
-    for (int i = 0; i < n; i++) {
-        int held = g->all_kept || (g->ops->holds(g->dev, &mats[i].w1) && g->ops->holds(g->dev, &mats[i].w2) &&
-                                   g->ops->holds(g->dev, &mats[i].w3));
-        way[i] = !held;
-        n_host += !held;
+/* The misses miss[0..n) (indices into the batch), those the policy ranks likeliest to be used again
+ * first (stable). */
+static void rank_misses(const DevModel *g, const int *ids, int *miss, int n) {
+    if (!g->n_slots) return;
+    for (int i = 1; i < n; i++) {
+        int v = miss[i], at = i;
+        double h = devcache_heat(&g->cache, ids[v]);
+        while (at > 0 && devcache_heat(&g->cache, ids[miss[at - 1]]) < h) miss[at] = miss[at - 1], at--;
+        miss[at] = v;
     }
-    *n_cpu = hybrid ? cpu_share(g, n_host, m->experts->in_place) : 0;
-    *n_copy = n_host - *n_cpu;
-    for (int i = 0, h = 0; i < n; i++)
-        if (way[i]) way[i] = h++ < *n_copy ? 1 : 2;
+}
+
+/* Copies batch expert i into a slot of the cache (-1: no slot free; it is then copied for the one
+ * use); returns the slot. */
+static int admit(DevModel *g, const ExpertMats *w, int id) {
+    int slot = g->n_slots ? devcache_admit(&g->cache, id, &w->w1.key) : -1;
+    if (slot >= 0) g->ops->slot_fill(g->dev, slot, &w->w1, &w->w2, &w->w3);
+    return slot;
+}
+
+/* How each of n acquired experts (mats[i] is expert ids[i]) runs, way[i]: 0 a hit of the cache, 1
+ * copied (admitted into the cache, or for this use when it has no slot free), 2 on the CPU threads
+ * (only when hybrid: cpu_share says how many of the misses, and those the policy ranks lowest go;
+ * in CPU mode each is also copied into the cache in the background); where[i] the expert's cache
+ * slot or -1; the counts in *n_copy and *n_cpu. Returns how many slot fills it queued. */
+static int expert_ways(Model *m, const ExpertMats *mats, const int *ids, int n, int hybrid, int *way, int *where,
+                       int *n_copy, int *n_cpu) {
+    DevModel *g = m->dev;
+    int miss[MODEL_MAX_ROUTED], n_miss = 0, fills = 0;
+    for (int i = 0; i < n; i++) {
+        where[i] = g->n_slots ? devcache_find(&g->cache, ids[i], &mats[i].w1.key) : -1;
+        way[i] = where[i] >= 0 ? 0 : 1;
+        if (where[i] < 0) miss[n_miss++] = i;
+    }
+    rank_misses(g, ids, miss, n_miss);
+    *n_cpu = hybrid ? cpu_share(g, n_miss, m->experts->in_place || g->n_slots) : 0;
+    *n_copy = n_miss - *n_cpu;
+    for (int h = 0; h < n_miss; h++) {
+        const int i = miss[h];
+        if (h >= *n_copy) way[i] = 2;
+        if (way[i] == 1 || g->way == HOST_EXPERTS_CPU) fills += (where[i] = admit(g, &mats[i], ids[i])) >= 0;
+    }
+    return fills;
 }
 
 /* After a batch's launches and CPU experts (begun at t0): with measure, the seconds per expert of
- * the way that ran alone; the counts. */
-static int ways_done(Model *m, double t0, int n_copy, int n_cpu, int measure) {
+ * the way that ran alone; the cache's uses; from a source whose memory changes (not in_place) the
+ * slot fills waited for, before the next acquire refills that memory; the counts. */
+static int ways_done(Model *m, const int *ids, int n, double t0, int n_copy, int n_cpu, int fills, int measure) {
     DevModel *g = m->dev;
     if (measure && n_cpu && !n_copy) note_cost(g, 1, df_now() - t0, n_cpu);
     if (measure && n_copy && !n_cpu) { /* the copies alone: until they are done */
-        if (m->experts->in_place && g->ops->get(g->dev, NULL, NULL, 0)) return -1;
+        if (g->ops->get(g->dev, NULL, NULL, 0)) return -1;
         note_cost(g, 0, df_now() - t0, n_copy);
     }
+    for (int i = 0; g->n_slots && i < n; i++) devcache_use(&g->cache, ids[i]);
+    if (fills && !m->experts->in_place && g->ops->fills_wait(g->dev)) return -1;
     m->stats.experts_cpu += (uint64_t)n_cpu, m->stats.experts_copied += (uint64_t)n_copy;
     return 0;
 }
 
-/* Runs one acquired batch: the held experts in one launch, those to copy in another (queued: from
- * in-place memory the copies run on while the CPU computes), then those for the CPU threads. */
-static int run_batch(Model *m, const ExpertMats *mats, const int *slots, int n, int hybrid) {
+/* Runs one acquired batch of a layer's experts (expert ids[i] writing slot slots[i] of eo): the
+ * cache's hits in one launch; the misses to copy, admitted into the cache (their copies run on the
+ * copy stream while the compute stream works through what was queued before, the hits' launch
+ * included), in a second launch that waits for them; the rest on the CPU threads. */
+static int run_batch(Model *m, const ExpertMats *mats, const int *ids, const int *slots, int n, int hybrid) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
-    const int in_place = m->experts->in_place;
     const Mat *w1[2][K3_MAX_TOP_K], *w2[2][K3_MAX_TOP_K], *w3[2][K3_MAX_TOP_K];
-    int slot[2][K3_MAX_TOP_K], nk[2] = {0, 0}, way[K3_MAX_TOP_K], n_copy, n_cpu;
-    expert_ways(m, mats, n, hybrid, way, &n_copy, &n_cpu); /* 0 held, 1 copied, 2 on the CPU */
+    int slot[2][K3_MAX_TOP_K], dslot[2][K3_MAX_TOP_K], nk[2] = {0, 0}, way[K3_MAX_TOP_K], where[K3_MAX_TOP_K];
+    int n_copy, n_cpu, fills = expert_ways(m, mats, ids, n, hybrid, way, where, &n_copy, &n_cpu);
     for (int i = 0; i < n; i++) {
         if (way[i] == 2) continue;
         int b = way[i], k = nk[b]++;
-        w1[b][k] = &mats[i].w1, w2[b][k] = &mats[i].w2, w3[b][k] = &mats[i].w3, slot[b][k] = slots[i];
+        w1[b][k] = &mats[i].w1, w2[b][k] = &mats[i].w2, w3[b][k] = &mats[i].w3, slot[b][k] = slots[i], dslot[b][k] = where[i];
     }
     double t0 = df_now();
     for (int b = 0; b < 2; b++)
         if (nk[b])
-            g->ops->experts(g->dev, w1[b], w2[b], w3[b], slot[b], nk[b], g->z, g->eh, g->eo, c->situ_beta,
-                            c->situ_linear_beta, !in_place);
+            g->ops->experts(g->dev, w1[b], w2[b], w3[b], slot[b], dslot[b], nk[b], g->z, g->eh, g->eo, c->situ_beta,
+                            c->situ_linear_beta, !m->experts->in_place);
     for (int i = 0; i < n; i++)
         if (way[i] == 2) cpu_expert(m, &mats[i], m->s.z, 1, g->eo + (size_t)slots[i] * c->latent);
-    return ways_done(m, t0, n_copy, n_cpu, 1);
+    return ways_done(m, ids, n, t0, n_copy, n_cpu, fills, 1);
 }
 
 /* A chunk's routed experts by expert: the distinct ones ascending (ids), expert j on the gathered
@@ -714,18 +775,20 @@ static int run_batch_rows(Model *m, const ExpertMats *mats, const int *ids, int 
     const K3Config *c = &m->cfg;
     Scratch *s = &m->s;
     const Mat *w1[MODEL_MAX_ROUTED], *w2[MODEL_MAX_ROUTED], *w3[MODEL_MAX_ROUTED];
-    int way[MODEL_MAX_ROUTED], at[MODEL_MAX_ROUTED], rows[MODEL_MAX_ROUTED], j[MODEL_MAX_ROUTED], n_copy, n_cpu;
+    int way[MODEL_MAX_ROUTED], where[MODEL_MAX_ROUTED], dslot[MODEL_MAX_ROUTED], at[MODEL_MAX_ROUTED];
+    int rows[MODEL_MAX_ROUTED], j[MODEL_MAX_ROUTED], n_copy, n_cpu;
     for (int i = 0; i < n; i++) j[i] = expert_index(gr, ids[i]);
-    expert_ways(m, mats, n, hybrid, way, &n_copy, &n_cpu); /* 0 held, 1 copied, 2 on the CPU */
+    int fills = expert_ways(m, mats, ids, n, hybrid, way, where, &n_copy, &n_cpu); /* 0 hit, 1 copied, 2 on the CPU */
     double t0 = df_now();
     for (int b = 0; b < 2; b++) {
         int k = 0;
         for (int r = 1; r <= T; r++) /* grouped by row count */
             for (int i = 0; i < n; i++)
                 if (way[i] == b && gr->rows[j[i]] == r)
-                    w1[k] = &mats[i].w1, w2[k] = &mats[i].w2, w3[k] = &mats[i].w3, at[k] = gr->at[j[i]], rows[k++] = r;
+                    w1[k] = &mats[i].w1, w2[k] = &mats[i].w2, w3[k] = &mats[i].w3, dslot[k] = where[i],
+                    at[k] = gr->at[j[i]], rows[k++] = r;
         if (k)
-            g->ops->experts_rows(g->dev, w1, w2, w3, at, rows, k, g->xi, g->eh, T * c->top_k, g->xo, c->situ_beta,
+            g->ops->experts_rows(g->dev, w1, w2, w3, dslot, at, rows, k, g->xi, g->eh, T * c->top_k, g->xo, c->situ_beta,
                                  c->situ_linear_beta, !m->experts->in_place);
     }
     for (int i = 0; i < n; i++) {
@@ -735,7 +798,7 @@ static int run_batch_rows(Model *m, const ExpertMats *mats, const int *ids, int 
             memcpy(s->ex_in + (size_t)q * c->latent, s->z + (size_t)gr->src[a + q] * c->latent, sizeof(float) * (size_t)c->latent);
         cpu_expert(m, &mats[i], s->ex_in, r, g->xo + (size_t)a * c->latent);
     }
-    return ways_done(m, t0, n_copy, n_cpu, 0); /* (the seconds per expert are a decode step's) */
+    return ways_done(m, ids, n, t0, n_copy, n_cpu, fills, 0); /* (the seconds per expert are a decode step's) */
 }
 
 /* The T rows' experts, acquired from the source in its batches, each distinct expert once: for one
@@ -755,6 +818,7 @@ static int dev_routed(Model *m, int layer, int T, int hybrid) {
     }
     const int batch = src->max_batch > 0 ? src->max_batch : n;
     int waited = 0;
+    if (m->dev->n_slots) devcache_layer(&m->dev->cache, layer);
     for (int at = 0; at < n; at += batch) {
         int count = n - at < batch ? n - at : batch;
         int ready = src->ready_first ? src->ready_first(src, layer, ids + at, n - at) : 1;
@@ -767,7 +831,7 @@ static int dev_routed(Model *m, int layer, int T, int hybrid) {
             for (int i = 0; i < count; i++)
                 for (int k = 0; k < K; k++)
                     if (m->s.sel[k] == ids[at + i]) slot[i] = k;
-        if (T == 1 ? run_batch(m, mats, slot, count, hybrid) : run_batch_rows(m, mats, ids + at, count, &gr, T, hybrid))
+        if (T == 1 ? run_batch(m, mats, ids + at, slot, count, hybrid) : run_batch_rows(m, mats, ids + at, count, &gr, T, hybrid))
             return -1;
     }
     if (T > 1) g->ops->gather(g->dev, g->eo, g->xo, g->gather_idx + T * K, T * K, c->latent);

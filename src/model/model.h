@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "format/catalog.h"
+#include "model/cache_index.h"
 #include "model/weights.h"
 #include "util/pool.h"
 
@@ -65,6 +66,15 @@ typedef struct SpineSource {
     int resident_layers;    /* layers [0, resident_layers) never move: readable at any time */
 } SpineSource;
 
+/* The layer pass's expert cache in device memory (model/devcache.h), counted over routed experts. */
+typedef struct {
+    uint64_t hits;       /* in a slot, copied from the bytes the source hands out now */
+    uint64_t misses;     /* the others: copied into a slot, computed by the CPU threads, or copied for the one use */
+    uint64_t admitted;   /* copies into a slot (misses the cache takes) */
+    uint64_t evictions;  /* admissions that replaced another expert */
+    uint64_t recopies;   /* admissions of an expert its slot held from bytes the source has since refilled */
+} DevCacheCounts;
+
 /* Time and bytes per phase, accumulated over forwards (model_stats_reset clears). */
 typedef struct {
     double attention_s, ffn_s, spine_wait_s, expert_wait_s, experts_s, head_s, other_s;
@@ -78,6 +88,7 @@ typedef struct {
     uint64_t experts_cpu, experts_copied; /* layer pass: experts it did not hold, run on the CPU or copied */
     uint64_t dev_forwards;            /* layer pass: forwards it ran (of forwards) */
     uint64_t state_syncs;             /* layer pass: times a State's arrays were copied to or from the device */
+    DevCacheCounts dev_cache;
 } ModelStats;
 
 #define MODEL_MAX_CHUNK 64
@@ -154,23 +165,30 @@ void state_commit(State *s, int n);
 
 /* Runs every forward of one sequence (decode steps, prefill chunks, verify passes) with every layer
  * on the process's device when it offers whole-layer operations (kernels/devops.h): allocates the
- * activations there, copies the small vectors, and copies the spine's matrices (a streamed layer is
- * read once for it: one the device keeps is not read again) and, when the expert source is in_place, as many experts as the device keeps (experts leave room for the spine, and
- * take at most its expert_bytes). Passes of several sequences and the expanded MLA cache still run
- * the per-product path. A State's arrays (and a verify pass's replay records) then live on the
- * device between forwards and come back whenever the host reads them. Returns 0 (also when the device has no such operations:
- * nothing changes), or -1 with a message. model_release_device gives it all back (before the
- * device closes; every State of the model must be destroyed first). */
-/* How the layer pass runs routed experts the device does not hold (not copied at start-up: too many
- * for its memory, K3_DEV_EXPERT_GB, or a streaming store): copied to the device for the one use
- * (COPY), computed by the CPU threads from host memory while the device computes the rest (CPU), or
- * each time the way whose measured seconds per expert are lower (AUTO; both are measured again now
- * and then). K3_DEV_HOST_EXPERTS. */
+ * activations there, copies the small vectors and the spine's matrices (a streamed layer is read
+ * once for it: one the device keeps is not read again), and makes an expert cache of as many slots
+ * as the device has room for (experts leave room for the spine, and take at most its expert_bytes),
+ * run by `policy`, the host store's (model/devcache.h). When the source is in_place and every expert
+ * fits, they are all copied now; otherwise the cache starts empty and takes the experts the layer
+ * pass copies. Passes of several sequences and the expanded MLA cache still run the per-product
+ * path (which reads the experts the cache holds). A State's arrays (and a verify pass's replay
+ * records) then live on the device between forwards and come back whenever the host reads them.
+ * Returns 0 (also when the device has no such operations: nothing changes), or -1 with a message.
+ * model_release_device gives it all back (before the device closes; every State of the model must
+ * be destroyed first). */
+/* How the layer pass runs routed experts its cache does not hold: copied into the cache (COPY),
+ * computed by the CPU threads from host memory while the device computes the rest and copied into
+ * the cache meanwhile (CPU), or split between the two in the proportion of their measured seconds
+ * per expert, the policy's likeliest to be used again copied into the cache and the rest computed by
+ * the CPU (AUTO; both are measured again now and then). K3_DEV_HOST_EXPERTS. */
 typedef enum { HOST_EXPERTS_AUTO, HOST_EXPERTS_COPY, HOST_EXPERTS_CPU } HostExperts;
-int model_use_device(Model *m, HostExperts way);
+int model_use_device(Model *m, HostExperts way, CachePolicy policy);
 void model_release_device(Model *m);
 /* Spine layers the layer pass's device holds (read at model_use_device), or -1 without one. */
 int devpass_spine_held(const Model *m);
+/* The layer pass's expert cache: its slots (0: none), or -1 when decode steps do not run on the
+ * device; *holds_all: it holds every routed expert (copied at start-up). */
+int model_device_slots(const Model *m, int *holds_all);
 
 /* Greedy choice over logits: the largest, lowest index on ties. */
 int model_argmax(const Model *m, const float *logits);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # K3_DEV on a build without the CUDA backend: auto and cpu run on the CPU kernels and say so on
 # the start-up line, cuda is refused saying how to get it, anything else is refused; K3_MLA_CACHE
-# is validated and named on the start-up line. (The CUDA device itself is checked on a GPU machine
+# is validated and named on the start-up line; K3_DEV_EXPERT_GB is validated. (The CUDA device itself is checked on a GPU machine
 # by tests/cuda/device_check.sh.)
 set -eu
 t="$DF_TEST_TMP/device"
@@ -23,4 +23,12 @@ if K3_MLA_CACHE=compact "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/
     echo "K3_MLA_CACHE=compact accepted"; exit 1
 fi
 grep -q "K3_MLA_CACHE: 'compact' is not latent or expanded" "$t/err"
+# K3_DEV_EXPERT_GB (the GPU expert cache's size) takes decimal GB, and nothing else
+K3_DEV_EXPERT_GB=0.67 "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err"
+for v in x -1 1e9; do
+    if K3_DEV_EXPERT_GB=$v "$DF" run --model "$t/m" --tokens "1 2 3" --max-new 2 >/dev/null 2>"$t/err"; then
+        echo "K3_DEV_EXPERT_GB=$v accepted"; exit 1
+    fi
+    grep -q "K3_DEV_EXPERT_GB: '$v' is not a size in GB" "$t/err"
+done
 echo PASS

@@ -12,12 +12,18 @@
 #             state staying on the GPU through its verify passes), the expanded MLA cache (which
 #             falls back to the products) and a long context; a streamed spine that the GPU holds
 #             whole (no pass reads any of it);
-# then prefill and decode speed side by side with the CPU on a model with K3's real layer shapes.
+#   cache:    the layer pass's expert cache in GPU memory small enough to churn (misses copied into
+#             it, computed by the CPU, split as measured; over a streaming store whose small cache is
+#             refilled all the time, so that experts come back under new keys and are copied again):
+#             the CPU's greedy tokens, and the cache evicting and re-copying;
+# then prefill and decode speed side by side with the CPU on a model with K3's real layer shapes, and
+# the expert cache on it with real routing replayed (bench/traces/k3-mini-valid.jsonl, K3_REPLAY).
 #
-#   tests/cuda/device_check.sh DELTAFIN_CUDA_BINARY [scratch_dir] [k3_layers] [check|k3|rows|all]
+#   tests/cuda/device_check.sh DELTAFIN_CUDA_BINARY [scratch_dir] [k3_layers] [check|k3|rows|cache|all]
 #
-# rows: only the layer pass's checks of chunks and speculation, then the K3-shaped prefill and
-# speculation rows (the parts a change to the pass over several rows needs).
+# check: the checks (the cache's included); k3: the decode timing; rows: only the layer pass's checks
+# of chunks and speculation, then the K3-shaped prefill and speculation rows (the parts a change to
+# the pass over several rows needs); cache: the cache's checks and its K3-shaped timing.
 #
 # Not part of `make test` (CI has no GPU); run it where `nvidia-smi` answers, with a binary from
 # `make cuda`. Prints PASS/FAIL lines and a timing table last.
@@ -179,11 +185,40 @@ k3_rows() { # tag, prompt, more, rows...
     done
 }
 
+# The expert cache's counts of a run (--stats): "hits evictions re-copies" (0 0 0 without the line).
+cache_counts() { # model, extra env...
+    local model=$1; shift
+    env "$@" K3_DEV=cuda "$df" run --model "$model" --tokens "$toks" --max-new 48 --stats 2>&1 >/dev/null |
+        sed -n 's/^stats: GPU expert cache ([0-9]* slots): \([0-9]*\) hits.*(\([0-9]*\) evictions, \([0-9]*\) re-copies.*/\1 \2 \3/p' |
+        grep . || echo "0 0 0"
+}
+
+# One K3-shaped decode: its stats lines, indented, after a summary line.
+k3_run() { # round, label, new tokens, settings...
+    local round=$1 label=$2 new=$3; shift 3
+    local t0 out
+    t0=$(date +%s.%N)
+    out=$(env "$@" K3_SPEC=0 "$df" run --model "$dir/k3" --tokens 1 --max-new "$new" --stats 2>&1 >"$dir/k3.tok.${label// /_}")
+    printf 'round %d %-24s %s (process %s s)\n' "$round" "$label" "$(grep -E '^stats: prompt' <<<"$out")" \
+        "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
+    { grep -o 'device cuda ([^|]*' <<<"$out" | head -1; grep -E '^stats: (phases|layer pass|GPU expert cache)' <<<"$out"; } |
+        sed 's/^/        /'
+}
+
+k3_model() {
+    echo "== synth --preset k3 --layers $layers"
+    local t0
+    t0=$(date +%s)
+    [ -f "$dir/k3/config.json" ] || "$df" synth --preset k3 --layers "$layers" --seed 2 --out "$dir/k3" --quiet >/dev/null ||
+        bad "synth k3"
+    echo "synth took $(( $(date +%s) - t0 )) s, $(du -sh "$dir/k3" | cut -f1)"
+}
+
 mini="${MINI:-$(cd "$(dirname "$0")/../.." && pwd)/models/k3-mini}"
 full="The cat sat on the mat. The cat sat on the mat. The cat sat on the mat. The cat"
 part="Once upon a time there was a little girl. Once upon a time there was a little boy. Once upon a time"
 none="red green blue red green blue red green"
-if [ "$what" != k3 ]; then
+if [ "$what" != k3 ] && [ "$what" != cache ]; then
     "$df" synth --preset tiny --seed 3 --out "$dir/tiny" --quiet >/dev/null
     "$df" synth --preset small --seed 4 --out "$dir/small" --quiet >/dev/null
     "$df" synth --preset big --size-gb 0.8 --seed 1 --out "$dir/big" --quiet >/dev/null
@@ -197,6 +232,30 @@ if [ "$what" != k3 ]; then
     spec_on_gpu "k3-mini, drafts rejected" "$none" 64
     spec_on_gpu "k3-mini, experts in host memory, as measured" "$part" 64 K3_DEV_EXPERT_GB=0
     spec_on_gpu "k3-mini, streamed spine and a small refilled cache" "$part" 64 K3_STORE=stream K3_RAM_GB=0.23
+fi
+
+trace="$(cd "$(dirname "$0")/../../bench/traces" && pwd)/k3-mini-valid.jsonl"
+if [ "$what" = check ] || [ "$what" = all ] || [ "$what" = cache ]; then
+    [ -f "$dir/big/config.json" ] || "$df" synth --preset big --size-gb 0.8 --seed 1 --out "$dir/big" --quiet >/dev/null
+    # 0.01 GB: 27 slots of 0.37 MB for the 2 x 16 experts a token routes (896 per layer)
+    small="K3_DEV_EXPERT_GB=0.01"
+    tokens_same "big, small GPU expert cache, misses copied into it" "$dir/big" "$toks" 48 $small K3_DEV_HOST_EXPERTS=copy
+    tokens_same "big, small GPU expert cache, misses on the CPU" "$dir/big" "$toks" 48 $small K3_DEV_HOST_EXPERTS=cpu
+    tokens_same "big, small GPU expert cache, misses split as measured" "$dir/big" "$toks" 48 $small
+    # a streaming store at its fewest slots (38, all layers pinned) under a 136-slot GPU cache, with
+    # real routing replayed (experts come back after the host cache dropped them: new keys)
+    refilled="K3_STORE=stream K3_RAM_GB=0.265 K3_DEV_EXPERT_GB=0.05 K3_REPLAY=$trace"
+    tokens_same "big, GPU expert cache over a refilled streaming cache, copied" "$dir/big" "$toks" 48 $refilled \
+        K3_DEV_HOST_EXPERTS=copy
+    tokens_same "big, GPU expert cache over a refilled streaming cache, split" "$dir/big" "$toks" 48 $refilled
+    tokens_same "big, GPU expert cache over a streaming cache, streamed spine" "$dir/big" "$toks" 32 $small \
+        K3_STORE=stream K3_RAM_GB=0.3 K3_PIN_LAYERS=1
+    read -r hits ev rc <<<"$(cache_counts "$dir/big" $small K3_DEV_HOST_EXPERTS=copy K3_REPLAY="$trace")"
+    [ "$hits" -gt 0 ] && [ "$ev" -gt 0 ] && pass "cache: a small GPU expert cache hits ($hits) and evicts ($ev)" ||
+        bad "cache: a small GPU expert cache: $hits hits, $ev evictions"
+    read -r hits ev rc <<<"$(cache_counts "$dir/big" $refilled K3_DEV_HOST_EXPERTS=copy)"
+    [ "$rc" -gt 0 ] && pass "cache: experts whose host slot was refilled are copied again ($rc; $hits hits)" ||
+        bad "cache: over a refilled streaming cache: $hits hits, $ev evictions, $rc re-copies"
 fi
 
 if [ "$what" = check ] || [ "$what" = all ]; then
@@ -251,6 +310,37 @@ if [ "$what" != check ]; then
         bad "synth k3"
     echo "synth took $(( $(date +%s) - t0 )) s, $(du -sh "$dir/k3" | cut -f1)"
 fi
+if [ "$what" = cache ] || [ "$what" = all ]; then
+    # the GPU expert cache on K3's shapes (experts of 17.55 MB; a token routes 2 x 16): real routing
+    # replayed (the k3-mini model's validation trace mapped onto 896 experts: 128 used per layer, so
+    # 256 experts, 4.5 GB, are the working set); 0.67 GB holds 1.2 tokens' worth (38 slots), as
+    # 30 GB would for the full model. Every row in (page-locked) host memory beyond the cache.
+    k3_model
+    replay="K3_DEV=cuda K3_STORE=mapped K3_REPLAY=$trace"
+    rows=("no cache, split:$replay K3_DEV_EXPERT_GB=0"
+          "no cache, copied:$replay K3_DEV_EXPERT_GB=0 K3_DEV_HOST_EXPERTS=copy"
+          "0.67 GB, split:$replay K3_DEV_EXPERT_GB=0.67"
+          "0.67 GB, copied:$replay K3_DEV_EXPERT_GB=0.67 K3_DEV_HOST_EXPERTS=copy"
+          "0.67 GB, cpu:$replay K3_DEV_EXPERT_GB=0.67 K3_DEV_HOST_EXPERTS=cpu"
+          "2 GB, split:$replay K3_DEV_EXPERT_GB=2"
+          "4.5 GB, split:$replay K3_DEV_EXPERT_GB=4.5")
+    for row in "${rows[@]}"; do k3_run 1 "${row%%:*}" 64 ${row#*:}; done
+    for row in "${rows[@]:1}"; do
+        label=${row%%:*}
+        cmp -s "$dir/k3.tok.no_cache,_split" "$dir/k3.tok.${label// /_}" && pass "k3 replay: $label tokens = no cache" ||
+            bad "k3 replay: $label tokens differ"
+    done
+    # the router's own (synthetic, near uniform) routing: every expert resident (the cache filled at
+    # start-up), none, and a 2 GB cache
+    k3_run 1 "all resident" 33 K3_DEV=cuda K3_STORE=mapped
+    k3_run 1 "2 GB, router" 33 K3_DEV=cuda K3_STORE=mapped K3_DEV_EXPERT_GB=2
+    k3_run 1 "no cache, router" 33 K3_DEV=cuda K3_STORE=mapped K3_DEV_EXPERT_GB=0
+    for label in "2 GB, router" "no cache, router"; do
+        cmp -s "$dir/k3.tok.all_resident" "$dir/k3.tok.${label// /_}" && pass "k3 shapes: $label tokens = all resident" ||
+            bad "k3 shapes: $label tokens differ"
+    done
+fi
+
 if [ "$what" = k3 ] || [ "$what" = all ]; then
     # one prompt token: every position is a decode step (on the GPU: all in the layer pass, so its
     # phases are the GPU's timeline)
@@ -267,7 +357,7 @@ if [ "$what" = k3 ] || [ "$what" = all ]; then
           "cpu stream:K3_DEV=cpu K3_STORE=stream K3_RAM_GB=24" "cuda layers stream:K3_DEV=cuda K3_STORE=stream K3_RAM_GB=24")
     K3_SPEC=0 k3_rows decode "$prompt" "phases|layer pass" "${rows[@]}"
 fi
-if [ "$what" != check ]; then
+if [ "$what" != check ] && [ "$what" != cache ]; then
     # prefill and speculation: a 16-token prompt that repeats (the layer pass runs it as one chunk of
     # 16 rows, then decode steps and verify passes when drafts come), 33 new tokens, speculation on;
     # OLD_DF (another build, e.g. the previous commit's) adds its row beside

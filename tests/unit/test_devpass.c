@@ -7,7 +7,15 @@
  * verify passes kept in full, in part and not at all, all on the device; copies, saves and
  * comparisons of States whose latest values live on the device; the verify passes' commits replayed
  * there without copying the State, for the mapped store and a streamed spine with a small,
- * constantly refilled expert cache, and for experts the device does not hold. */
+ * constantly refilled expert cache, and for experts the device does not hold.
+ *
+ * The device's expert slots (the layer pass's expert cache, model/devcache.h) are copies of their
+ * own, made as late as the contract allows (when a launch reads the slot, or at fills_wait), and
+ * the experts a launch reads from a slot are computed from those copies: a wrong slot, or host
+ * memory the pass lets change before the copy, shows in the logits. A slot read for an expert the
+ * source now hands out under another key (a refilled host slot) is counted as stale. Hits, misses
+ * and evictions of a churning cache are checked against the same policy run on the routing the
+ * device saw. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +23,7 @@
 #include "check.h"
 #include "kernels/device.h"
 #include "kernels/devops.h"
+#include "model/cache_index.h"
 #include "model/internal.h"
 #include "model/ops.h"
 #include "model_fixture.h"
@@ -25,16 +34,17 @@ static void *h_alloc(MatDevice *d, size_t bytes) { return (void)d, calloc(1, byt
 static void h_release(MatDevice *d, void *p, size_t bytes) { (void)d, (void)bytes, free(p); }
 static void h_put(MatDevice *d, void *dst, const void *src, size_t n) { (void)d, memcpy(dst, src, n); }
 static void h_copy(MatDevice *d, void *dst, const void *src, size_t n) { (void)d, memcpy(dst, src, n); }
+static void run_queued(void);
 static int h_get(MatDevice *d, void *dst, const void *src, size_t n) {
     (void)d, n_gets++;
+    run_queued();
     if (n) memcpy(dst, src, n);
     return 0;
 }
-static int holds_all = 1; /* 0: no expert is kept, so the pass runs them the host way it was told */
 /* The stand-in keeps copies of the spine's matrices under their keys, as a GPU does, and its
  * products read a kept copy: a pass that used a streamed layer's matrices without the device
- * holding them would read whatever the stream buffer holds now. (Experts are "held" by holds_all
- * and read where they lie, acquired.) */
+ * holding them would read whatever the stream buffer holds now. Experts are held only in the
+ * expert slots (below). */
 enum { MAX_KEPT = 4096 };
 static struct {
     MatKey key;
@@ -67,8 +77,7 @@ static const Mat *resident(const Mat *W) {
 }
 static int h_keep(MatDevice *d, const Mat *W) {
     (void)d, n_kept++;
-    if (W->fmt == WF_MXFP4) return holds_all;
-    if (!W->key.store || !W->data) return 0;
+    if (W->fmt == WF_MXFP4 || !W->key.store || !W->data) return 0;
     int i = find_kept(W);
     if (i < 0) {
         CHECK(n_kept_mats < MAX_KEPT);
@@ -82,7 +91,7 @@ static int h_keep(MatDevice *d, const Mat *W) {
 }
 static int h_holds(MatDevice *d, const Mat *W) {
     (void)d;
-    return W->fmt == WF_MXFP4 ? holds_all : resident(W) != W;
+    return W->fmt != WF_MXFP4 && resident(W) != W;
 }
 static void h_mul(MatDevice *d, float *Y, const Mat *W, const float *X, int T) {
     (void)d, n_ops++, mat_mul_cpu(NULL, Y, resident(W), X, T);
@@ -186,9 +195,21 @@ static void h_mla(MatDevice *d, const DevMla *a) {
         }
 }
 
+/* Every routing call the device computed, in order (a forward's MoE layers one after the other):
+ * call c routed call_rows[c] rows, their ids from routes[call_at[c]]. */
+static int *routes, *call_rows, *call_at, n_calls, cap_calls, n_route_ids, cap_routes;
+
 static void h_route(MatDevice *d, const float *logits, const float *bias, int ne, int k, int rows, int *ids, float *weights) {
     (void)d;
     for (int t = 0; t < rows; t++) moe_route(logits + (size_t)t * ne, bias, ne, k, ids + t * k, weights + t * k);
+    if (n_calls == cap_calls)
+        cap_calls = 2 * cap_calls + 64, call_rows = realloc(call_rows, sizeof(int) * (size_t)cap_calls),
+        call_at = realloc(call_at, sizeof(int) * (size_t)cap_calls);
+    if (n_route_ids + rows * k > cap_routes)
+        cap_routes = 2 * (n_route_ids + rows * k), routes = realloc(routes, sizeof *routes * (size_t)cap_routes);
+    call_rows[n_calls] = rows, call_at[n_calls++] = n_route_ids;
+    memcpy(routes + n_route_ids, ids, sizeof *ids * (size_t)rows * k);
+    n_route_ids += rows * k;
 }
 
 /* Expert w on rows of x into out; h: [2][h_rows][inter], this expert's rows at h_at. */
@@ -202,23 +223,128 @@ static void h_expert(MatDevice *d, const Mat *w1, const Mat *w2, const Mat *w3, 
     mat_mul_cpu(NULL, out, w2, h1, rows);
 }
 
-static void h_experts(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot, int n,
-                      const float *z, float *h, float *out, float beta, float beta_lin, int wait) {
+/* ---- expert slots ---- */
+
+typedef struct {
+    Mat src[3];       /* the host matrices of the fill in flight (pending) */
+    uint8_t *data[3], *aux[3];
+    Mat copy[3];      /* the slot's copies, with the keys they were filled from */
+    int pending;
+} HostSlot;
+
+static HostSlot *hslots;
+static int n_hslots, slot_room; /* slots made; slots the device has room for */
+static long n_fills, n_stale;
+
+/* The copy stream runs the slot's fill now (at the latest: a launch reads it, or fills_wait). */
+static void run_fill(HostSlot *hs) {
+    if (!hs->pending) return;
+    for (int p = 0; p < 3; p++) {
+        size_t data = data_bytes(&hs->src[p]), aux = aux_bytes(&hs->src[p]);
+        hs->data[p] = realloc(hs->data[p], data), hs->aux[p] = realloc(hs->aux[p], aux ? aux : 1);
+        memcpy(hs->data[p], hs->src[p].data, data);
+        if (aux) memcpy(hs->aux[p], hs->src[p].aux, aux);
+        hs->copy[p] = hs->src[p];
+        hs->copy[p].data = hs->data[p], hs->copy[p].aux = aux ? hs->aux[p] : NULL;
+    }
+    hs->pending = 0;
+}
+
+static void free_slots(void) {
+    for (int s = 0; s < n_hslots; s++)
+        for (int p = 0; p < 3; p++) free(hslots[s].data[p]), free(hslots[s].aux[p]);
+    free(hslots), hslots = NULL, n_hslots = 0;
+}
+
+static int h_expert_slots(MatDevice *d, size_t bytes, int want) {
+    (void)d, (void)bytes;
+    free_slots();
+    n_hslots = want < slot_room ? want : slot_room;
+    hslots = calloc((size_t)(n_hslots > 0 ? n_hslots : 1), sizeof *hslots);
+    return n_hslots;
+}
+
+static void h_slot_fill(MatDevice *d, int s, const Mat *w1, const Mat *w2, const Mat *w3) {
+    (void)d;
+    CHECK_MSG(s >= 0 && s < n_hslots, "slot %d of %d filled", s, n_hslots);
+    if (s < 0 || s >= n_hslots) return;
+    run_fill(&hslots[s]); /* the copy stream is in order */
+    hslots[s].src[0] = *w1, hslots[s].src[1] = *w2, hslots[s].src[2] = *w3, hslots[s].pending = 1;
+    n_fills++;
+}
+
+static int h_fills_wait(MatDevice *d) {
+    (void)d;
+    for (int s = 0; s < n_hslots; s++) run_fill(&hslots[s]);
+    return 0;
+}
+
+/* Slot s's copies (filled first, as the launch that reads it waits for its fill), each checked
+ * against the key the pass meant (w): a copy from bytes the source has since handed out under
+ * another key is stale. NULL for a slot that does not exist. */
+static HostSlot *read_slot(int s, const Mat *const w[3]) {
+    CHECK(s < n_hslots);
+    if (s >= n_hslots) return NULL;
+    HostSlot *hs = &hslots[s];
+    run_fill(hs);
+    for (int p = 0; p < 3; p++) n_stale += !mat_key_equal(&hs->copy[p].key, &w[p]->key);
+    return hs;
+}
+
+/* One-row experts read from slots run late, as on a device whose compute stream is behind: queued,
+ * and run when the layer's combination (or a copy to the host) reads their outputs; so a fill the
+ * pass did not wait for reads host memory as late as a real device might. */
+typedef struct {
+    int dslot;
+    Mat w[3];          /* the matrices the pass passed (their keys: the bytes it means) */
+    const float *z;
+    float *out, beta, beta_lin;
+} Queued;
+
+static Queued queued[2 * K3_MAX_TOP_K];
+static int n_queued;
+
+static void run_queued(void) {
+    for (int q = 0; q < n_queued; q++) {
+        Queued *e = &queued[q];
+        const Mat *meant[3] = {&e->w[0], &e->w[1], &e->w[2]};
+        HostSlot *hs = read_slot(e->dslot, meant);
+        if (!hs) continue;
+        float *h = malloc(sizeof(float) * 2 * (size_t)hs->copy[0].rows);
+        h_expert(NULL, &hs->copy[0], &hs->copy[1], &hs->copy[2], e->z, 1, h, 1, 0, e->out, e->beta, e->beta_lin);
+        free(h);
+    }
+    n_queued = 0;
+}
+
+static void h_experts(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot,
+                      const int *dslot, int n, const float *z, float *h, float *out, float beta, float beta_lin, int wait) {
     (void)wait;
-    for (int i = 0; i < n; i++)
-        h_expert(d, w1[i], w2[i], w3[i], z, 1, h, n, i, out + (size_t)slot[i] * w1[i]->cols, beta, beta_lin);
+    for (int i = 0; i < n; i++) {
+        float *o = out + (size_t)slot[i] * w1[i]->cols;
+        if (!dslot || dslot[i] < 0) { /* copied for this launch: done before it returns */
+            h_expert(d, w1[i], w2[i], w3[i], z, 1, h, n, i, o, beta, beta_lin);
+            continue;
+        }
+        CHECK(n_queued < 2 * K3_MAX_TOP_K);
+        if (n_queued >= 2 * K3_MAX_TOP_K) return;
+        queued[n_queued++] = (Queued){dslot[i], {*w1[i], *w2[i], *w3[i]}, z, o, beta, beta_lin};
+    }
 }
 
 static long n_expert_rows_calls; /* launches of experts with equal rows: experts_rows must group them */
-static void h_experts_rows(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *at,
-                           const int *rows, int n, const float *X, float *h, int h_rows, float *out, float beta, float beta_lin,
-                           int wait) {
+static void h_experts_rows(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *dslot,
+                           const int *at, const int *rows, int n, const float *X, float *h, int h_rows, float *out, float beta,
+                           float beta_lin, int wait) {
     (void)wait;
     n_expert_rows_calls++;
     for (int i = 0; i < n; i++) {
         const size_t latent = (size_t)w1[i]->cols;
+        const Mat *w[3] = {w1[i], w2[i], w3[i]};
         CHECK(at[i] >= 0 && at[i] + rows[i] <= h_rows && (i == 0 || rows[i] >= rows[i - 1]));
-        h_expert(d, w1[i], w2[i], w3[i], X + (size_t)at[i] * latent, rows[i], h, h_rows, at[i], out + (size_t)at[i] * latent,
+        HostSlot *hs = dslot && dslot[i] >= 0 ? read_slot(dslot[i], w) : NULL;
+        if (hs) w[0] = &hs->copy[0], w[1] = &hs->copy[1], w[2] = &hs->copy[2];
+        h_expert(d, w[0], w[1], w[2], X + (size_t)at[i] * latent, rows[i], h, h_rows, at[i], out + (size_t)at[i] * latent,
                  beta, beta_lin);
     }
 }
@@ -230,6 +356,7 @@ static void h_gather(MatDevice *d, float *dst, const float *src, const int *idx,
 
 static void h_combine(MatDevice *d, float *y, const float *eo, const float *w, int k, int n, int rows) {
     (void)d;
+    run_queued();
     for (int t = 0; t < rows; t++) {
         float *yt = y + (size_t)t * n;
         for (int j = 0; j < n; j++) yt[j] = 0;
@@ -244,7 +371,8 @@ static void h_close(MatDevice *d) { (void)d, forget_kept(); }
 
 static const DevOps host_ops = {h_alloc, h_release, h_put, h_copy, h_get, h_keep, h_holds, h_mul, h_mul_heads, h_tmul_heads,
                                 h_rmsnorm, h_attnres, h_add, h_gate, h_situ, h_kda, h_mla, h_route, h_experts,
-                                h_experts_rows, h_gather, h_combine, h_mark, h_phase_times};
+                                h_experts_rows, h_gather, h_combine, h_mark, h_phase_times, h_expert_slots, h_slot_fill,
+                                h_fills_wait};
 
 /* The per-product path (prefill, verification, lookahead) reads kept copies too. */
 static void cpu_mul(MatDevice *d, Pool *pool, float *Y, const Mat *W, const float *X, int T) {
@@ -371,64 +499,208 @@ static float *cpu_rows(int chunk, int *rows) {
     return want;
 }
 
-static void run_layout(const char *what, EngineOptions o, int chunk) {
+/* What a layout of the test runs: the engine's options, the prompt's chunk size, the expert slots
+ * the device has room for, and whether the host's expert cache is refilled all the time (its
+ * experts come back in other slots or generations: the device must copy them again). */
+typedef struct {
+    const char *what;
+    EngineOptions o;
+    int chunk, room, refilled;
+} Layout;
+
+typedef struct {
+    long hits, misses, evictions;
+} Counts;
+
+/* The distinct experts of routing call c, ascending (as the pass acquires them); returns how many. */
+static int call_experts(int c, int k, int *ids) {
+    int n = 0;
+    for (int p = 0; p < call_rows[c] * k; p++) {
+        int e = routes[call_at[c] + p], at = n;
+        for (int j = 0; j < n && at == n; j++)
+            if (ids[j] >= e) at = j;
+        if (at < n && ids[at] == e) continue;
+        memmove(ids + at + 1, ids + at, sizeof(int) * (size_t)(n - at));
+        ids[at] = e, n++;
+    }
+    return n;
+}
+
+/* The layer pass's cache protocol replayed on the routing the device computed, with its policy:
+ * per MoE layer (one routing call, of one row or a chunk's) the previous layer's slots unlocked (a
+ * new pass when the layers start over), the hits among its distinct experts held, every miss
+ * copied into a slot (the likeliest to be used again first), then one use of each distinct expert
+ * in ascending order. For the mapped store (keys never change) and every miss copied. */
+static Counts simulate(const K3Config *c, CachePolicy policy, int n_slots) {
+    CacheIndex ci;
+    cidx_init(&ci, policy, n_slots, c->n_layers, c->n_experts);
+    Counts k = {0, 0, 0};
+    const int moe = c->n_layers - c->first_dense;
+    int held[MODEL_MAX_ROUTED], n_held = 0, last = -1;
+    for (int r = 0; r < n_calls; r++) {
+        const int layer = c->first_dense + r % moe;
+        int ids[MODEL_MAX_ROUTED], miss[MODEL_MAX_ROUTED], n_miss = 0, n = call_experts(r, c->top_k, ids);
+        for (int i = 0; i < n_held; i++) cidx_lock(&ci, held[i], 0);
+        n_held = 0;
+        if (layer <= last) cidx_next_pass(&ci);
+        last = layer;
+        for (int i = 0; i < n; i++) {
+            int slot = cidx_lookup(&ci, layer * c->n_experts + ids[i]);
+            if (slot < 0) {
+                int key = layer * c->n_experts + ids[i], at = n_miss++;
+                while (at > 0 && ci.weight[layer * c->n_experts + miss[at - 1]] < ci.weight[key]) miss[at] = miss[at - 1], at--;
+                miss[at] = ids[i];
+            } else
+                k.hits++, cidx_lock(&ci, slot, 1), held[n_held++] = slot;
+        }
+        for (int i = 0; i < n_miss; i++) {
+            int slot = cidx_victim(&ci, layer);
+            k.misses++, k.evictions += ci.key_of_slot[slot] >= 0;
+            cidx_assign(&ci, slot, layer * c->n_experts + miss[i]);
+            cidx_lock(&ci, slot, 1), held[n_held++] = slot;
+        }
+        for (int i = 0; i < n; i++) {
+            int key = layer * c->n_experts + ids[i];
+            cidx_use(&ci, key, cidx_lookup(&ci, key));
+        }
+    }
+    cidx_free(&ci);
+    return k;
+}
+
+/* The cache's counts, as the way of running the experts it misses and its size say they must be. */
+static void check_cache(const Layout *L, Engine *e) {
+    const ModelStats *ms = model_stats(e->model);
+    const DevCacheCounts *dc = &ms->dev_cache;
+    const K3Config *c = &e->cat.cfg;
+    const HostExperts way = L->o.host_experts;
+    const int total = (c->n_layers - c->first_dense) * c->n_experts, cpu = ms->experts_cpu > 0, copied = ms->experts_copied > 0;
+    int holds_all = 0, slots = model_device_slots(e->model, &holds_all);
+    CHECK_MSG(slots == (L->room < total ? L->room : total), "%s: %d slots for room %d", L->what, slots, L->room);
+    CHECK_MSG(n_stale == 0, "%s: %ld launches read a slot whose host bytes were refilled since", L->what, n_stale);
+    CHECK_MSG(n_fills == (long)dc->admitted + (holds_all ? total : 0), "%s: %ld fills, %llu admissions", L->what, n_fills,
+              (unsigned long long)dc->admitted); /* (a cache holding every expert was filled at start-up) */
+    if (slots == 0) { /* no cache: every expert the way it was told */
+        if (way == HOST_EXPERTS_CPU) CHECK_MSG(cpu && !copied, "%s: %d %d", L->what, cpu, copied);
+        else if (way == HOST_EXPERTS_COPY) CHECK_MSG(!cpu && copied, "%s: %d %d", L->what, cpu, copied);
+        else CHECK_MSG(cpu && copied, "%s: both ways are measured: %d %d", L->what, cpu, copied);
+        return;
+    }
+    long routed = 0;
+    for (int r = 0; r < n_calls; r++) {
+        int ids[MODEL_MAX_ROUTED];
+        routed += call_experts(r, c->top_k, ids);
+    }
+    CHECK_MSG((long)(dc->hits + dc->misses) == routed, "%s: %llu hits + %llu misses of %ld routed", L->what,
+              (unsigned long long)dc->hits, (unsigned long long)dc->misses, routed);
+    CHECK_MSG(dc->misses == ms->experts_cpu + ms->experts_copied, "%s: misses %llu, %llu on the CPU, %llu copied", L->what,
+              (unsigned long long)dc->misses, (unsigned long long)ms->experts_cpu, (unsigned long long)ms->experts_copied);
+    if (holds_all) {
+        CHECK_MSG(dc->misses == 0 && !cpu && !copied, "%s: the cache holds every expert, yet %llu misses", L->what,
+                  (unsigned long long)dc->misses);
+        return;
+    }
+    if (L->refilled)
+        CHECK_MSG(dc->recopies > 0, "%s: no expert was copied again after its host slot was refilled (%llu hits, %llu misses)",
+                  L->what, (unsigned long long)dc->hits, (unsigned long long)dc->misses);
+    else CHECK_MSG(dc->hits > 0, "%s: no hit", L->what);
+    if (way == HOST_EXPERTS_CPU) /* every miss computed by the CPU, and copied into the cache meanwhile */
+        CHECK_MSG(!copied && dc->admitted == dc->misses, "%s: %llu copied, %llu admitted of %llu misses", L->what,
+                  (unsigned long long)ms->experts_copied, (unsigned long long)dc->admitted, (unsigned long long)dc->misses);
+    else if (way == HOST_EXPERTS_COPY)
+        CHECK_MSG(!cpu && dc->admitted == dc->misses, "%s: %d, %llu admitted", L->what, cpu, (unsigned long long)dc->admitted);
+    else /* what is copied is admitted; the CPU's share is not */
+        CHECK_MSG(cpu && copied && dc->admitted == ms->experts_copied, "%s: %d %d, %llu admitted", L->what, cpu, copied,
+                  (unsigned long long)dc->admitted);
+    if (slots < total && L->o.store.kind == STORE_MAPPED && way == HOST_EXPERTS_COPY) {
+        Counts k = simulate(c, L->o.store.policy, slots);
+        CHECK_MSG(k.hits == (long)dc->hits && k.misses == (long)dc->misses && k.evictions == (long)dc->evictions,
+                  "%s: hits %llu, misses %llu, evictions %llu; the policy on the same routing: %ld, %ld, %ld", L->what,
+                  (unsigned long long)dc->hits, (unsigned long long)dc->misses, (unsigned long long)dc->evictions, k.hits,
+                  k.misses, k.evictions);
+        CHECK_MSG(k.evictions > 0, "%s: the cache did not churn", L->what);
+    }
+}
+
+static void run_layout(const Layout *L) {
     Engine e;
     int rows = 0;
-    float *want = cpu_rows(chunk, &rows);
+    float *want = cpu_rows(L->chunk, &rows);
     install();
-    n_ops = n_kept = n_gets = n_expert_rows_calls = 0;
-    CHECK_MSG(engine_open(&e, dir, &o) == 0, "%s: %s", what, df_errmsg());
-    CHECK_MSG(e.model->dev != NULL, "%s: the layer pass was not set up", what);
+    n_ops = n_kept = n_gets = n_expert_rows_calls = 0, n_calls = n_route_ids = 0, n_fills = n_stale = 0, slot_room = L->room;
+    CHECK_MSG(engine_open(&e, dir, &L->o) == 0, "%s: %s", L->what, df_errmsg());
+    CHECK_MSG(e.model->dev != NULL, "%s: the layer pass was not set up", L->what);
     float *got = calloc((size_t)MAX_ROWS * (size_t)e.cat.cfg.vocab, sizeof(float));
     int equal = 0, moved = 1;
-    CHECK_MSG(script(&e, chunk, got, &equal, &moved) == rows, "%s: %s", what, df_errmsg());
+    CHECK_MSG(script(&e, L->chunk, got, &equal, &moved) == rows, "%s: %s", L->what, df_errmsg());
     for (int r = 0; r < rows; r++)
         if (memcmp(got + (size_t)r * e.cat.cfg.vocab, want + (size_t)r * e.cat.cfg.vocab, sizeof(float) * (size_t)e.cat.cfg.vocab)) {
-            CHECK_MSG(0, "%s, chunks of %d: logits row %d of %d differs from the CPU's", what, chunk, r, rows);
+            CHECK_MSG(0, "%s, chunks of %d: logits row %d of %d differs from the CPU's", L->what, L->chunk, r, rows);
             break;
         }
-    CHECK_MSG(equal, "%s: a State saved from the device and loaded differs", what);
-    CHECK_MSG(!moved, "%s: a verify pass, its commit or a decode step after it copied the State", what);
+    CHECK_MSG(equal, "%s: a State saved from the device and loaded differs", L->what);
+    CHECK_MSG(!moved, "%s: a verify pass, its commit or a decode step after it copied the State", L->what);
     const ModelStats *ms = model_stats(e.model);
-    CHECK_MSG(ms->dev_forwards == ms->forwards && ms->forwards > 0, "%s: %llu of %llu forwards on the device", what,
+    CHECK_MSG(ms->dev_forwards == ms->forwards && ms->forwards > 0, "%s: %llu of %llu forwards on the device", L->what,
               (unsigned long long)ms->dev_forwards, (unsigned long long)ms->forwards);
-    CHECK_MSG(n_ops > 0 && n_gets > 0, "%s: nothing ran on the device (%ld products)", what, n_ops);
-    if (holds_all || o.host_experts != HOST_EXPERTS_CPU)
-        CHECK_MSG(n_expert_rows_calls > 0, "%s: no chunk's experts ran on the device grouped by expert", what);
-    const int cpu = ms->experts_cpu > 0, copied = ms->experts_copied > 0;
-    if (holds_all) CHECK_MSG(!cpu && !copied, "%s: experts ran the host way although the device holds them", what);
-    else if (o.host_experts == HOST_EXPERTS_CPU) CHECK_MSG(cpu && !copied, "%s: %d %d", what, cpu, copied);
-    else if (o.host_experts == HOST_EXPERTS_COPY) CHECK_MSG(!cpu && copied, "%s: %d %d", what, cpu, copied);
-    else CHECK_MSG(cpu && copied, "%s: both ways are measured: %d %d", what, cpu, copied);
+    CHECK_MSG(n_ops > 0 && n_gets > 0, "%s: nothing ran on the device (%ld products)", L->what, n_ops);
+    if (L->o.host_experts != HOST_EXPERTS_CPU)
+        CHECK_MSG(n_expert_rows_calls > 0, "%s: no chunk's experts ran on the device grouped by expert", L->what);
+    check_cache(L, &e);
     engine_close(&e);
     device_close();
+    free_slots();
     free(got), free(want);
 }
 
-static void test_layer_pass_is_the_cpu_pass(void) {
+/* A streaming store (streamed spine layers), with fewest: its expert cache at its fewest slots
+ * (twice top-k, the memory plan's minimum), so that its slots are refilled all the time. */
+static EngineOptions streamed(int fewest) {
     EngineOptions o = fixture_options();
-    const int chunks[] = {1, 3, 5, 8, N_PROMPT};
-    for (int i = 0; i < 5; i++) run_layout("mapped", o, chunks[i]);
-    CHECK_MSG(n_kept > 0, "mapped: nothing was made resident");
-    o.context = 64; /* a chunk's MLA rows do not fit the scores scratch together: they take turns */
-    run_layout("64-position context", o, N_PROMPT);
-    o = fixture_options();
     o.store.kind = STORE_STREAM;
     o.store.populate = 0;
     o.store.pin_layers = 1;
     o.store.ram_bytes = 300000000;
-    run_layout("streamed spine and experts", o, 5);
-    /* experts the device does not hold: on the CPU threads, copied, or as measured */
-    holds_all = 0;
-    const HostExperts ways[] = {HOST_EXPERTS_CPU, HOST_EXPERTS_COPY, HOST_EXPERTS_AUTO};
-    const char *names[] = {"experts on the CPU", "experts copied", "experts either way, as measured"};
-    for (int i = 0; i < 3; i++) {
-        o = fixture_options();
-        o.host_experts = ways[i];
-        run_layout(names[i], o, 7);
-    }
-    holds_all = 1;
-    o = fixture_options();
+    if (!fewest) return o;
+    Engine e;
+    CHECK_MSG(engine_open(&e, dir, &o) == 0, "%s", df_errmsg());
+    const StreamPlan *p = &e.stream.plan;
+    o.store.ram_bytes = p->fixed + p->globals + p->pinned_bytes + 2 * p->stream_buf + 2 * (uint64_t)e.cat.cfg.top_k * p->slot_bytes;
+    engine_close(&e);
+    return o;
+}
+
+static void test_layer_pass_is_the_cpu_pass(void) {
+    const EngineOptions mapped = fixture_options();
+    EngineOptions copy = mapped, cpu = mapped, way_auto = mapped, short_context = mapped;
+    copy.host_experts = HOST_EXPERTS_COPY, cpu.host_experts = HOST_EXPERTS_CPU, way_auto.host_experts = HOST_EXPERTS_AUTO;
+    short_context.context = 64; /* a chunk's MLA rows do not fit the scores scratch together: they take turns */
+    EngineOptions refilled = streamed(1), refilled_cpu = refilled;
+    refilled.host_experts = HOST_EXPERTS_COPY, refilled_cpu.host_experts = HOST_EXPERTS_CPU;
+    const Layout layouts[] = {
+        {"mapped, every expert in the cache", mapped, 1, 1000, 0},
+        {"mapped, every expert in the cache", mapped, 3, 1000, 0},
+        {"mapped, every expert in the cache", mapped, 5, 1000, 0},
+        {"mapped, every expert in the cache", mapped, 8, 1000, 0},
+        {"mapped, every expert in the cache", mapped, N_PROMPT, 1000, 0},
+        {"64-position context", short_context, N_PROMPT, 1000, 0},
+        {"streamed spine and experts, the cache filled as they come", streamed(0), 5, 1000, 0},
+        /* no cache: experts the device does not hold, on the CPU threads, copied, or as measured */
+        {"no cache, experts on the CPU", cpu, 7, 0, 0},
+        {"no cache, experts copied", copy, 7, 0, 0},
+        {"no cache, experts either way, as measured", way_auto, 7, 0, 0},
+        /* a cache of 5 of the 32 experts (top-2 of 8, 4 MoE layers): it churns */
+        {"small cache, misses copied into it", copy, 1, 5, 0},
+        {"small cache, misses copied into it", copy, 7, 5, 0},
+        {"small cache, misses on the CPU, copied into it meanwhile", cpu, 5, 5, 0},
+        {"small cache, misses split as measured", way_auto, 5, 5, 0},
+        /* a host cache of 4 slots: what the device copied from one is soon refilled with other bytes */
+        {"a cache over a constantly refilled host cache", refilled, 5, 12, 1},
+        {"the same, misses on the CPU and copied into the cache meanwhile", refilled_cpu, 5, 12, 1},
+    };
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) run_layout(&layouts[i]);
+    CHECK_MSG(n_kept > 0, "nothing was made resident");
+    EngineOptions o = fixture_options();
     o.device_pass = PASS_PRODUCTS;
     Engine e;
     install();
@@ -482,5 +754,6 @@ int main(void) {
     RUN(test_layer_pass_is_the_cpu_pass);
     RUN(test_device_keeps_the_streamed_spine);
     fixture_close(&base, dir);
+    free(routes), free(call_rows), free(call_at);
     return check_summary();
 }

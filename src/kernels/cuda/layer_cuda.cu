@@ -324,15 +324,6 @@ unsigned head_threads(int D) {
     return t;
 }
 
-/* Each operation: the device, locked, skipped after a fault. */
-struct Locked {
-    CudaDevice *d;
-    explicit Locked(MatDevice *base) : d((CudaDevice *)base) { pthread_mutex_lock(&d->mu); }
-    ~Locked() { pthread_mutex_unlock(&d->mu); }
-    bool ok() const { return !d->faulted; }
-    bool launched(const char *what) { return check(d, cudaGetLastError(), what); }
-};
-
 /* Copies from host memory may still be in flight (page-locked buffers copy asynchronously), and the
  * store may refill that memory once the model moves on: wait for them before returning. */
 void settle_uploads(CudaDevice *d) {
@@ -417,6 +408,7 @@ void product(MatDevice *base, float *Y, const Mat *W, const MatHeads *hd, const 
                        : Span{0, 0, W->rows, x_t, 0, (size_t)W->rows};
     MulJob job = {dev_mat(W, dw), sp, X, Y};
     launch_products(L.d, &job, 1, heads, T, tmul);
+    slots_read_done(L.d);
     settle_uploads(L.d);
 }
 
@@ -497,18 +489,22 @@ void op_route(MatDevice *base, const float *logits, const float *bias, int n_exp
 }
 
 /* Experts [at, at + m) of a call, each on `rows` rows: expert i reads them from X + x_row[i] * latent
- * (x_row NULL: row 0) and writes them to out + y_row[i] * latent; their weights (kept, or staged side
- * by side for this launch), gate and up in one launch into h (expert i of the launch at row i * rows
- * of each half of h_rows rows), SiTU, down in one launch. */
-void expert_launch(CudaDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *x_row,
-                   const int *y_row, int rows, int at, int m, const float *X, float *h, size_t h_rows, float *out, float beta,
+ * (x_row NULL: row 0) and writes them to out + y_row[i] * latent; their weights (in their expert slot
+ * when dslot names one, kept, or staged side by side for this launch), gate and up in one launch into
+ * h (expert i of the launch at row i * rows of each half of h_rows rows), SiTU, down in one launch. */
+void expert_launch(CudaDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *dslot,
+                   const int *x_row, const int *y_row, int rows, int at, int m, const float *X, float *h, size_t h_rows,
+                   float *out, float beta,
                    float beta_lin) {
     const Mat *mats[3 * EXPERTS_PER_LAUNCH];
     const uint8_t *dw[3 * EXPERTS_PER_LAUNCH];
+    const int part[3] = {0, 2, 1}; /* of a slot (w1, w2, w3) for gate, up, down */
     size_t staged = 0;
     for (int i = 0; i < m; i++) mats[3 * i] = w1[at + i], mats[3 * i + 1] = w3[at + i], mats[3 * i + 2] = w2[at + i];
     for (int i = 0; i < 3 * m; i++) {
-        dw[i] = kept_weights(d, mats[i]);
+        const int ds = dslot ? dslot[at + i / 3] : -1;
+        dw[i] = ds >= 0 ? slot_memory(d, ds, mats[i], part[i % 3]) : kept_weights(d, mats[i]);
+        if (ds >= 0 && !dw[i]) return; /* (a fault) */
         if (!dw[i]) staged += (dev_bytes(mats[i]) + 255) / 256 * 256; /* each staged copy 256-byte aligned */
     }
     if (staged && !reserve(d, (void **)&d->batch_stage, &d->batch_stage_cap, staged)) {
@@ -541,6 +537,7 @@ void expert_launch(CudaDevice *d, const Mat *const *w1, const Mat *const *w2, co
     }
     launch_products(d, jobs, m, 1, rows, false);
     check(d, cudaGetLastError(), "expert kernels");
+    slots_read_done(d);
 }
 
 /* A call's experts whose weights the device did not keep were copied from host memory: with wait,
@@ -550,24 +547,24 @@ void experts_done(CudaDevice *d, int wait) {
     else d->uploaded = false;
 }
 
-void op_experts(MatDevice *base, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot, int n,
-                const float *z, float *h, float *out, float beta, float beta_lin, int wait) {
+void op_experts(MatDevice *base, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot,
+                const int *dslot, int n, const float *z, float *h, float *out, float beta, float beta_lin, int wait) {
     Locked L(base);
     for (int at = 0; at < n && L.ok(); at += EXPERTS_PER_LAUNCH) {
         const int m = n - at < EXPERTS_PER_LAUNCH ? n - at : EXPERTS_PER_LAUNCH;
-        expert_launch(L.d, w1, w2, w3, nullptr, slot, 1, at, m, z, h, (size_t)n, out, beta, beta_lin);
+        expert_launch(L.d, w1, w2, w3, dslot, nullptr, slot, 1, at, m, z, h, (size_t)n, out, beta, beta_lin);
     }
     experts_done(L.d, wait);
 }
 
 /* Runs of experts with equal rows, up to EXPERTS_PER_LAUNCH, share a launch. */
-void op_experts_rows(MatDevice *base, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *at,
-                     const int *rows, int n, const float *X, float *h, int h_rows, float *out, float beta, float beta_lin,
-                     int wait) {
+void op_experts_rows(MatDevice *base, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *dslot,
+                     const int *at, const int *rows, int n, const float *X, float *h, int h_rows, float *out, float beta,
+                     float beta_lin, int wait) {
     Locked L(base);
     for (int i = 0, m; i < n && L.ok(); i += m) {
         for (m = 1; i + m < n && m < EXPERTS_PER_LAUNCH && rows[i + m] == rows[i];) m++;
-        expert_launch(L.d, w1, w2, w3, at, at, rows[i], i, m, X, h, (size_t)h_rows, out, beta, beta_lin);
+        expert_launch(L.d, w1, w2, w3, dslot, at, at, rows[i], i, m, X, h, (size_t)h_rows, out, beta, beta_lin);
     }
     experts_done(L.d, wait);
 }
@@ -611,6 +608,7 @@ void op_phase_times(MatDevice *base, double *secs) {
 
 const DevOps layer_ops = {op_alloc, op_release, op_put, op_copy, op_get, op_keep, op_holds, op_mul, op_mul_heads, op_tmul_heads,
                           op_rmsnorm, op_attnres, op_add, op_gate, op_situ, op_kda, op_mla, op_route, op_experts,
-                          op_experts_rows, op_gather, op_combine, op_mark, op_phase_times};
+                          op_experts_rows, op_gather, op_combine, op_mark, op_phase_times, op_expert_slots, op_slot_fill,
+                          op_fills_wait};
 
 } // namespace dfcuda

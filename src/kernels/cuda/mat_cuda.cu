@@ -22,7 +22,10 @@
  * copied for the one product, and where even that does not fit, the product runs on the CPU. The
  * buffers a store refills (the expert cache, the spine's stream buffers) are page-locked for fast
  * copies when the driver allows. Activations go up and results come back on every call, on one
- * stream, under a mutex (products may be called from any thread). */
+ * stream, under a mutex (products may be called from any thread). While the model runs an expert
+ * cache (slots_cuda.cu), the slots' contents are entered here under the keys they were filled from,
+ * so products find them too; such entries point into the slots and are dropped, never refreshed,
+ * when their key comes back with another generation. */
 #include "kernels/cuda/mat_cuda.h"
 
 #include <cuda_runtime.h>
@@ -360,7 +363,7 @@ Resident *lookup(CudaDevice *d, const MatKey &k) {
     }
 }
 
-void grow_table(CudaDevice *d) {
+static void grow_table(CudaDevice *d) {
     Resident *old = d->table;
     size_t old_cap = d->cap;
     d->cap = old_cap ? 2 * old_cap : 1024;
@@ -370,22 +373,34 @@ void grow_table(CudaDevice *d) {
     free(old);
 }
 
-/* Copies a matrix's data and aux to dst (device), aux at the 16-byte boundary after data. */
-void upload(CudaDevice *d, uint8_t *dst, const Mat *W, size_t data, size_t aux) {
-    d->uploaded = true;
-    check(d, cudaMemcpyAsync(dst, W->data, data, cudaMemcpyHostToDevice, d->stream), "copying weights");
-    if (aux) check(d, cudaMemcpyAsync(dst + (data + 15) / 16 * 16, W->aux, aux, cudaMemcpyHostToDevice, d->stream),
+void table_room(CudaDevice *d) {
+    if (2 * (d->used + 1) > d->cap) grow_table(d);
+}
+
+void copy_weights(CudaDevice *d, cudaStream_t st, uint8_t *dst, const Mat *W) {
+    size_t data = 0, aux = 0;
+    mat_sizes(W, &data, &aux);
+    check(d, cudaMemcpyAsync(dst, W->data, data, cudaMemcpyHostToDevice, st), "copying weights");
+    if (aux) check(d, cudaMemcpyAsync(dst + (data + 15) / 16 * 16, W->aux, aux, cudaMemcpyHostToDevice, st),
                    "copying weight scales");
+}
+
+/* W's bytes to dst on the compute stream (settle_uploads waits for them). */
+void upload(CudaDevice *d, uint8_t *dst, const Mat *W) {
+    d->uploaded = true;
+    copy_weights(d, d->stream, dst, W);
 }
 
 bool same_shape(const Resident *r, const Mat *W) {
     return r->fmt == (int)W->fmt && r->rows == W->rows && r->cols == W->cols;
 }
 
-/* Whether a new copy of W may stay: within the budget, and experts leave room for the spine. */
+/* Whether a new copy of W may stay: within the budget, and experts leave room for the spine; while
+ * the model runs an expert cache in slots, experts are its to keep. */
 bool may_keep(const CudaDevice *d, const Mat *W, size_t bytes) {
     if (d->resident + d->allocated + bytes > d->budget) return false;
     if (W->fmt != WF_MXFP4) return true;
+    if (d->slots.n > 0) return false;
     if (d->experts_resident + bytes > d->base.expert_bytes) return false;
     size_t spine_left = d->base.spine_bytes > d->resident - d->experts_resident
                             ? d->base.spine_bytes - (d->resident - d->experts_resident)
@@ -394,30 +409,32 @@ bool may_keep(const CudaDevice *d, const Mat *W, size_t bytes) {
 }
 
 /* Copies W into a new device allocation that stays, if it may (r filled); false otherwise. */
-bool keep_copy(CudaDevice *d, Resident *r, const Mat *W, size_t data, size_t aux, size_t bytes) {
+bool keep_copy(CudaDevice *d, Resident *r, const Mat *W, size_t bytes) {
     void *dev = nullptr;
     if (!may_keep(d, W, bytes) || cudaMalloc(&dev, bytes) != cudaSuccess) {
         cudaGetLastError(); /* a refused allocation: the caller stages it instead */
         return false;
     }
-    upload(d, (uint8_t *)dev, W, data, aux);
-    *r = Resident{W->key, (int)W->fmt, W->rows, W->cols, W->fmt == WF_MXFP4, dev, bytes};
+    upload(d, (uint8_t *)dev, W);
+    *r = Resident{W->key, (int)W->fmt, W->rows, W->cols, W->fmt == WF_MXFP4, dev, bytes, false, -1};
     d->resident += bytes, d->experts_resident += r->expert ? bytes : 0;
     return true;
 }
 
 void drop_copy(CudaDevice *d, Resident *r) {
-    cudaFree(r->dev);
-    d->resident -= r->bytes, d->experts_resident -= r->expert ? r->bytes : 0;
+    if (!r->in_slot) {
+        cudaFree(r->dev);
+        d->resident -= r->bytes, d->experts_resident -= r->expert ? r->bytes : 0;
+    }
     *r = Resident{};
 }
 
 /* W copied for this use only, to at (NULL: the single-use buffer). NULL when the device has no
  * room even for that. */
-const uint8_t *stage(CudaDevice *d, const Mat *W, size_t data, size_t aux, size_t bytes, uint8_t *at) {
+const uint8_t *stage(CudaDevice *d, const Mat *W, size_t bytes, uint8_t *at) {
     if (!at && !reserve(d, (void **)&d->stage, &d->stage_cap, bytes)) return nullptr;
     if (!at) at = d->stage;
-    upload(d, at, W, data, aux);
+    upload(d, at, W);
     d->streamed += bytes;
     return at;
 }
@@ -458,21 +475,27 @@ bool holds_weights(CudaDevice *d, const Mat *W) {
 }
 
 const uint8_t *kept_weights(CudaDevice *d, const Mat *W) {
-    size_t data = 0, aux = 0;
-    mat_sizes(W, &data, &aux);
-    const size_t bytes = (data + 15) / 16 * 16 + aux;
+    const size_t bytes = dev_bytes(W);
     if (!W->key.store) return nullptr;
-    if (2 * (d->used + 1) > d->cap) grow_table(d);
+    table_room(d);
     Resident *r = lookup(d, W->key);
+    if (r->key.store && r->in_slot) { /* an expert slot holds the item: the bytes filled, or older ones */
+        if (r->key.gen == W->key.gen && same_shape(r, W) && r->bytes == bytes) {
+            slot_ready(d, r->slot);
+            d->slot_read = true;
+            return (const uint8_t *)r->dev;
+        }
+        remove_entry(d, r), r = lookup(d, W->key); /* never refreshed in place: the slot is the model's */
+    }
     if (r->key.store && same_shape(r, W) && r->bytes == bytes) {
         if (r->key.gen != W->key.gen) { /* new bytes behind the same item: refresh the copy */
-            upload(d, (uint8_t *)r->dev, W, data, aux);
+            upload(d, (uint8_t *)r->dev, W);
             r->key.gen = W->key.gen;
         }
         return (const uint8_t *)r->dev;
     }
     if (r->key.store) remove_entry(d, r), r = lookup(d, W->key); /* the item changed shape */
-    if (keep_copy(d, r, W, data, aux, bytes)) {
+    if (keep_copy(d, r, W, bytes)) {
         d->used++;
         return (const uint8_t *)r->dev;
     }
@@ -482,9 +505,7 @@ const uint8_t *kept_weights(CudaDevice *d, const Mat *W) {
 const uint8_t *device_weights(CudaDevice *d, const Mat *W, uint8_t *stage_at) {
     const uint8_t *kept = kept_weights(d, W);
     if (kept) return kept;
-    size_t data = 0, aux = 0;
-    mat_sizes(W, &data, &aux);
-    return stage(d, W, data, aux, (data + 15) / 16 * 16 + aux, stage_at);
+    return stage(d, W, dev_bytes(W), stage_at);
 }
 
 enum Op { OP_MUL, OP_MUL_HEADS, OP_TMUL_HEADS };
@@ -558,14 +579,23 @@ void cuda_host_buffer(MatDevice *base, void *p, size_t bytes) {
     pthread_mutex_unlock(&d->mu);
 }
 
+/* The streams and events a device made (those not made are NULL). */
+void destroy_streams(CudaDevice *d) {
+    if (d->fills_done) cudaEventDestroy(d->fills_done);
+    if (d->slots_read) cudaEventDestroy(d->slots_read);
+    if (d->copy_stream) cudaStreamDestroy(d->copy_stream);
+    if (d->stream) cudaStreamDestroy(d->stream);
+}
+
 void cuda_close(MatDevice *base) {
     CudaDevice *d = (CudaDevice *)base;
+    slots_free(d); /* (waits for the copies, which may read the page-locked buffers) */
     for (int i = 0; i < d->n_locked; i++) cudaHostUnregister(d->locked[i]);
     for (size_t i = 0; i < d->cap; i++)
-        if (d->table[i].key.store) cudaFree(d->table[i].dev);
+        if (d->table[i].key.store && !d->table[i].in_slot) cudaFree(d->table[i].dev);
     cudaFree(d->x), cudaFree(d->y), cudaFree(d->stage), cudaFree(d->batch_stage);
     for (int i = 0; i < d->n_events; i++) cudaEventDestroy(d->marks[i]);
-    cudaStreamDestroy(d->stream);
+    destroy_streams(d);
     pthread_mutex_destroy(&d->mu);
     free(d->table);
     free(d);
@@ -598,9 +628,13 @@ extern "C" int cuda_device_open(MatDevice **out) {
         return df_fail("K3_DEV=cuda: GPU 0 (%.80s) has compute capability %d.%d; this build needs 8.0 or later", p.name,
                        p.major, p.minor);
     CudaDevice *d = (CudaDevice *)df_calloc(1, sizeof *d);
-    if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+    if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&d->copy_stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&d->fills_done, cudaEventDisableTiming)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&d->slots_read, cudaEventDisableTiming)) != cudaSuccess) {
+        destroy_streams(d);
         free(d);
-        return df_fail("K3_DEV=cuda: cannot create a stream: %s", cudaGetErrorString(e));
+        return df_fail("K3_DEV=cuda: cannot create the streams: %s", cudaGetErrorString(e));
     }
     pthread_mutex_init(&d->mu, nullptr);
     d->budget = free_b > RESERVE ? free_b - RESERVE : 0;
