@@ -182,7 +182,7 @@ static void time_slot_copies(MatDevice *dev, const Mat *W, int reps, Rng *r) {
     for (int round = 0; round < rounds; round++)
         for (int way = 0; way < 3; way++) { /* copies, products, both */
             double t0 = df_now();
-            for (int i = 0; way > 0 && i < n_mul; i++) o->mul(dev, y, W, x);
+            for (int i = 0; way > 0 && i < n_mul; i++) o->mul(dev, y, W, x, 1);
             for (int i = 0; way != 1 && i < K; i++) o->slot_fill(dev, i, &w[0][i], &w[1][i], &w[2][i]);
             if (o->fills_wait(dev) || o->get(dev, NULL, NULL, 0)) df_die("%s", df_errmsg());
             t[way][round] = df_now() - t0;
