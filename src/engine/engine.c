@@ -237,7 +237,7 @@ int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
     offer_buffers(e);
     if (use_device(e)) return engine_close(e), -1;
     e->max_context = model_max_context(e->model);
-    e->prof_t = df_now();
+    engine_profile_start(e); /* what loading read (the spine the GPU keeps included) is not the first pass's */
     return 0;
 }
 

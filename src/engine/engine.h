@@ -101,6 +101,8 @@ int engine_close(Engine *e);
 /* The start-up lines: one with every resolved setting, then the streaming plan when streaming
  * and the install's reminder when it lacks experts. */
 void engine_print_settings(const Engine *e, FILE *f);
+/* The profile's baseline: the totals now (engine_open sets it once loading is done). */
+void engine_profile_start(Engine *e);
 /* K3_PROFILE: one line per call (the Session calls it after each forward): positions, bytes read,
  * cache hits, waits and compute time since the previous line. No-op when off. */
 void engine_profile_step(Engine *e, FILE *f);

@@ -65,6 +65,10 @@ static StreamCounters io_counters(const Engine *e) {
     return e->streaming ? stream_counters((StreamStore *)&e->stream) : z; /* counters are read under the stores' locks */
 }
 
+void engine_profile_start(Engine *e) {
+    e->prof_stats = *model_stats(e->model), e->prof_io = io_counters(e), e->prof_t = df_now();
+}
+
 void engine_profile_step(Engine *e, FILE *f) {
     if (!e->opt.profile) return;
     const ModelStats *s = model_stats(e->model), *p = &e->prof_stats;
