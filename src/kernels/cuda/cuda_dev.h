@@ -1,8 +1,9 @@
 /* cuda_dev.h - what the CUDA device's files share (C++, internal to src/kernels/cuda/): the
  * device's state, its residency table and the matrix-product launcher. mat_cuda.cu implements
- * the products of device.h and the residency of weights; layer_cuda.cu the whole-layer operations
- * of devops.h, which run on device memory and launch the same product kernel; slots_cuda.cu the
- * expert slots of the model's expert cache and their copies on the copy stream. */
+ * the products of device.h and the residency of weights; prod_cuda.cu the product kernels and
+ * their launcher; layer_cuda.cu the whole-layer operations of devops.h, which run on device memory
+ * and launch the same product kernels; slots_cuda.cu the expert slots of the model's expert cache
+ * and their copies on the copy stream. */
 #ifndef DF_CUDA_DEV_H
 #define DF_CUDA_DEV_H
 

@@ -1,19 +1,43 @@
 /* mat_cuda.cu - the CUDA device (device.h): matrix products on GPU 0 in the CPU kernels' order.
  *
- * One output y[t][r] is computed by 16 consecutive threads (a half warp): lane l accumulates
- * columns l, l+16, l+32, ... of the row, zero-padded to a multiple of 16, with one fused
- * multiply-add each from +0, and the lanes are summed by the fixed tree of kernels_impl.h (8, 4,
- * 2, 1 apart). Weights are expanded exactly as on the CPU (BF16 by a shift, I8ROW by one fp32
- * product, MXFP4 as E2M1 times a power of two), with no contraction or reassociation (explicit
- * __fmaf_rn/__fmul_rn/__fadd_rn, built with --fmad=false), so every output is bit-identical to
- * the CPU kernels'. A half warp walks its weight row once per tile of X rows (1 when decoding, 4
- * otherwise), loading 8 weights ahead of their multiply-adds so that enough reads are in flight.
- * Decode products (one X row, one head) of BF16 and MXFP4 weights take wide-load kernels instead
- * (gemv_bf16_kernel, gemv_mxfp4_kernel): each thread holds several of the 16 lanes and walks their
- * columns in the same order, so they give the same bits.
- * The per-head products (mat_mul_heads) run the same kernel over each head's block of rows; the
- * transposed one (mat_tmul_heads) gives each output one thread that adds the products of its
- * column in row order, as the CPU does.
+ * THE ORDER. Every output y[t][r] is the CPU's (kernels_impl.h): 16 lanes, lane l accumulating
+ * columns l, l+16, l+32, ... of the row (zero-padded to a multiple of 16) with one fused
+ * multiply-add each from +0, the lanes summed by the fixed tree 8, 4, 2, 1 apart; each weight
+ * expanded exactly (BF16 by a shift, I8ROW by one fp32 product q * scale, MXFP4 as E2M1 times
+ * 2^(scale-127)); explicit __fmaf_rn/__fmul_rn/__fadd_rn and --fmad=false, so nothing is fused or
+ * reassociated. Kernels differ only in which thread holds which lanes and when the bytes arrive;
+ * a lane's chain is never split, so every kernel gives the same bits.
+ *
+ * THE KERNELS (prod_cuda.cu; launch_products picks by shape, as measured on an H200 with
+ * bench_device, docs/PERFORMANCE.md "Kernel rates"):
+ *  - streaming kernel, most products: a thread holds the lanes of one weight row (8 for BF16,
+ *    from 16-byte chunks that are half a 16-column group; 16 for I8ROW, a group per chunk; 16 for
+ *    MXFP4, two groups per chunk, each 4-byte word the 8 columns of one half) for a tile of up to
+ *    4 X rows, so each weight is loaded and expanded once for all of them; the row's other tiles
+ *    are threads of the same warp, whose identical loads are one memory request. Chunks come in
+ *    blocks of U, the next block loading while the current one is multiplied (two register
+ *    buffers); X is read through the read-only cache, or from shared memory when the block copies
+ *    it there first (T = 1: every row of a block reads the same X). Loads may ask L2 for the 256
+ *    bytes around them (a row is read front to back). MXFP4 is decoded in registers: a code's sign
+ *    to bit 15 and its three magnitude bits to bits 9..11 of an fp16 is E2M1 * 2^-14 exactly (zero
+ *    and the subnormal 0.5 too: E2M1's exponent and mantissa bits line up with fp16's), four codes
+ *    per byte permute; for scale bytes 104..128 one fp16 multiply per pair by 2^(s-113) is exact
+ *    (the product is an fp16 number, normal or subnormal), then each is widened to fp32; for other
+ *    scale bytes the widened value is multiplied in fp32 by 2^(s-113) (split in two above 240;
+ *    255 gives NaN), exact as well. The warp votes per block of chunks for the cheapest exact
+ *    path. I8ROW bytes become (float)q exactly as 2^23 + 128 + q less 2^23 + 128.
+ *  - staged kernel, products of at most 1024 output rows (and BF16/I8ROW with more than 12 X
+ *    rows): a block copies its weight rows, and X where it fits, into shared memory with every
+ *    copy in flight at once, then each half warp walks one (row, X row) output, lane l its columns.
+ *  - BF16 decode kernel (T = 1, one head, more than 1024 rows): four threads per row, 8-byte loads,
+ *    blocks of one warp.
+ *  - generic kernel, what the others do not take (F32 weights; rows, X rows or heads not on
+ *    16-byte boundaries; columns not a multiple of 16, 32 for MXFP4): a half warp per output,
+ *    lane l its columns, a weight row walked once per tile of 4 X rows.
+ *  - the transposed per-head product (mat_tmul_heads): one thread per output column adds the
+ *    products of its column in row order, one rounded product then one sum per term, as the CPU.
+ * NaN results are NaN on both sides but their payloads may differ (the GPU returns its canonical
+ * NaN; the CPU's SIMD paths propagate an operand's).
  *
  * Weights are copied to device memory at first use and stay there under their residency key
  * (mat.h) while the memory budget lasts, experts leaving room for the spine. A key seen again with
@@ -40,280 +64,7 @@
 
 namespace dfcuda {
 
-constexpr int LANES = 16, ROWS_PER_BLOCK = 8, THREADS = LANES * ROWS_PER_BLOCK, UNROLL = 8;
 constexpr size_t RESERVE = 2ull << 30; /* device memory left for scratch and the runtime */
-
-__constant__ float c_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                 -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-
-/* 2^(s-127) for s = 1..254; 0 is 2^-127 (subnormal) and 255 NaN, as kern_e8m0_table. */
-__device__ __forceinline__ float e8m0(uint8_t s) {
-    return __uint_as_float(s == 0 ? 0x00400000u : s == 255 ? 0x7fc00000u : (uint32_t)s << 23);
-}
-
-/* Weight (r, c), c < cols, expanded exactly to fp32. */
-__device__ __forceinline__ float expand(const DevMat &w, int r, int c) {
-    const size_t at = (size_t)r * (size_t)w.cols + (size_t)c;
-    switch (w.fmt) {
-    case WF_BF16: return __uint_as_float((uint32_t)((const uint16_t *)w.data)[at] << 16);
-    case WF_F32: return ((const float *)w.data)[at];
-    case WF_I8ROW: return __fmul_rn((float)((const int8_t *)w.data)[at], ((const float *)w.aux)[r]);
-    default: {
-        uint8_t byte = ((const uint8_t *)w.data)[at / 2];
-        uint8_t code = (c & 1) ? (uint8_t)(byte >> 4) : (uint8_t)(byte & 15);
-        return __fmul_rn(c_e2m1[code], e8m0(((const uint8_t *)w.aux)[at / 32]));
-    }
-    }
-}
-
-/* acc[k] += w * x[t0 + k][c] for the tile's X rows (x_t floats apart), in the lane's order. */
-template <int TILE_T>
-__device__ __forceinline__ void fma_tile(float *acc, float wv, const float *__restrict__ X, size_t x_t, int t0, int nt,
-                                         int c, bool in) {
-#pragma unroll
-    for (int k = 0; k < TILE_T; k++)
-        if (k < nt) acc[k] = __fmaf_rn(wv, in ? X[(size_t)(t0 + k) * x_t + c] : 0.0f, acc[k]);
-}
-
-/* TILE_T: X rows per walk of the weight row: 1 for decode, 4 otherwise (8 was measured slower on
- * an H200: 686 against 533 us for 12288 x 7168 at T = 8). */
-template <int N> struct Batch {
-    MulJob j[N];
-};
-
-template <int TILE_T, int N>
-__global__ void __launch_bounds__(THREADS) matmul_kernel(Batch<N> b, int T) {
-    const MulJob &job = b.j[N == 1 ? 0 : blockIdx.z];
-    const DevMat &w = job.w;
-    const Span &sp = job.sp;
-    const float *__restrict__ X = job.X;
-    float *__restrict__ Y = job.Y;
-    const int lane = threadIdx.x & (LANES - 1);
-    const int h = blockIdx.y;
-    const int rr = blockIdx.x * ROWS_PER_BLOCK + (int)(threadIdx.x / LANES);
-    const unsigned half = 0xFFFFu << (threadIdx.x & 16); /* this half warp's lanes */
-    if (rr >= sp.n) return; /* the whole half warp shares rr */
-    const int r = sp.row0 + h * sp.stride + rr;
-    const float *__restrict__ Xh = X + (size_t)h * sp.x_h;
-    const int full = w.cols / LANES; /* 16-column groups with no padding */
-    for (int t0 = 0; t0 < T; t0 += TILE_T) {
-        const int nt = T - t0 < TILE_T ? T - t0 : TILE_T;
-        float acc[TILE_T];
-#pragma unroll
-        for (int k = 0; k < TILE_T; k++) acc[k] = 0.0f;
-        int g = 0;
-        /* UNROLL weights loaded before their multiply-adds, which still run in column order:
-         * the loads overlap, the lane's chain is unchanged */
-        for (; g + UNROLL <= full; g += UNROLL) {
-            float wv[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++) wv[u] = expand(w, r, (g + u) * LANES + lane);
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++) fma_tile<TILE_T>(acc, wv[u], Xh, sp.x_t, t0, nt, (g + u) * LANES + lane, true);
-        }
-        for (; g < full; g++)
-            fma_tile<TILE_T>(acc, expand(w, r, g * LANES + lane), Xh, sp.x_t, t0, nt, g * LANES + lane, true);
-        if (full * LANES < w.cols) { /* the last group, zero-padded as on the CPU */
-            const int c = full * LANES + lane;
-            const bool in = c < w.cols;
-            fma_tile<TILE_T>(acc, in ? expand(w, r, c) : 0.0f, Xh, sp.x_t, t0, nt, c, in);
-        }
-#pragma unroll
-        for (int k = 0; k < TILE_T; k++) {
-            float a = acc[k];
-            a = __fadd_rn(a, __shfl_down_sync(half, a, 8, LANES));
-            a = __fadd_rn(a, __shfl_down_sync(half, a, 4, LANES));
-            a = __fadd_rn(a, __shfl_down_sync(half, a, 2, LANES));
-            a = __fadd_rn(a, __shfl_down_sync(half, a, 1, LANES));
-            if (lane == 0 && k < nt) Y[(size_t)(t0 + k) * sp.y_t + (size_t)h * sp.n + rr] = a;
-        }
-    }
-}
-
-/* The transposed product of head h = blockIdx.y for X row t = blockIdx.z: output column i sums
- * x[j] * w[row j of the block][i] over j in order, one product then one sum per term, from +0
- * (the CPU's row-by-row axpy). */
-__global__ void tmul_kernel(DevMat w, Span sp, const float *__restrict__ X, float *__restrict__ Y) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, t = blockIdx.z;
-    if (i >= w.cols) return;
-    const float *__restrict__ x = X + (size_t)t * sp.x_t + (size_t)h * sp.x_h;
-    float acc = 0.0f;
-    for (int j = 0; j < sp.n; j++) acc = __fadd_rn(acc, __fmul_rn(x[j], expand(w, sp.row0 + h * sp.stride + j, i)));
-    Y[((size_t)t * gridDim.y + h) * (size_t)w.cols + i] = acc;
-}
-
-
-/* Decode products (T = 1, one head) with wide loads, in the same order. BF16: four threads per row,
- * each loading 8 bytes (4 consecutive columns) per 16-column group: thread t holds lanes 4t..4t+3
- * of kernels_impl.h, each lane's columns in order; the four then add the lanes by the same fixed
- * tree. Needs cols a multiple of 16 and 16-byte aligned rows and X. */
-/* Blocks of one warp (8 rows): measured on an H200, a 12288 x 7168 product took 63 us in blocks of
- * 32 threads against 127 us in blocks of 64, 128 or 256 (bench_device built with the DF_GV_*
- * overrides, one run). */
-#ifndef DF_GV_BF16_THREADS
-#define DF_GV_BF16_THREADS 32
-#endif
-#ifndef DF_GV_MX_THREADS
-#define DF_GV_MX_THREADS 256
-#endif
-#ifndef DF_GV_UNROLL
-#define DF_GV_UNROLL 16
-#endif
-constexpr int GV_THREADS = DF_GV_MX_THREADS, BF_THREADS = DF_GV_BF16_THREADS, GV_UNROLL = DF_GV_UNROLL, BF_TPR = 4;
-
-__device__ __forceinline__ void lanes_tree_store(const float *l, float *y) {
-    float s8[8], s4[4];
-#pragma unroll
-    for (int i = 0; i < 8; i++) s8[i] = __fadd_rn(l[i], l[i + 8]);
-#pragma unroll
-    for (int i = 0; i < 4; i++) s4[i] = __fadd_rn(s8[i], s8[i + 4]);
-    *y = __fadd_rn(__fadd_rn(s4[0], s4[2]), __fadd_rn(s4[1], s4[3]));
-}
-
-__device__ __forceinline__ void fma_bf16x4(float *acc, uint2 w, float4 x) {
-    acc[0] = __fmaf_rn(__uint_as_float(w.x << 16), x.x, acc[0]);
-    acc[1] = __fmaf_rn(__uint_as_float(w.x & 0xFFFF0000u), x.y, acc[1]);
-    acc[2] = __fmaf_rn(__uint_as_float(w.y << 16), x.z, acc[2]);
-    acc[3] = __fmaf_rn(__uint_as_float(w.y & 0xFFFF0000u), x.w, acc[3]);
-}
-
-template <int N> __global__ void __launch_bounds__(BF_THREADS) gemv_bf16_kernel(Batch<N> b) {
-    const MulJob &job = b.j[N == 1 ? 0 : blockIdx.z];
-    const int t = threadIdx.x & (BF_TPR - 1), r = blockIdx.x * (BF_THREADS / BF_TPR) + (int)(threadIdx.x / BF_TPR);
-    const bool valid = r < job.sp.n;
-    const int cols = job.w.cols, groups = valid ? cols / 16 : 0;
-    const uint2 *__restrict__ wrow = (const uint2 *)((const uint16_t *)job.w.data + (size_t)(valid ? r : 0) * cols) + t;
-    const float4 *__restrict__ x = (const float4 *)job.X + t;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    int g = 0;
-    for (; g + GV_UNROLL <= groups; g += GV_UNROLL) {
-        uint2 wv[GV_UNROLL];
-#pragma unroll
-        for (int u = 0; u < GV_UNROLL; u++) wv[u] = __ldcs(wrow + 4 * (g + u));
-#pragma unroll
-        for (int u = 0; u < GV_UNROLL; u++) fma_bf16x4(acc, wv[u], __ldg(x + 4 * (g + u)));
-    }
-    for (; g < groups; g++) fma_bf16x4(acc, __ldcs(wrow + 4 * g), __ldg(x + 4 * g));
-    /* lanes 8-15 (threads 2, 3) onto lanes 0-7, then lanes 4-7 (thread 1) onto 0-3: the tree's
-     * first two levels; the last two in thread 0 */
-    float s[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) s[i] = __fadd_rn(acc[i], __shfl_xor_sync(0xFFFFFFFFu, acc[i], 2));
-#pragma unroll
-    for (int i = 0; i < 4; i++) s[i] = __fadd_rn(s[i], __shfl_xor_sync(0xFFFFFFFFu, s[i], 1));
-    if (valid && t == 0) job.Y[r] = __fadd_rn(__fadd_rn(s[0], s[2]), __fadd_rn(s[1], s[3]));
-}
-
-/* MXFP4: two threads per row, as for BF16 (lanes 0-7 and 8-15). Per 64 columns the pair loads 32
- * contiguous bytes, 16 each (32 columns under one scale); each 4-byte word holds 8 columns of one
- * half of the lanes, so the pair swaps two words and each thread then walks its lanes' columns in
- * order. X is staged in shared memory, and the E2M1 table (16 entries in 16 banks: no conflicts).
- * Needs cols a multiple of 64, at most GV_MX_COLS, and 16-byte aligned rows. */
-constexpr int GV_MX_COLS = 8192, GV_MX_UNROLL = 4;
-
-template <int N> __global__ void __launch_bounds__(GV_THREADS) gemv_mxfp4_kernel(Batch<N> b) {
-    extern __shared__ float xs[];
-    __shared__ float lut[16];
-    const MulJob &job = b.j[N == 1 ? 0 : blockIdx.z];
-    const int cols = job.w.cols;
-    if (threadIdx.x < 16) lut[threadIdx.x] = c_e2m1[threadIdx.x];
-    for (int c = threadIdx.x; c < cols; c += GV_THREADS) xs[c] = job.X[c];
-    __syncthreads();
-    const int p = threadIdx.x & 1, r = blockIdx.x * (GV_THREADS / 2) + (int)(threadIdx.x >> 1);
-    const bool valid = r < job.sp.n;
-    const int steps = cols / 64; /* the same for every lane (a row past the end reads row 0): the swaps need all 32 */
-    const uint4 *__restrict__ wrow = (const uint4 *)((const uint8_t *)job.w.data + (size_t)(valid ? r : 0) * (size_t)(cols / 2)) + p;
-    const uint16_t *__restrict__ srow = (const uint16_t *)((const uint8_t *)job.w.aux + (size_t)(valid ? r : 0) * (size_t)(cols / 32));
-    float acc[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) acc[i] = 0.0f;
-    for (int g0 = 0; g0 < steps; g0 += GV_MX_UNROLL) {
-        uint4 wv[GV_MX_UNROLL];
-        uint32_t sc2[GV_MX_UNROLL];
-#pragma unroll
-        for (int u = 0; u < GV_MX_UNROLL; u++)
-            if (g0 + u < steps) wv[u] = __ldcs(wrow + 2 * (g0 + u)), sc2[u] = srow[g0 + u];
-#pragma unroll
-        for (int u = 0; u < GV_MX_UNROLL; u++) {
-            if (g0 + u >= steps) break;
-            const uint32_t s0 = p ? wv[u].x : wv[u].y, s1 = p ? wv[u].z : wv[u].w;
-            const uint32_t r0 = __shfl_xor_sync(0xFFFFFFFFu, s0, 1), r1 = __shfl_xor_sync(0xFFFFFFFFu, s1, 1);
-            const uint32_t wd[4] = {p ? r0 : wv[u].x, p ? r1 : wv[u].z, p ? wv[u].y : r0, p ? wv[u].w : r1};
-            const float sc[2] = {e8m0((uint8_t)(sc2[u] & 255u)), e8m0((uint8_t)(sc2[u] >> 8))};
-            const float *x = xs + 64 * (g0 + u) + 8 * p;
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-#pragma unroll
-                for (int n = 0; n < 8; n++) {
-                    const float wt = __fmul_rn(lut[(wd[j] >> (4 * n)) & 15u], sc[j >> 1]);
-                    acc[n] = __fmaf_rn(wt, x[16 * j + n], acc[n]);
-                }
-        }
-    }
-    float l[16];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const float other = __shfl_xor_sync(0xFFFFFFFFu, acc[i], 1);
-        l[i] = p ? other : acc[i], l[i + 8] = p ? acc[i] : other;
-    }
-    if (valid && p == 0) lanes_tree_store(l, job.Y + r);
-}
-} // namespace
-
-namespace dfcuda {
-
-bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
-/* Which wide-load decode kernel takes a job (T = 1, one head): 1 BF16, 2 MXFP4, 0 neither. */
-int gemv_kind(const MulJob &j) {
-    if (!aligned16(j.w.data) || !aligned16(j.X)) return 0;
-    if (j.w.fmt == WF_BF16 && j.w.cols % 16 == 0) return 1;
-    if (j.w.fmt == WF_MXFP4 && j.w.cols % 64 == 0 && j.w.cols <= GV_MX_COLS && ((uintptr_t)j.w.aux & 1) == 0) return 2;
-    return 0;
-}
-
-template <int N> void launch_gemv(CudaDevice *d, const MulJob *jobs, int n, int kind) {
-    Batch<N> b;
-    int rows = 0, cols = 0;
-    for (int i = 0; i < n; i++) {
-        b.j[i] = jobs[i];
-        rows = jobs[i].sp.n > rows ? jobs[i].sp.n : rows, cols = jobs[i].w.cols > cols ? jobs[i].w.cols : cols;
-    }
-    if (kind == 1) {
-        const dim3 grid((unsigned)((rows + BF_THREADS / BF_TPR - 1) / (BF_THREADS / BF_TPR)), 1, (unsigned)n);
-        gemv_bf16_kernel<N><<<grid, BF_THREADS, 0, d->stream>>>(b);
-    } else {
-        const dim3 grid((unsigned)((rows + GV_THREADS / 2 - 1) / (GV_THREADS / 2)), 1, (unsigned)n);
-        gemv_mxfp4_kernel<N><<<grid, GV_THREADS, sizeof(float) * (size_t)cols, d->stream>>>(b);
-    }
-}
-
-template <int TILE_T, int N> void launch_batch(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
-    Batch<N> b;
-    int rows = 0;
-    for (int i = 0; i < n; i++) b.j[i] = jobs[i], rows = jobs[i].sp.n > rows ? jobs[i].sp.n : rows;
-    const dim3 grid((unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), (unsigned)heads, (unsigned)n);
-    matmul_kernel<TILE_T, N><<<grid, THREADS, 0, d->stream>>>(b, T);
-}
-
-void launch_products(CudaDevice *d, const MulJob *jobs, int n, int heads, int T, bool tmul) {
-    int kind = !tmul && T == 1 && heads == 1 ? gemv_kind(jobs[0]) : 0;
-    for (int i = 1; i < n && kind; i++)
-        if (gemv_kind(jobs[i]) != kind) kind = 0;
-    if (kind) {
-        if (n == 1) launch_gemv<1>(d, jobs, n, kind);
-        else if (n <= 16) launch_gemv<16>(d, jobs, n, kind);
-        else launch_gemv<MAX_BATCH>(d, jobs, n, kind);
-    } else if (tmul) {
-        const dim3 grid((unsigned)((jobs[0].w.cols + 127) / 128), (unsigned)heads, (unsigned)T);
-        tmul_kernel<<<grid, 128, 0, d->stream>>>(jobs[0].w, jobs[0].sp, jobs[0].X, jobs[0].Y);
-    } else if (n == 1) {
-        if (T == 1) launch_batch<1, 1>(d, jobs, n, heads, T);
-        else launch_batch<4, 1>(d, jobs, n, heads, T);
-    } else if (n <= 16) launch_batch<1, 16>(d, jobs, n, heads, T);
-    else launch_batch<1, MAX_BATCH>(d, jobs, n, heads, T);
-    check(d, cudaGetLastError(), "matmul kernel launch");
-}
 
 void mat_sizes(const Mat *W, size_t *data, size_t *aux) {
     const size_t n = (size_t)W->rows * (size_t)W->cols;
