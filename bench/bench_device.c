@@ -11,7 +11,18 @@
  * from page-locked memory into expert slots on the copy stream: alone, beside queued products, and
  * those products alone (whether the copies overlap the compute stream's work).
  *
- *   build-cuda/bench/bench_device [reps]        (K3_DEV=cuda; the same binary with K3_DEV=cpu) */
+ * On the CUDA device, last: every product kernel variant (prod_cuda.cu: "auto" is the choice the
+ * device makes, "generic" the kernel it falls back on, the rest the kernels auto chooses from) on
+ * the products a K3 forward makes, T = 1 and the T > 1 of prefill chunks and verify passes: the
+ * median of 5 rounds of queued launches timed by device events, the weight bytes per second (each
+ * weight read once for all T rows) and their share of the H200's 4.8 TB/s, and whether every
+ * output is bit-identical to the CPU kernels'; then the same check on weights at the edges of their
+ * formats (every MXFP4 scale byte and code, BF16 infinities and NaNs, extreme I8ROW scales), where
+ * a NaN must be NaN on both sides.
+ *
+ *   build-cuda/bench/bench_device [reps] [filter]   (K3_DEV=cuda; the same binary with K3_DEV=cpu)
+ * With a filter, only the variant rows whose label contains it ("variants": all of them; "rows":
+ * none, only the rows before them). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +40,10 @@
 #include "util/pool.h"
 #include "util/rng.h"
 
+#ifdef DF_CUDA
+#include "kernels/cuda/mat_cuda.h"
+#endif
+
 /* Random bytes for weights: BF16 words with a small exponent, int8 codes, E2M1 nibbles, scales. */
 static void fill(uint8_t *p, size_t n, WeightFormat fmt, int aux, Rng *r) {
     for (size_t i = 0; i < n; i++) {
@@ -41,6 +56,7 @@ static void fill(uint8_t *p, size_t n, WeightFormat fmt, int aux, Rng *r) {
 
 /* The matrices stay allocated until the device closes: it keeps copies under their keys. */
 static Mat kept[16];
+#define MAX_VARIANT_JOBS 32
 static int n_kept;
 static uint32_t bench_store;
 
@@ -199,9 +215,143 @@ static void time_slot_copies(MatDevice *dev, const Mat *W, int reps, Rng *r) {
         for (int m = 0; m < 3; m++) free((void *)w[m][i].data), free((void *)w[m][i].aux);
 }
 
+#ifdef DF_CUDA
+#define HBM_BYTES_PER_S 4.8e12 /* the H200's HBM bandwidth by its datasheet: the rates' yardstick */
+
+static uint64_t variant_item = 5000; /* residency keys of the variant rows' matrices */
+
+/* A matrix of random weights (as make_mat) under a key of its own, kept until the process ends. */
+static Mat variant_mat(WeightFormat fmt, int rows, int cols, Rng *r) {
+    Mat m = make_mat(fmt, rows, cols, r);
+    m.key.item = variant_item++;
+    return m;
+}
+
+/* Differing outputs: not the same bits, unless NaN on both sides (the GPU returns its canonical
+ * NaN, the CPU's SIMD paths propagate payloads). *nans: outputs NaN on both. */
+static size_t count_differ(const float *a, const float *b, size_t n, size_t *nans) {
+    size_t bad = 0;
+    *nans = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int na = isnan(a[i]) != 0, nb = isnan(b[i]) != 0;
+        if (na || nb) *nans += na && nb, bad += !(na && nb);
+        else bad += memcmp(a + i, b + i, sizeof(float)) != 0;
+    }
+    return bad;
+}
+
+/* Every kernel variant that takes n products of W[0]'s shape with the T rows of X: with reps > 0
+ * the median of 5 rounds of reps launches and the rate; always whether the outputs are those of
+ * the CPU kernels. */
+static void run_variants(MatDevice *dev, Pool *pool, const char *label, const Mat *const *W, int n, int T,
+                         const float *X, int reps) {
+    const size_t per = (size_t)T * (size_t)W[0]->rows;
+    float *want = df_malloc(sizeof(float) * per * (size_t)n), *got = df_malloc(sizeof(float) * per * (size_t)n);
+    for (int i = 0; i < n; i++) mat_mul_cpu(pool, want + (size_t)i * per, W[i], X, T);
+    const double bytes = (double)n * (double)mat_bytes(W[0]);
+    for (int v = 0; cuda_variant_name(v); v++) {
+        double secs = 0;
+        const int rc = cuda_time_variant(dev, v, W, n, X, T, reps > 0 ? reps : 1, reps > 0 ? 5 : 1, got, &secs);
+        if (rc < 0) df_die("%s", df_errmsg());
+        if (rc) continue;
+        size_t nans = 0, bad = count_differ(want, got, per * (size_t)n, &nans);
+        char verdict[96];
+        if (bad) snprintf(verdict, sizeof verdict, "DIFFERENT: %zu of %zu outputs", bad, per * (size_t)n);
+        else snprintf(verdict, sizeof verdict, "bit-identical%s", nans ? " (NaN on both sides where NaN)" : "");
+        if (reps > 0)
+            printf("%-30s T=%-2d %-20s %8.1f us %5.2f TB/s %3.0f%%  %s\n", label, T, cuda_variant_name(v), secs * 1e6,
+                   bytes / secs / 1e12, 100 * bytes / secs / HBM_BYTES_PER_S, verdict);
+        else printf("%-30s T=%-2d %-20s %s\n", label, T, cuda_variant_name(v), verdict);
+    }
+    free(want), free(got);
+}
+
+static float *random_x(int T, int cols, Rng *r) {
+    float *X = df_malloc(sizeof(float) * (size_t)T * (size_t)cols);
+    for (size_t i = 0; i < (size_t)T * (size_t)cols; i++) X[i] = rng_sym(r);
+    return X;
+}
+
+static int wanted(const char *filter, const char *label) {
+    return !filter || !strcmp(filter, "variants") || strstr(label, filter);
+}
+
+/* n products of rows x cols in fmt, each T in Ts (0-terminated), timed. */
+static void variant_case(MatDevice *dev, Pool *pool, const char *filter, const char *label, WeightFormat fmt, int rows,
+                         int cols, int n, const int *Ts, int reps, Rng *r) {
+    if (!wanted(filter, label)) return;
+    Mat W[MAX_VARIANT_JOBS];
+    const Mat *p[MAX_VARIANT_JOBS];
+    for (int i = 0; i < n; i++) W[i] = variant_mat(fmt, rows, cols, r), p[i] = &W[i];
+    for (const int *T = Ts; *T; T++) {
+        float *X = random_x(*T, cols, r);
+        run_variants(dev, pool, label, p, n, *T, X, reps);
+        free(X);
+    }
+    for (int i = 0; i < n; i++) free((void *)W[i].data), free((void *)W[i].aux);
+}
+
+/* Weights at the edges of their formats through every variant, T = 1, 3 and 17 (two launches). */
+static void check_edges(MatDevice *dev, Pool *pool, Rng *r) {
+    static const int Ts[] = {1, 3, 17};
+    /* MXFP4: row r holds code r % 16 under scale byte r / 16 in one column, zeros elsewhere: with X
+     * all ones each output is that weight expanded (every scale byte and code, NaN and infinity) */
+    Mat one = variant_mat(WF_MXFP4, 4096, 64, r);
+    uint8_t *d = (uint8_t *)one.data, *a = (uint8_t *)one.aux;
+    memset(d, 0, 4096 * 32);
+    for (int row = 0; row < 4096; row++) {
+        const int c = (row * 7) % 64, code = row % 16;
+        d[row * 32 + c / 2] |= (uint8_t)(c & 1 ? code << 4 : code);
+        a[row * 2] = a[row * 2 + 1] = (uint8_t)(row / 16);
+    }
+    /* MXFP4 with random codes and scale bytes; BF16 with random bit patterns; I8ROW under extreme scales */
+    Mat mx = variant_mat(WF_MXFP4, 4096, 256, r), bf = variant_mat(WF_BF16, 1024, 256, r), i8 = variant_mat(WF_I8ROW, 1024, 256, r);
+    for (size_t i = 0; i < (size_t)4096 * 8; i++) ((uint8_t *)mx.aux)[i] = (uint8_t)(rng_next(r) >> 56);
+    for (size_t i = 0; i < (size_t)1024 * 256; i++) ((uint16_t *)bf.data)[i] = (uint16_t)(rng_next(r) >> 48);
+    static const float scales[] = {0.0f, -0.0f, 1e-45f, 1.2e-40f, 1.17549435e-38f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN,
+                                   0.01f, -1.5f};
+    for (int i = 0; i < 1024; i++) ((float *)i8.aux)[i] = scales[i % (int)(sizeof scales / sizeof scales[0])];
+    const Mat *cases[] = {&one, &mx, &bf, &i8};
+    const char *labels[] = {"edges: MXFP4 every scale, code", "edges: MXFP4 random scales", "edges: BF16 every pattern",
+                            "edges: I8ROW extreme scales"};
+    for (int k = 0; k < 4; k++)
+        for (int t = 0; t < 3; t++) {
+            float *X = random_x(Ts[t], cases[k]->cols, r);
+            if (k == 0)
+                for (size_t i = 0; i < (size_t)Ts[t] * 64; i++) X[i] = 1.0f;
+            run_variants(dev, pool, labels[k], &cases[k], 1, Ts[t], X, 0);
+            free(X);
+        }
+    for (int k = 0; k < 4; k++) free((void *)cases[k]->data), free((void *)cases[k]->aux);
+}
+
+/* The variant rows: K3's products (hidden 7168; the head's 32768-row stand-in; attention's 12288
+ * rows; the small projections of 128, 96 and 576 rows; a layer's 16 routed experts, gate and up in
+ * one launch of 32, down in one of 16), at T = 1 and the T of prefill chunks and verify passes. */
+static void time_all_variants(MatDevice *dev, Pool *pool, const char *filter, int reps, Rng *r) {
+    static const int t1[] = {1, 0}, tmany[] = {1, 2, 4, 8, 16, 0}, tsome[] = {1, 4, 16, 0};
+    variant_case(dev, pool, filter, "BF16 32768 x 7168", WF_BF16, 32768, 7168, 1, t1, reps, r);
+    variant_case(dev, pool, filter, "BF16 12288 x 7168", WF_BF16, 12288, 7168, 1, tmany, reps, r);
+    variant_case(dev, pool, filter, "BF16 4096 x 7168", WF_BF16, 4096, 7168, 1, t1, reps, r);
+    variant_case(dev, pool, filter, "BF16 1536 x 7168", WF_BF16, 1536, 7168, 1, t1, reps, r);
+    variant_case(dev, pool, filter, "BF16 576 x 7168", WF_BF16, 576, 7168, 1, tsome, reps, r);
+    variant_case(dev, pool, filter, "BF16 128 x 7168", WF_BF16, 128, 7168, 1, tsome, reps, r);
+    variant_case(dev, pool, filter, "BF16 96 x 7168", WF_BF16, 96, 7168, 1, t1, reps, r);
+    variant_case(dev, pool, filter, "I8ROW 12288 x 7168", WF_I8ROW, 12288, 7168, 1, tsome, reps, r);
+    variant_case(dev, pool, filter, "MXFP4 3072 x 3584", WF_MXFP4, 3072, 3584, 1, t1, reps, r);
+    variant_case(dev, pool, filter, "16 experts gate+up, 32 x 3072 x 3584", WF_MXFP4, 3072, 3584, 32, tmany, reps, r);
+    variant_case(dev, pool, filter, "16 experts down, 16 x 3584 x 3072", WF_MXFP4, 3584, 3072, 16, t1, reps, r);
+    if (wanted(filter, "edges")) check_edges(dev, pool, r);
+}
+#endif
+
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 20;
+    const char *filter = argc > 2 ? argv[2] : NULL; /* the variant rows: CUDA only */
     if (reps < 1) reps = 1;
+#ifndef DF_CUDA
+    (void)filter;
+#endif
     Settings set; /* K3_DEV, K3_THREADS */
     DeviceKind kind;
     if (settings_from_env(&set) || device_resolve(set.engine.device, &kind) || device_open(kind)) df_die("%s", df_errmsg());
@@ -211,6 +361,14 @@ int main(int argc, char **argv) {
     bench_store = mat_store_id();
     Rng r;
     rng_seed(&r, 7);
+#ifdef DF_CUDA
+    if (filter && dev && strcmp(filter, "rows")) {
+        time_all_variants(dev, pool, filter, reps, &r);
+        pool_destroy(pool);
+        device_close();
+        return 0;
+    }
+#endif
     time_shape(pool, "call cost (16 x 16 f32)", WF_F32, 16, 16, 1, reps, &r);
     time_shape(pool, "lm_head-like BF16 32768 x 7168", WF_BF16, 32768, 7168, 1, reps, &r);
     time_shape(pool, "q_proj-like BF16 12288 x 7168", WF_BF16, 12288, 7168, 1, reps, &r);
@@ -234,6 +392,9 @@ int main(int argc, char **argv) {
         time_experts(dev, reps * 5, &r);
         time_slot_copies(dev, &kept[1], reps, &r);
     }
+#ifdef DF_CUDA
+    if (dev && !filter) time_all_variants(dev, pool, NULL, reps, &r);
+#endif
     if (dev) {
         size_t res, str;
         dev->counters(dev, &res, &str);
