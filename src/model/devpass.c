@@ -241,6 +241,7 @@ static int keep_spine(Model *m, DevModel *g) {
         int rc = streamed ? g->ops->get(g->dev, NULL, NULL, 0) : 0;
         if (streamed && m->spine->release_layer) m->spine->release_layer(m->spine, l);
         if (rc) return -1;
+        if (kept && streamed && m->spine->held_elsewhere) m->spine->held_elsewhere(m->spine, l);
         g->layers_held += kept;
     }
     return 0;

@@ -58,11 +58,15 @@ typedef struct ExpertSource {
  * acquire_layer (NULL: every layer is always readable) makes layer l's tensors readable until
  * release_layer(l), and returns 1 when their Mats may have changed since the previous acquire
  * (the model then asks mat again), 0 when they have not, -1 with a message on failure. The model
- * holds at most one layer at a time and releases it before acquiring the next. */
+ * holds at most one layer at a time and releases it before acquiring the next.
+ * held_elsewhere (NULL: nothing to say) tells a store that reads layers ahead that the model keeps
+ * a copy of layer l elsewhere (the GPU's) and will not acquire it on its usual path: the store stops
+ * reading it ahead. */
 typedef struct SpineSource {
     Mat (*mat)(struct SpineSource *src, const TensorInfo *t);
     int (*acquire_layer)(struct SpineSource *src, int layer);
     void (*release_layer)(struct SpineSource *src, int layer);
+    void (*held_elsewhere)(struct SpineSource *src, int layer);
     int resident_layers;    /* layers [0, resident_layers) never move: readable at any time */
 } SpineSource;
 

@@ -275,11 +275,17 @@ static SpineBuf *free_buf(SpineStore *ss) {
 }
 
 /* The next streamed layer after l, cyclically (the next token starts over at layer 0). */
+/* Reads the streamed layer after l (the first one again after the last; none that is held
+ * elsewhere) into a free buffer, in the background. */
 static void prefetch_after(SpineStore *ss, int l) {
     const int L = ss->cat->cfg.n_layers;
     if (!ss->bufs || ss->n_pinned >= L || !ss->prefetch) return;
-    int next = l + 1 < L && l + 1 >= ss->n_pinned ? l + 1 : ss->n_pinned;
-    if (holding(ss, next)) return;
+    int next = l;
+    for (int tries = 0; tries < L; tries++) {
+        next = next + 1 < L && next + 1 >= ss->n_pinned ? next + 1 : ss->n_pinned;
+        if (!ss->elsewhere[next]) break;
+    }
+    if (ss->elsewhere[next] || holding(ss, next)) return;
     SpineBuf *b = free_buf(ss);
     if (b) start_group(ss, b, next, 0), ss->layers_streamed++;
 }
@@ -302,6 +308,13 @@ static int spine_acquire(SpineSource *src, int l) {
     if (!rc) prefetch_after(ss, l);
     pthread_mutex_unlock(&ss->mu);
     return rc ? -1 : !ss->resident[l]; /* a streamed layer may be in either buffer */
+}
+
+static void spine_held_elsewhere(SpineSource *src, int l) {
+    SpineStore *ss = (SpineStore *)src;
+    pthread_mutex_lock(&ss->mu);
+    ss->elsewhere[l] = 1;
+    pthread_mutex_unlock(&ss->mu);
 }
 
 static void spine_release(SpineSource *src, int l) {
@@ -373,7 +386,9 @@ int spine_start(SpineStore *ss, const Shards *shards, IoPool *io, int n_pinned, 
     ss->src.acquire_layer = spine_acquire;
     ss->src.resident_layers = n_pinned;
     ss->src.release_layer = spine_release;
+    ss->src.held_elsewhere = spine_held_elsewhere;
     ss->src.mat = spine_mat;
+    ss->elsewhere = df_calloc((size_t)L, 1);
     ss->id = mat_store_id();
     pthread_mutex_init(&ss->mu, NULL);
     pthread_cond_init(&ss->done, NULL);
@@ -413,7 +428,7 @@ void spine_close(SpineStore *ss) {
     if (ss->src.acquire_layer) pthread_mutex_destroy(&ss->mu), pthread_cond_destroy(&ss->done);
     if (ss->i8files.fd) shards_close(&ss->i8files);
     free(ss->tensor_i8), free(ss->i8t), free(ss->i8_first), free(ss->i8_count);
-    free(ss->bufs), free(ss->resident), free(ss->runs), free(ss->run_first), free(ss->run_count);
+    free(ss->bufs), free(ss->elsewhere), free(ss->resident), free(ss->runs), free(ss->run_first), free(ss->run_count);
     free(ss->group_bytes), free(ss->tensor_group), free(ss->tensor_off), free(ss->jobs);
     memset(ss, 0, sizeof *ss);
 }

@@ -45,6 +45,7 @@ typedef struct {
     uint8_t **resident;             /* [n_groups]: buffer of a pinned layer / globals / smalls */
     int n_pinned;
     int prefetch;                   /* read the next streamed layer ahead (K3_PREFETCH) */
+    uint8_t *elsewhere;             /* [n_layers]: the model holds a copy elsewhere: not read ahead (under mu) */
     SpineBuf *bufs;                 /* [2] stream buffers (NULL when every layer is pinned) */
     SpineBuf *cur;                  /* the acquired streamed layer's buffer */
     int int8;                       /* linear weights from the int8 files */

@@ -723,7 +723,8 @@ static void test_layer_pass_is_the_cpu_pass(void) {
 }
 
 /* A streamed spine the device has room for: the plan pins no layer in RAM, the device keeps every
- * layer after reading each once, and decode steps then read no spine bytes, with the CPU's logits. */
+ * layer after reading each once (nothing read ahead past that), and passes then read no spine
+ * bytes, with the CPU's logits. */
 static void test_device_keeps_the_streamed_spine(void) {
     enum { STEPS = 4 };
     const int V = base.cat.cfg.vocab;
@@ -743,16 +744,23 @@ static void test_device_keeps_the_streamed_spine(void) {
             CHECK(devpass_spine_held(e->model) == e->cat.cfg.n_layers);
         }
         float *out = pass ? got : want;
+        /* each streamed layer was read once, and none is read ahead for a pass that will not want it */
+        const uint64_t loads = pass ? e->stream.spine.layers_streamed : 0;
+        if (pass)
+            CHECK_MSG(loads == (uint64_t)(e->cat.cfg.n_layers - e->stream.plan.pinned), "%llu layer reads at start-up",
+                      (unsigned long long)loads);
         State *st = state_create(e->model);
-        CHECK(model_forward(e->model, st, prompt, 5, out, 0) == 0);
         uint64_t before = pass ? stream_counters(&e->stream).spine_bytes : 0;
+        CHECK(model_forward(e->model, st, prompt, 5, out, 0) == 0);
         for (int i = 1; i < STEPS; i++) {
             int tok = model_argmax(e->model, out + (size_t)(i - 1) * V);
             CHECK(model_forward(e->model, st, &tok, 1, out + (size_t)i * V, 0) == 0);
         }
         if (pass) {
             uint64_t after = stream_counters(&e->stream).spine_bytes;
-            CHECK_MSG(after == before, "decode steps read %llu spine bytes", (unsigned long long)(after - before));
+            CHECK_MSG(after == before, "passes read %llu spine bytes", (unsigned long long)(after - before));
+            CHECK_MSG(e->stream.spine.layers_streamed == loads, "passes read %llu spine layers",
+                      (unsigned long long)(e->stream.spine.layers_streamed - loads));
         }
         state_destroy(st);
         if (pass) engine_close(e), device_close();
