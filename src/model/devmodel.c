@@ -247,6 +247,8 @@ int devpass_holds(const Model *m, const Mat *W) { return m->dev && m->dev->ops->
 
 int devpass_spine_held(const Model *m) { return m->dev ? m->dev->layers_held : -1; }
 
+int devpass_layer_held(const Model *m, int l) { return m->dev && devpass_holds_layer(m->dev, &m->w.layers[l]); }
+
 /* ---- a State's device copy ---- */
 
 void devpass_state_free(State *s) {

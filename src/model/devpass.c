@@ -248,7 +248,7 @@ int devpass_forward(Model *m, State *st, const int *tokens, int T, int row0, int
     m->chunk_pos = st->len;
     int n_anchors = 0;
     for (int l = 0; l < c->n_layers; l++) {
-        const int read = !devpass_holds_layer(g, &m->w.layers[l]); /* a streamed layer the device lacks */
+        const int read = !devpass_layer_held(m, l); /* a streamed layer the device lacks */
         if (read && model_acquire_layer(m, l)) return -1;
         n_anchors = dev_attention(m, st, l, n_anchors, T);
         int rc = dev_ffn(m, l, n_anchors, T);

@@ -119,6 +119,9 @@ int devpass_takes(const Model *m, int n_seqs, int T);
 /* Whether the layer pass's device holds the current copy of W: a product of W then reads no host
  * memory, so W may be used while its streamed layer is not acquired. */
 int devpass_holds(const Model *m, const Mat *W);
+/* Whether the layer pass's device holds every matrix of layer l: a pass on the host (a batch of
+ * sequences) then need not acquire the layer either, as its products run on the device's copies. */
+int devpass_layer_held(const Model *m, int l);
 int devpass_forward(Model *m, State *st, const int *tokens, int T, int row0, int n_out, float *logits);
 /* 1 when the State's verify records are on the device (made at its first verify pass there), 0
  * when they are not and cannot be (no device copy yet, or no room: the verify pass then runs on

@@ -187,10 +187,11 @@ static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens
     m->chunk_pos = seqs[0].st->len; /* trace replay (benchmark only) follows the first sequence */
     int n_anchors = 0;
     for (int l = 0; l < m->cfg.n_layers; l++) {
-        if (model_acquire_layer(m, l)) return -1;
+        const int read = !devpass_layer_held(m, l); /* (its products run on the device's copies) */
+        if (read && model_acquire_layer(m, l)) return -1;
         n_anchors = attention_block(m, seqs, n_seqs, l, n_anchors, T);
         int rc = ffn_block(m, l, n_anchors, T);
-        if (m->spine->release_layer) m->spine->release_layer(m->spine, l);
+        if (read && m->spine->release_layer) m->spine->release_layer(m->spine, l);
         if (rc) return -1;
     }
     for (int q = 0; q < n_seqs; q++) seqs[q].st->len += seqs[q].rows;

@@ -724,11 +724,11 @@ static void test_layer_pass_is_the_cpu_pass(void) {
 
 /* A streamed spine the device has room for: the plan pins no layer in RAM, the device keeps every
  * layer after reading each once (nothing read ahead past that), and passes then read no spine
- * bytes, with the CPU's logits. */
+ * bytes (a batch of sequences on the host included), with the CPU's logits. */
 static void test_device_keeps_the_streamed_spine(void) {
-    enum { STEPS = 4 };
+    enum { STEPS = 4, BATCH_ROWS = 4, ROWS_ALL = STEPS + BATCH_ROWS };
     const int V = base.cat.cfg.vocab;
-    float *want = calloc((size_t)STEPS * V, sizeof(float)), *got = calloc((size_t)STEPS * V, sizeof(float));
+    float *want = calloc((size_t)ROWS_ALL * V, sizeof(float)), *got = calloc((size_t)ROWS_ALL * V, sizeof(float));
     for (int pass = 0; pass < 2; pass++) {
         Engine *e = &base, opened;
         if (pass) {
@@ -756,6 +756,13 @@ static void test_device_keeps_the_streamed_spine(void) {
             int tok = model_argmax(e->model, out + (size_t)(i - 1) * V);
             CHECK(model_forward(e->model, st, &tok, 1, out + (size_t)i * V, 0) == 0);
         }
+        /* a pass of two sequences (the server's batches) runs on the host, its products on the
+         * device's copies: it need not read the spine either */
+        State *other = state_create(e->model), *both[2] = {st, other};
+        const int tokens[BATCH_ROWS] = {model_argmax(e->model, out + (size_t)(STEPS - 1) * V), 17, 300, 42};
+        const int rows[2] = {1, 3};
+        CHECK(model_forward_batch(e->model, both, tokens, rows, 2, out + (size_t)STEPS * V, 1) == 0);
+        state_destroy(other);
         if (pass) {
             uint64_t after = stream_counters(&e->stream).spine_bytes;
             CHECK_MSG(after == before, "passes read %llu spine bytes", (unsigned long long)(after - before));
@@ -766,6 +773,8 @@ static void test_device_keeps_the_streamed_spine(void) {
         if (pass) engine_close(e), device_close();
     }
     CHECK_MSG(!memcmp(got, want, sizeof(float) * STEPS * (size_t)V), "logits differ from the CPU's");
+    CHECK_MSG(!memcmp(got + (size_t)STEPS * V, want + (size_t)STEPS * V, sizeof(float) * BATCH_ROWS * (size_t)V),
+              "a batch's logits differ from the CPU's");
     free(want), free(got);
 }
 
