@@ -180,7 +180,7 @@ static const Setting table[] = {
     {.name = "K3_DEV", .flag = "device", .kind = SET_CHOICE, .offset = F(engine.device), .choices = devices, .what = "a device", .def = "auto",
      .help = "cuda when the binary has the CUDA backend and a GPU answers, else cpu"},
     {.name = "K3_DEV_PASS", .flag = "device-pass", .kind = SET_CHOICE, .offset = F(engine.device_pass), .choices = device_passes, .what = "a device pass", .def = "layers",
-     .help = "cuda: every forward of one sequence with every layer on the GPU (layers), or only the matrix products, bit-identical to the CPU (products)"},
+     .help = "cuda: every forward with every layer on the GPU (layers), or only the matrix products, bit-identical to the CPU (products)"},
     {.name = "K3_DEV_EXPERT_GB", .flag = "device-expert-gb", .kind = SET_GB, .offset = F(engine.device_expert_bytes), .lo = 0, .hi = 1000000, .what = "a size in GB", .def_text = "auto", .unset = -1,
      .help = "GPU memory for the layer pass's expert cache (auto: all the spine leaves; 0: no cache, experts stay in host memory)"},
     {.name = "K3_DEV_HOST_EXPERTS", .flag = "device-host-experts", .kind = SET_CHOICE, .offset = F(engine.host_experts), .choices = host_experts, .what = "a way", .def = "auto",

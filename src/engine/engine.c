@@ -201,7 +201,7 @@ static void lock_mapping(Engine *e, MatDevice *dev) {
         dev->host_buffer(dev, (void *)e->store.base[i], e->store.size[i]);
 }
 
-/* K3_DEV_PASS=layers: forwards of one sequence run every layer on the device when it can (model_use_device),
+/* K3_DEV_PASS=layers: every forward runs every layer on the device when it can (model_use_device),
  * with an expert cache run by the host store's policy. */
 static int use_device(Engine *e) {
     MatDevice *dev = device_current();

@@ -240,7 +240,7 @@ void model_release_device(Model *m) {
 }
 
 int devpass_takes(const Model *m, int n_seqs, int T) {
-    return m->dev && n_seqs == 1 && T >= 1 && T <= MODEL_MAX_CHUNK && m->mla_cache == MLA_CACHE_LATENT;
+    return m->dev && n_seqs >= 1 && T >= 1 && T <= MODEL_MAX_CHUNK && m->mla_cache == MLA_CACHE_LATENT;
 }
 
 int devpass_holds(const Model *m, const Mat *W) { return m->dev && m->dev->ops->holds(m->dev->dev, W); }

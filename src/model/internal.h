@@ -112,9 +112,9 @@ int state_reserve(State *s, int need);
 int model_acquire_layer(Model *m, int l);
 int model_check_logits(const Model *m, const float *logits, const int *rows, int n);
 
-/* devpass.c: a forward of T rows of one sequence (a decode step, a prefill chunk, a verify pass)
- * with the layers on the device, when devpass_takes says it can run it; logits: NULL, or
- * [n_out][vocab] for rows [row0, row0 + n_out). The State's device copy. */
+/* devpass.c: a forward of T rows of one or more sequences (a decode step, a prefill chunk, a verify
+ * pass, the server's batches) with the layers on the device, when devpass_takes says it can run it;
+ * logits: NULL, or [n_out][vocab] for rows out_rows[0..n_out). The States' device copies. */
 int devpass_takes(const Model *m, int n_seqs, int T);
 /* Whether the layer pass's device holds the current copy of W: a product of W then reads no host
  * memory, so W may be used while its streamed layer is not acquired. */
@@ -122,7 +122,8 @@ int devpass_holds(const Model *m, const Mat *W);
 /* Whether the layer pass's device holds every matrix of layer l: a pass on the host (a batch of
  * sequences) then need not acquire the layer either, as its products run on the device's copies. */
 int devpass_layer_held(const Model *m, int l);
-int devpass_forward(Model *m, State *st, const int *tokens, int T, int row0, int n_out, float *logits);
+int devpass_forward(Model *m, const Seq *seqs, int n_seqs, const int *tokens, int T, const int *out_rows, int n_out,
+                    float *logits);
 /* 1 when the State's verify records are on the device (made at its first verify pass there), 0
  * when they are not and cannot be (no device copy yet, or no room: the verify pass then runs on
  * the host). */

@@ -176,7 +176,7 @@ int model_acquire_layer(Model *m, int l) {
 static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens, int T, const int *out_rows, int n_out,
                         float *logits) {
     if (devpass_takes(m, n_seqs, T) && (!m->verifying || devpass_records(m, seqs[0].st)))
-        return devpass_forward(m, seqs[0].st, tokens, T, out_rows[0], n_out, logits);
+        return devpass_forward(m, seqs, n_seqs, tokens, T, out_rows, n_out, logits);
     for (int q = 0; q < n_seqs; q++) {
         if (state_to_host(seqs[q].st)) return -1;
         state_host_changed(seqs[q].st);

@@ -167,15 +167,15 @@ int model_forward_verify(Model *m, State *s, const int *tokens, int T, float *lo
  * bit-identical to one that was fed only those n tokens. No-op without a pending verification. */
 void state_commit(State *s, int n);
 
-/* Runs every forward of one sequence (decode steps, prefill chunks, verify passes) with every layer
+/* Runs every forward (decode steps, prefill chunks, verify passes, batches of sequences) with every layer
  * on the process's device when it offers whole-layer operations (kernels/devops.h): allocates the
  * activations there, copies the small vectors and the spine's matrices (a streamed layer is read
  * once for it: one the device keeps is not read again), and makes an expert cache of as many slots
  * as the device has room for (experts leave room for the spine, and take at most its expert_bytes),
  * run by `policy`, the host store's (model/devcache.h). When the source is in_place and every expert
  * fits, they are all copied now; otherwise the cache starts empty and takes the experts the layer
- * pass copies. Passes of several sequences and the expanded MLA cache still run the per-product
- * path (which reads the experts the cache holds). A State's arrays (and a verify pass's replay
+ * pass copies. The expanded MLA cache still runs the per-product path (which reads the experts the
+ * cache holds). A State's arrays (and a verify pass's replay
  * records) then live on the device between forwards and come back whenever the host reads them.
  * Returns 0 (also when the device has no such operations: nothing changes), or -1 with a message.
  * model_release_device gives it all back (before the device closes; every State of the model must

@@ -778,10 +778,76 @@ static void test_device_keeps_the_streamed_spine(void) {
     free(want), free(got);
 }
 
+/* Passes of several sequences (the server's batches): on the device like one sequence's, the rows
+ * of each sequence on its own State, the CPU's logits bit for bit: sequences of one and several
+ * rows, a fresh State among them, the last row of each or every row asked for, single-sequence
+ * passes between batches on the same States, and a context short enough that a sequence's MLA rows
+ * take turns; every pass on the device, each State sent up once. */
+static int batch_script(Engine *e, float *out) {
+    Model *m = e->model;
+    const int V = e->cat.cfg.vocab;
+    State *a = state_create(m), *b = state_create(m), *c = state_create(m);
+    int rc = 0, row = 0;
+    rc |= model_forward(m, a, prompt, 5, out + (size_t)row++ * V, 0);
+    rc |= model_forward(m, b, prompt + 5, 3, out + (size_t)row++ * V, 0);
+    State *abc[3] = {a, b, c}, *ac[2] = {a, c}, *bb[1] = {b};
+    const int t1[] = {11, 12, 13, 300, 42, 7, 9}, r1[] = {1, 2, 4};
+    rc |= model_forward_batch(m, abc, t1, r1, 3, out + (size_t)row * V, 0); /* the last row of each */
+    row += 3;
+    const int t2[] = {60, 77, 1}, r2[] = {2, 1};
+    rc |= model_forward_batch(m, ac, t2, r2, 2, out + (size_t)row * V, 1); /* every row */
+    row += 3;
+    const int t3[] = {88};
+    rc |= model_forward_batch(m, bb, t3, (const int[]){1}, 1, out + (size_t)row++ * V, 0);
+    for (int i = 0; i < 2 && !rc; i++) { /* decode steps of the three together */
+        int t[3], r[3] = {1, 1, 1};
+        for (int q = 0; q < 3; q++) t[q] = model_argmax(m, out + (size_t)(row - 3 + q) * V);
+        rc |= model_forward_batch(m, abc, t, r, 3, out + (size_t)row * V, 0);
+        row += 3;
+    }
+    state_destroy(a), state_destroy(b), state_destroy(c);
+    return rc ? -1 : row;
+}
+
+static void test_batches_run_on_the_device(void) {
+    enum { MAX_BATCH_ROWS = 16 };
+    const int V = base.cat.cfg.vocab;
+    float *want = calloc((size_t)MAX_BATCH_ROWS * V, sizeof(float)), *got = calloc((size_t)MAX_BATCH_ROWS * V, sizeof(float));
+    const int rows = batch_script(&base, want);
+    CHECK_MSG(rows > 0 && rows <= MAX_BATCH_ROWS, "cpu batches: %s", df_errmsg());
+    EngineOptions cached = fixture_options(), few = fixture_options(), short_context = fixture_options();
+    few.host_experts = HOST_EXPERTS_AUTO;
+    short_context.context = 24; /* a batch's MLA rows of one sequence take turns in the scores scratch */
+    const Layout layouts[] = {{"batches, every expert in the cache", cached, 0, 1000, 0},
+                              {"batches, a small cache, misses split", few, 0, 5, 0},
+                              {"batches, a short context", short_context, 0, 1000, 0}};
+    for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
+        const Layout *L = &layouts[k];
+        Engine e;
+        install();
+        n_fills = n_stale = 0, slot_room = L->room;
+        CHECK_MSG(engine_open(&e, dir, &L->o) == 0, "%s: %s", L->what, df_errmsg());
+        memset(got, 0, sizeof(float) * MAX_BATCH_ROWS * (size_t)V);
+        CHECK_MSG(batch_script(&e, got) == rows, "%s: %s", L->what, df_errmsg());
+        CHECK_MSG(!memcmp(got, want, sizeof(float) * (size_t)rows * V), "%s: logits differ from the CPU's", L->what);
+        const ModelStats *ms = model_stats(e.model);
+        CHECK_MSG(ms->dev_forwards == ms->forwards, "%s: %llu of %llu passes on the device", L->what,
+                  (unsigned long long)ms->dev_forwards, (unsigned long long)ms->forwards);
+        CHECK_MSG(ms->state_syncs == 3, "%s: the States were copied %llu times (once each: their first upload)", L->what,
+                  (unsigned long long)ms->state_syncs);
+        CHECK_MSG(n_stale == 0, "%s: %ld launches read a stale slot", L->what, n_stale);
+        engine_close(&e);
+        device_close();
+        free_slots();
+    }
+    free(want), free(got);
+}
+
 int main(void) {
     if (fixture_open(&base, dir, 5)) return 1;
     RUN(test_layer_pass_is_the_cpu_pass);
     RUN(test_device_keeps_the_streamed_spine);
+    RUN(test_batches_run_on_the_device);
     fixture_close(&base, dir);
     free(routes), free(call_rows), free(call_at);
     return check_summary();
