@@ -11,7 +11,8 @@
 #             store layout, a refilled expert cache, a streamed spine, speculation (with the decode
 #             state staying on the GPU through its verify passes), the expanded MLA cache (which
 #             falls back to the products) and a long context; a streamed spine that the GPU holds
-#             whole (no pass reads any of it);
+#             whole (no pass reads any of it); the server's batches of several sequences (the
+#             CPU server's completions);
 #   cache:    the layer pass's expert cache in GPU memory small enough to churn (misses copied into
 #             it, computed by the CPU, split as measured; over a streaming store whose small cache is
 #             refilled all the time, so that experts come back under new keys and are copied again):
@@ -214,6 +215,47 @@ k3_model() {
     echo "synth took $(( $(date +%s) - t0 )) s, $(du -sh "$dir/k3" | cut -f1)"
 }
 
+# The server decoding several requests together (--parallel 4: batched passes of several sequences
+# in the layer pass): the same greedy completions as the CPU server's, every request answered.
+batches_same() { # label, model
+    local label=$1 model=$2 dev pid port
+    for dev in cpu cuda; do
+        port=$((20000 + RANDOM % 20000))
+        K3_DEV=$dev "$df" serve --model "$model" --port "$port" --parallel 4 >"$dir/serve.$dev.log" 2>&1 &
+        pid=$!
+        "$py" - "$port" "$dir/batch.$dev" <<'EOF'
+import json, sys, threading, time, urllib.request
+port, out = sys.argv[1], sys.argv[2]
+for _ in range(300):
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+        break
+    except Exception:
+        time.sleep(0.2)
+model = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10))["data"][0]["id"]
+prompts = ["The cat sat on", "Once upon a time", "red green blue red", "a b c d e f"]
+texts = [None] * len(prompts)
+def ask(i):
+    body = json.dumps({"model": model, "prompt": prompts[i], "max_tokens": 24, "temperature": 0}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"})
+    try:
+        texts[i] = json.load(urllib.request.urlopen(req, timeout=300))["choices"][0]["text"]
+    except Exception as e:
+        print(f"request {i}: {e}", file=sys.stderr)
+threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(prompts))]
+for t in threads: t.start()
+for t in threads: t.join()
+with open(out, "w") as f: json.dump(texts, f)
+EOF
+        kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    done
+    if [ -s "$dir/batch.cpu" ] && cmp -s "$dir/batch.cpu" "$dir/batch.cuda" && ! grep -q null "$dir/batch.cuda"; then
+        pass "layers, $label: 4 requests decoded together, the CPU server's completions"
+    else
+        bad "layers, $label: batched completions differ or failed: $(tail -1 "$dir/serve.cuda.log")"
+    fi
+}
+
 mini="${MINI:-$(cd "$(dirname "$0")/../.." && pwd)/models/k3-mini}"
 full="The cat sat on the mat. The cat sat on the mat. The cat sat on the mat. The cat"
 part="Once upon a time there was a little girl. Once upon a time there was a little boy. Once upon a time"
@@ -232,6 +274,8 @@ if [ "$what" != k3 ] && [ "$what" != cache ]; then
     spec_on_gpu "k3-mini, drafts rejected" "$none" 64
     spec_on_gpu "k3-mini, experts in host memory, as measured" "$part" 64 K3_DEV_EXPERT_GB=0
     spec_on_gpu "k3-mini, streamed spine and a small refilled cache" "$part" 64 K3_STORE=stream K3_RAM_GB=0.23
+    batches_same "small, the server's batches" "$dir/small"
+    [ -f "$mini/config.json" ] && batches_same "k3-mini, the server's batches" "$mini"
 fi
 
 trace="$(cd "$(dirname "$0")/../../bench/traces" && pwd)/k3-mini-valid.jsonl"
