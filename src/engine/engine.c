@@ -169,14 +169,19 @@ static int open_device(Engine *e) {
  * runtime's own, slack for what the estimate misses. */
 #define DEVICE_SPINE_MARGIN (2ull << 30)
 
+/* What the layer pass's States take on the device: every slot's States filled to the context (their
+ * KDA state and MLA cache), and speculation's replay records (one sequence speculates at a time). */
+static uint64_t device_state_bytes(const Engine *e) {
+    ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context);
+    return mm.state * (uint64_t)(1 + e->opt.extra_states) * (uint64_t)e->slots + (e->opt.spec ? mm.verify : 0);
+}
+
 /* Whether the layer pass's device has room for the whole spine and every slot's States (their
  * device copies): it then keeps every layer, and host RAM need not pin any. */
 static int spine_fits_device(const Engine *e) {
     const MatDevice *dev = device_current();
     if (!dev || !dev->ops || e->opt.device_pass != PASS_LAYERS) return 0;
-    ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context);
-    uint64_t states = mm.state * (uint64_t)(1 + e->opt.extra_states) * (uint64_t)e->slots;
-    return (uint64_t)spine_matrix_bytes(e) + states + DEVICE_SPINE_MARGIN <= dev->weight_room;
+    return (uint64_t)spine_matrix_bytes(e) + device_state_bytes(e) + DEVICE_SPINE_MARGIN <= dev->weight_room;
 }
 
 /* The device keeps copies of weights under their residency keys, which the stores renew whenever
@@ -186,6 +191,8 @@ static void offer_buffers(Engine *e) {
     MatDevice *dev = device_current();
     if (!e->device_open) return; /* a device shared with an enclosing engine was set up by it */
     dev->spine_bytes = spine_matrix_bytes(e);
+    /* the expert cache takes what the spine leaves: the States' copies must still fit after it */
+    if (e->opt.device_pass == PASS_LAYERS) dev->state_bytes = (size_t)device_state_bytes(e);
     if (!e->streaming) return;
     const ExpertStore *es = &e->stream.experts;
     const SpineStore *sp = &e->stream.spine;

@@ -39,6 +39,7 @@ struct MatDevice {
      * never does). It must stay allocated until the device closes. */
     void (*host_buffer)(MatDevice *d, void *p, size_t bytes);
     size_t spine_bytes;   /* device memory to leave for the spine when experts stay resident */
+    size_t state_bytes;   /* device memory to leave for the decode States' copies (the layer pass's) */
     size_t expert_bytes;  /* device memory experts may take at most (SIZE_MAX: all the room there is) */
     size_t weight_room;   /* device memory it may give to weights, activations and states, set at open */
     /* Whole-layer operations on device memory (devops.h), or NULL: the model then runs every step

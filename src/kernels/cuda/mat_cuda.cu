@@ -146,7 +146,8 @@ bool same_shape(const Resident *r, const Mat *W) {
     return r->fmt == (int)W->fmt && r->rows == W->rows && r->cols == W->cols;
 }
 
-/* Whether a new copy of W may stay: within the budget, and experts leave room for the spine; while
+/* Whether a new copy of W may stay: within the budget, and experts leave room for the spine and the
+ * decode States; while
  * the model runs an expert cache in slots, experts are its to keep. */
 bool may_keep(const CudaDevice *d, const Mat *W, size_t bytes) {
     if (d->resident + d->allocated + bytes > d->budget) return false;
@@ -156,7 +157,7 @@ bool may_keep(const CudaDevice *d, const Mat *W, size_t bytes) {
     size_t spine_left = d->base.spine_bytes > d->resident - d->experts_resident
                             ? d->base.spine_bytes - (d->resident - d->experts_resident)
                             : 0;
-    return d->resident + d->allocated + bytes + spine_left <= d->budget;
+    return d->resident + d->allocated + bytes + spine_left + d->base.state_bytes <= d->budget;
 }
 
 /* Copies W into a new device allocation that stays, if it may (r filled); false otherwise. */

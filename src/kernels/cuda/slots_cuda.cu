@@ -47,11 +47,12 @@ bool lay_out(ExpertSlots &sl, const Mat *const *w) {
 }
 
 /* Device memory experts may take: what the budget leaves after the weights resident, the
- * allocations and the spine still to be copied, and at most expert_bytes. */
+ * allocations, the spine still to be copied and the decode States' copies to come, and at most
+ * expert_bytes. */
 size_t expert_room(const CudaDevice *d) {
     const size_t spine_resident = d->resident - d->experts_resident;
     const size_t spine_left = d->base.spine_bytes > spine_resident ? d->base.spine_bytes - spine_resident : 0;
-    const size_t taken = d->resident + d->allocated + spine_left;
+    const size_t taken = d->resident + d->allocated + spine_left + d->base.state_bytes;
     const size_t room = d->budget > taken ? d->budget - taken : 0;
     const size_t cap = d->base.expert_bytes > d->experts_resident ? d->base.expert_bytes - d->experts_resident : 0;
     return room < cap ? room : cap;
