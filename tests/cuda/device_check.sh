@@ -249,7 +249,7 @@ with open(out, "w") as f: json.dump(texts, f)
 EOF
         kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
     done
-    if [ -s "$dir/batch.cpu" ] && cmp -s "$dir/batch.cpu" "$dir/batch.cuda" && ! grep -q null "$dir/batch.cuda"; then
+    if [ -s "$dir/batch.cpu" ] && cmp -s "$dir/batch.cpu" "$dir/batch.cuda" && [ "$(grep -c null "$dir/batch.cuda")" = 0 ]; then
         pass "layers, $label: 4 requests decoded together, the CPU server's completions"
     else
         bad "layers, $label: batched completions differ or failed: $(tail -1 "$dir/serve.cuda.log")"
