@@ -374,8 +374,9 @@ static int member_ok(const Grammar *g, const GNode *n, const Frame *f, uint32_t 
 
 /* The smallest member in reach whose key shares member b's first off units and has u next. */
 static int64_t member_next(const Grammar *g, const GNode *n, const Frame *f, uint32_t b, uint32_t off, GUnit u) {
-    GSpan ref = g->members[n->first + b].key;
     uint32_t reach = members_reach(g, n, f->a);
+    if (b >= reach) return -1; /* (no member b: an object with no members has no array to index) */
+    GSpan ref = g->members[n->first + b].key;
     for (uint32_t k = b; k < reach; k++) {
         GSpan key = g->members[n->first + k].key;
         if (key.len > off && gu(g, key)[off] == u && shares_prefix(g, key, ref, off) && member_ok(g, n, f, k)) return k;
@@ -532,8 +533,10 @@ static uint64_t members_after(const Grammar *g, const GNode *n, const Frame *f, 
  * prefix) and everything after it. */
 static uint64_t members_one_more(const Grammar *g, const GNode *n, const Frame *f, uint32_t b, uint32_t off) {
     uint64_t best = GRAMMAR_INF;
+    const uint32_t reach = members_reach(g, n, f->a);
+    if (b >= reach) return best; /* (no member b: see member_next) */
     GSpan ref = g->members[n->first + b].key;
-    for (uint32_t k = b; k < members_reach(g, n, f->a); k++) {
+    for (uint32_t k = b; k < reach; k++) {
         const GMember *m = &g->members[n->first + k];
         if (!shares_prefix(g, m->key, ref, off) || !member_ok(g, n, f, k)) continue;
         uint64_t c = span_cost(g, m->key, off) + (uint64_t)minlen_at(g, m->value, f) + members_after(g, n, f, k + 1, 0);
