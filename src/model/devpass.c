@@ -289,11 +289,11 @@ int devpass_forward(Model *m, const Seq *seqs, int n_seqs, const int *tokens, in
     m->chunk_pos = seqs[0].st->len; /* trace replay (benchmark only) follows the first sequence */
     int n_anchors = 0;
     for (int l = 0; l < c->n_layers; l++) {
-        const int read = !devpass_layer_held(m, l); /* a streamed layer the device lacks */
-        if (read && model_acquire_layer(m, l)) return -1;
+        const int entered = model_enter_layer(m, l);
+        if (entered < 0) return -1;
         n_anchors = dev_attention(m, seqs, n_seqs, l, n_anchors, T);
         int rc = dev_ffn(m, l, n_anchors, T);
-        if (read && m->spine->release_layer) m->spine->release_layer(m->spine, l);
+        model_leave_layer(m, l, entered);
         if (rc) return -1;
     }
     for (int q = 0; q < n_seqs; q++) seqs[q].st->len += seqs[q].rows;

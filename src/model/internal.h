@@ -110,6 +110,10 @@ int state_reserve(State *s, int need);
 /* k3.c, for the device pass: layer l's spine tensors readable (and rebound when they moved); the
  * finite check of a forward's logits (positions rows[i] of n). */
 int model_acquire_layer(Model *m, int l);
+/* A pass's use of layer l: acquired (1: model_leave_layer releases it), or not acquired because the
+ * layer pass's device holds every matrix of it (0); -1 on failure. */
+int model_enter_layer(Model *m, int l);
+void model_leave_layer(Model *m, int l, int entered);
 int model_check_logits(const Model *m, const float *logits, const int *rows, int n);
 
 /* devpass.c: a forward of T rows of one or more sequences (a decode step, a prefill chunk, a verify

@@ -169,6 +169,15 @@ int model_acquire_layer(Model *m, int l) {
     return 0;
 }
 
+int model_enter_layer(Model *m, int l) {
+    if (devpass_layer_held(m, l)) return 0; /* its products run on the device's copies */
+    return model_acquire_layer(m, l) ? -1 : 1;
+}
+
+void model_leave_layer(Model *m, int l, int entered) {
+    if (entered > 0 && m->spine->release_layer) m->spine->release_layer(m->spine, l);
+}
+
 /* The pass itself: tokens[0..T) split into seqs, every layer, the states advanced. The caller
  * checked the arguments and reserved the states' room. A pass of one sequence goes to the device
  * when it takes it (devpass.c; out_rows are then consecutive: all rows, or the last); otherwise the
@@ -187,11 +196,11 @@ static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens
     m->chunk_pos = seqs[0].st->len; /* trace replay (benchmark only) follows the first sequence */
     int n_anchors = 0;
     for (int l = 0; l < m->cfg.n_layers; l++) {
-        const int read = !devpass_layer_held(m, l); /* (its products run on the device's copies) */
-        if (read && model_acquire_layer(m, l)) return -1;
+        const int entered = model_enter_layer(m, l);
+        if (entered < 0) return -1;
         n_anchors = attention_block(m, seqs, n_seqs, l, n_anchors, T);
         int rc = ffn_block(m, l, n_anchors, T);
-        if (read && m->spine->release_layer) m->spine->release_layer(m->spine, l);
+        model_leave_layer(m, l, entered);
         if (rc) return -1;
     }
     for (int q = 0; q < n_seqs; q++) seqs[q].st->len += seqs[q].rows;
