@@ -291,22 +291,26 @@ static void variant_case(MatDevice *dev, Pool *pool, const char *filter, const c
     for (int i = 0; i < n; i++) free((void *)W[i].data), free((void *)W[i].aux);
 }
 
+/* Columns of the MXFP4 edge matrices: rows of 256 bytes, which every kernel takes (the bulk kernel
+ * reads rows in 256-byte segments). */
+#define EDGE_MX_COLS 512
+
 /* Weights at the edges of their formats through every variant, T = 1, 3 and 17 (two launches). */
 static void check_edges(MatDevice *dev, Pool *pool, Rng *r) {
     static const int Ts[] = {1, 3, 17};
     /* MXFP4: row r holds code r % 16 under scale byte r / 16 in one column, zeros elsewhere: with X
      * all ones each output is that weight expanded (every scale byte and code, NaN and infinity) */
-    Mat one = variant_mat(WF_MXFP4, 4096, 64, r);
+    Mat one = variant_mat(WF_MXFP4, 4096, EDGE_MX_COLS, r);
     uint8_t *d = (uint8_t *)one.data, *a = (uint8_t *)one.aux;
-    memset(d, 0, 4096 * 32);
+    memset(d, 0, (size_t)4096 * EDGE_MX_COLS / 2);
     for (int row = 0; row < 4096; row++) {
-        const int c = (row * 7) % 64, code = row % 16;
-        d[row * 32 + c / 2] |= (uint8_t)(c & 1 ? code << 4 : code);
-        a[row * 2] = a[row * 2 + 1] = (uint8_t)(row / 16);
+        const int c = (row * 7) % EDGE_MX_COLS, code = row % 16;
+        d[row * EDGE_MX_COLS / 2 + c / 2] |= (uint8_t)(c & 1 ? code << 4 : code);
+        memset(a + (size_t)row * EDGE_MX_COLS / 32, row / 16, EDGE_MX_COLS / 32);
     }
     /* MXFP4 with random codes and scale bytes; BF16 with random bit patterns; I8ROW under extreme scales */
-    Mat mx = variant_mat(WF_MXFP4, 4096, 256, r), bf = variant_mat(WF_BF16, 1024, 256, r), i8 = variant_mat(WF_I8ROW, 1024, 256, r);
-    for (size_t i = 0; i < (size_t)4096 * 8; i++) ((uint8_t *)mx.aux)[i] = (uint8_t)(rng_next(r) >> 56);
+    Mat mx = variant_mat(WF_MXFP4, 4096, EDGE_MX_COLS, r), bf = variant_mat(WF_BF16, 1024, 256, r), i8 = variant_mat(WF_I8ROW, 1024, 256, r);
+    for (size_t i = 0; i < (size_t)4096 * EDGE_MX_COLS / 32; i++) ((uint8_t *)mx.aux)[i] = (uint8_t)(rng_next(r) >> 56);
     for (size_t i = 0; i < (size_t)1024 * 256; i++) ((uint16_t *)bf.data)[i] = (uint16_t)(rng_next(r) >> 48);
     static const float scales[] = {0.0f, -0.0f, 1e-45f, 1.2e-40f, 1.17549435e-38f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN,
                                    0.01f, -1.5f};
@@ -318,7 +322,7 @@ static void check_edges(MatDevice *dev, Pool *pool, Rng *r) {
         for (int t = 0; t < 3; t++) {
             float *X = random_x(Ts[t], cases[k]->cols, r);
             if (k == 0)
-                for (size_t i = 0; i < (size_t)Ts[t] * 64; i++) X[i] = 1.0f;
+                for (size_t i = 0; i < (size_t)Ts[t] * EDGE_MX_COLS; i++) X[i] = 1.0f;
             run_variants(dev, pool, labels[k], &cases[k], 1, Ts[t], X, 0);
             free(X);
         }

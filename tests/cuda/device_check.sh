@@ -399,6 +399,7 @@ if [ "$what" = k3 ] || [ "$what" = all ]; then
           "cuda host cpu:K3_DEV=cuda K3_STORE=mapped K3_DEV_EXPERT_GB=0 K3_DEV_HOST_EXPERTS=cpu"
           "cuda host auto:K3_DEV=cuda K3_STORE=mapped K3_DEV_EXPERT_GB=0"
           "cpu stream:K3_DEV=cpu K3_STORE=stream K3_RAM_GB=24" "cuda layers stream:K3_DEV=cuda K3_STORE=stream K3_RAM_GB=24")
+    [ -n "${OLD_DF:-}" ] && rows+=("old cuda layers mapped:K3_DEV=cuda K3_STORE=mapped")
     K3_SPEC=0 k3_rows decode "$prompt" "phases|layer pass" "${rows[@]}"
 fi
 if [ "$what" != check ] && [ "$what" != cache ]; then

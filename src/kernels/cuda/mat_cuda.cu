@@ -26,11 +26,18 @@
  *    scale bytes the widened value is multiplied in fp32 by 2^(s-113) (split in two above 240;
  *    255 gives NaN), exact as well. The warp votes per block of chunks for the cheapest exact
  *    path. I8ROW bytes become (float)q exactly as 2^23 + 128 + q less 2^23 + 128.
+ *  - coop kernel, T = 1 with one head and rows of whole 256-byte segments, more than 2048 rows
+ *    for BF16 (decode of the spine's large products and of a layer's experts): the streaming
+ *    kernel's walk (a thread per weight row, BF16 two), but the bytes come through shared memory:
+ *    each warp copies its rows' next segment (128 or 256 bytes of each row) with cp.async, 16
+ *    bytes a lane so one load instruction covers whole row segments, two or four stages ahead;
+ *    a thread's 16-byte reads of its row fall on distinct banks (rows 16 bytes of padding apart);
+ *    X is copied to shared memory once per block of 2-4 warps.
  *  - staged kernel, products of at most 1024 output rows (and BF16/I8ROW with more than 12 X
  *    rows): a block copies its weight rows, and X where it fits, into shared memory with every
  *    copy in flight at once, then each half warp walks one (row, X row) output, lane l its columns.
- *  - BF16 decode kernel (T = 1, one head, more than 1024 rows): four threads per row, 8-byte loads,
- *    blocks of one warp.
+ *  - BF16 decode kernel (T = 1, one head, 1025 to 2048 rows, or shapes the coop kernel does not
+ *    take): four threads per row, 8-byte loads, blocks of one warp.
  *  - generic kernel, what the others do not take (F32 weights; rows, X rows or heads not on
  *    16-byte boundaries; columns not a multiple of 16, 32 for MXFP4): a half warp per output,
  *    lane l its columns, a weight row walked once per tile of 4 X rows.

@@ -2,6 +2,7 @@
  * launch_products), in the CPU kernels' order; mat_cuda.cu's header comment says how each keeps
  * it. Y = W . X for any T, a batch of jobs (a layer's experts) and heads:
  *   stream_kernel:     weights streamed in 16-byte chunks, each read once for all X rows;
+ *   coop_kernel:       T = 1: the same walk, rows copied through shared memory a segment at a time;
  *   staged_kernel:     few output rows: whole rows (and X) copied to shared memory first;
  *   gemv_bf16_kernel:  BF16 decode (T = 1, one head);
  *   matmul_kernel:     everything else: a half warp per output, any shape;
@@ -443,6 +444,117 @@ __global__ void __launch_bounds__(STAGED_THREADS) staged_kernel(Batch<N> b, int 
     }
 }
 
+/* ---- the coop kernel (T = 1) --------------------------------------------------------------- */
+
+/* The streaming kernel's thread walks one weight row, so a warp's 16-byte loads land in 32
+ * different rows: 32 cache lines per load, and the L1 pipe, not DRAM, set its pace (MXFP4 at 35-40%
+ * of HBM bandwidth). Here each warp copies its rows' next G bytes into shared memory together
+ * (cp.async, 16 bytes a lane, one load instruction covering whole row segments: few cache lines),
+ * ST stages ahead, and each thread reads its rows' chunks from there (16-byte reads, rows G + 16
+ * bytes apart: a warp's reads fall on distinct banks). Each thread keeps the streaming kernel's
+ * walk (its lanes' columns in order, walk_steps), so the sums are the CPU kernels'. A block is W
+ * warps sharing X (copied to shared memory first). Rows must hold whole segments; one head, one X
+ * row. Measured on an H200 (docs/PERFORMANCE.md "Kernel rates"): copies by the copy engine instead
+ * (cp.async.bulk, one per row segment) ran at 0.55-0.67 TB/s, a 256-byte copy costing the engine
+ * about 50 ns; blocks of one warp reading X from device memory sat at 12% occupancy; two rows per
+ * thread (each X value serving both) lost to the registers and shared memory they took. */
+constexpr int COOP_ALIGN = 256; /* row bytes the coop kernel takes are a multiple of this (every G) */
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int K> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(K) : "memory"); }
+
+/* The G / 16 scale bytes of one row segment (one per 16-byte chunk), as words. */
+template <int G> __device__ __forceinline__ void segment_scales(const uint8_t *p, uint32_t *w) {
+    if constexpr (G == 256) {
+        const uint4 v = __ldg((const uint4 *)p);
+        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    } else {
+        const uint2 v = __ldg((const uint2 *)p);
+        w[0] = v.x, w[1] = v.y;
+    }
+}
+
+template <int F, int ST, int G, int W, int N>
+__global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b) {
+    using FT = Fmt<F>;
+    constexpr int CH = G / 16, SPT = CH / FT::TPR, U = F == WF_BF16 ? 4 : 2; /* chunks, steps of a segment; steps per load */
+    constexpr int PITCH = G + 16, ROWS_W = 32 / FT::TPR;                      /* a row's buffer; rows of a warp */
+    extern __shared__ __align__(16) uint8_t sm[];
+    const MulJob &job = b.j[N == 1 ? 0 : blockIdx.z];
+    const Span &sp = job.sp;
+    const int cols = job.w.cols, lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
+    const size_t rb = row_bytes<F>(cols);
+    const int nseg = (int)(rb / G);
+    float *xs = (float *)sm;
+    uint8_t *buf = sm + (size_t)cols * sizeof(float) + (size_t)warp * ST * ROWS_W * PITCH;
+    const int p = lane % FT::TPR, slot = lane / FT::TPR;
+    const int base = ((int)blockIdx.x * W + warp) * ROWS_W; /* the warp's first row (of the span) */
+    const int last = sp.n - 1 - base;                        /* rows of the warp past the end copy it */
+    const uint8_t *wdata = (const uint8_t *)job.w.data + ((size_t)sp.row0 + (size_t)(base < sp.n ? base : sp.n - 1)) * rb;
+    auto issue = [&](int st, int g) { /* segment g of the warp's rows into stage st */
+        for (int c = lane; c < ROWS_W * CH; c += 32) {
+            const int i = c / CH, k = c % CH;
+            cp_async16(buf + ((size_t)st * ROWS_W + i) * PITCH + k * 16,
+                       wdata + (size_t)(i < last ? i : last < 0 ? 0 : last) * rb + (size_t)g * G + k * 16);
+        }
+        cp_async_commit();
+    };
+    for (int i = (int)threadIdx.x; i < cols / 4; i += 32 * W) cp_async16((float4 *)xs + i, (const float4 *)job.X + i);
+    cp_async_commit();
+#pragma unroll
+    for (int g = 0; g < ST; g++) {
+        if (g < nseg) issue(g, g);
+        else cp_async_commit(); /* an empty group: the waits below count ST groups ahead */
+    }
+    cp_async_wait<ST>(); /* this thread's part of X is in */
+    __syncthreads();     /* and every thread's */
+    const int rr = base + slot;
+    const bool valid = rr < sp.n;
+    const size_t row = (size_t)sp.row0 + (size_t)(valid ? rr : sp.n - 1);
+    RowWalk<1> rw;
+    rw.scale = F == WF_I8ROW ? ((const float *)job.w.aux)[row] : 0.0f;
+    rw.xr[0] = xs + p * FT::LPT;
+    float acc[1][FT::LPT];
+#pragma unroll
+    for (int i = 0; i < FT::LPT; i++) acc[0][i] = 0.0f;
+    const uint4 *const mine = (const uint4 *)(buf + (size_t)slot * PITCH) + p; /* the thread's row in stage 0 */
+    for (int g = 0; g < nseg; g++) {
+        const int st = g % ST;
+        uint32_t sw[CH / 4]; /* MXFP4: the segment's scale bytes */
+        if constexpr (F == WF_MXFP4) segment_scales<G>((const uint8_t *)job.w.aux + row * (size_t)(cols / 32) + (size_t)g * CH, sw);
+        cp_async_wait<ST - 1>(); /* this lane's copies of segment g are in */
+        __syncwarp();            /* and every lane's */
+        const uint4 *src = mine + (size_t)st * ROWS_W * PITCH / 16;
+#pragma unroll
+        for (int u0 = 0; u0 < SPT; u0 += U) {
+            uint4 qv[U];
+            uint32_t sv[U] = {};
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                qv[u] = src[(u0 + u) * FT::TPR];
+                if constexpr (F == WF_MXFP4) sv[u] = (sw[(u0 + u) / 4] >> (8 * ((u0 + u) % 4))) & 0xFFu;
+            }
+            walk_steps<F, 1, U, 0, true>(acc, qv, sv, rw, g * SPT + u0);
+        }
+        __syncwarp(); /* every lane is done reading stage st before it is refilled */
+        if (g + ST < nseg) issue(st, g + ST);
+        else cp_async_commit();
+    }
+    float l[LANES];
+    if constexpr (FT::TPR == 1) {
+#pragma unroll
+        for (int i = 0; i < LANES; i++) l[i] = acc[0][i];
+    } else { /* lanes 0-7 in part 0, 8-15 in part 1: the pair trades halves */
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float other = __shfl_xor_sync(FULL, acc[0][i], 1);
+            l[i] = p ? other : acc[0][i], l[i + 8] = p ? acc[0][i] : other;
+        }
+    }
+    if (valid && p == 0) lanes_tree_store(l, job.Y + rr);
+}
+
 /* ---- the BF16 decode kernel ---------------------------------------------------------------- */
 
 /* T = 1, one head: four threads per row, each loading 8 bytes (4 consecutive columns) per 16-column
@@ -613,6 +725,50 @@ void staged_launch(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
     }
 }
 
+/* Whether jobs fit the coop kernel: streamable, one head, rows of whole segments, X (in shared
+ * memory) no more than COOP_COLS columns. */
+constexpr int COOP_COLS = 16384;
+
+bool coopable(const MulJob *jobs, int n, int heads) {
+    if (heads != 1 || !streamable(jobs, n, heads)) return false;
+    for (int i = 0; i < n; i++)
+        if (fmt_row_bytes(jobs[i].w.fmt, jobs[i].w.cols) % COOP_ALIGN || jobs[i].w.cols > COOP_COLS) return false;
+    return true;
+}
+
+/* Shared memory of a coop block: X, then each warp's stages. */
+template <int F, int ST, int G, int W> size_t coop_smem(int cols) {
+    return sizeof(float) * (size_t)cols + (size_t)W * ST * (32 / Fmt<F>::TPR) * (G + 16);
+}
+
+template <int F, int ST, int G, int W, int N> void coop_go(CudaDevice *d, const Batch<N> &b, const Shape &s) {
+    const int rows_block = 32 / Fmt<F>::TPR * W;
+    const size_t smem = coop_smem<F, ST, G, W>(s.cols);
+    static size_t granted = SMEM_DEFAULT; /* shared memory asked of the driver for this kernel (under d->mu) */
+    if (smem > granted) {
+        if (!check(d, cudaFuncSetAttribute(coop_kernel<F, ST, G, W, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                   "coop kernel shared memory"))
+            return;
+        granted = smem;
+    }
+    const dim3 grid((unsigned)((s.rows + rows_block - 1) / rows_block), 1, (unsigned)s.n);
+    coop_kernel<F, ST, G, W, N><<<grid, 32 * W, smem, d->stream>>>(b);
+}
+
+template <int F, int ST, int G, int W> void coop_launch_f(CudaDevice *d, const MulJob *jobs, int n) {
+    Shape s{0, 0, 1, n, 1};
+    if (n == 1) coop_go<F, ST, G, W, 1>(d, batch_of<1>(jobs, n, &s), s);
+    else coop_go<F, ST, G, W, MAX_BATCH>(d, batch_of<MAX_BATCH>(jobs, n, &s), s);
+}
+
+/* The coop kernel (T = 1, coopable jobs, X within the shared memory a block may have). */
+template <int ST, int G, int W> void coop_launch(CudaDevice *d, const MulJob *jobs, int n, int, int) {
+    const int f = jobs[0].w.fmt;
+    if (f == WF_MXFP4) coop_launch_f<WF_MXFP4, ST, G, W>(d, jobs, n);
+    else if (f == WF_BF16) coop_launch_f<WF_BF16, ST, G, W>(d, jobs, n);
+    else coop_launch_f<WF_I8ROW, ST, G, W>(d, jobs, n);
+}
+
 /* The generic kernel, as launched before the streaming kernel existed. */
 template <int TILE_T, int N> void generic_go(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
     Shape s{0, 0, heads, n, T};
@@ -646,10 +802,13 @@ template <int OPT> void gemv_bf16_launch(CudaDevice *d, const MulJob *jobs, int 
 
 /* The kernel for products the streaming and staged kernels can take, as measured on an H200
  * (bench_device, docs/PERFORMANCE.md "Kernel rates"): few output rows (all jobs and heads) take
- * the staged kernel; BF16 and I8ROW with more than STAGED_T rows of X too (compute-bound there, and
- * it reads X from shared memory); BF16 decode the decode kernel (asking L2 for 256-byte reads up
- * to ROWS_HINT rows); everything else the streaming kernel, X in shared memory when T = 1. */
-constexpr long STAGED_ROWS = 1024, ROWS_HINT = 16384;
+ * the staged kernel; one X row the coop kernel where it takes the jobs (MXFP4, I8ROW, BF16 above
+ * COOP_ROWS rows: segments of 256 bytes in blocks of 4 warps, or 128 bytes four stages deep in
+ * blocks of 2 above COOP_ROWS_WIDE); BF16 and I8ROW with more than STAGED_T rows of X the staged
+ * kernel (compute-bound there, and it reads X from shared memory); other BF16 decode the decode
+ * kernel (asking L2 for 256-byte reads up to ROWS_HINT rows); everything else the streaming
+ * kernel, X in shared memory when T = 1. */
+constexpr long STAGED_ROWS = 1024, ROWS_HINT = 16384, COOP_ROWS = 2048, COOP_ROWS_WIDE = 16384;
 constexpr int STAGED_T = 12;
 
 void auto_launch(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
@@ -657,6 +816,12 @@ void auto_launch(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
     for (int i = 0; i < n; i++) rows += (long)jobs[i].sp.n * heads;
     const int f = jobs[0].w.fmt;
     if (rows <= STAGED_ROWS && stageable(jobs, n)) return staged_launch(d, jobs, n, heads, T);
+    if (T == 1 && coopable(jobs, n, heads)) { /* decode: the coop kernel, shaped as measured */
+        if (f == WF_MXFP4) return coop_launch<2, 128, 4>(d, jobs, n, heads, T);
+        if (f == WF_I8ROW) return coop_launch<2, 256, 4>(d, jobs, n, heads, T);
+        if (rows > COOP_ROWS_WIDE) return coop_launch<4, 128, 2>(d, jobs, n, heads, T);
+        if (rows > COOP_ROWS) return coop_launch<2, 256, 4>(d, jobs, n, heads, T);
+    }
     if (f == WF_MXFP4) {
         if (T == 1) stream_launch<WF_MXFP4, 2, 0, false, true>(d, jobs, n, heads, T, 128);
         else stream_launch<WF_MXFP4, 2, OPT_HINT, true, false>(d, jobs, n, heads, T, 128);
@@ -702,6 +867,7 @@ struct Variant {
     bool stream; /* needs streamable jobs, runs T_MAX rows at a time */
     bool one;    /* one head only */
     VariantFn fn;
+    bool coop = false; /* needs jobs the coop kernel takes */
 };
 
 template <int F, int U, int OPT, bool MULTI, bool XS, int TH>
@@ -723,10 +889,15 @@ const Variant variants[] = {
     {"i8 U4 hint xs", WF_I8ROW, true, true, false, v_stream<WF_I8ROW, 4, OPT_HINT, true, true, 128>},
     {"mx U2 xs", WF_MXFP4, false, true, false, v_stream<WF_MXFP4, 2, 0, false, true, 128>},
     {"mx U2 hint", WF_MXFP4, true, true, false, v_stream<WF_MXFP4, 2, OPT_HINT, true, false, 128>},
+    {"coop W4 S2 G128", -1, false, true, true, coop_launch<2, 128, 4>, true},
+    {"coop W4 S2 G256", -1, false, true, true, coop_launch<2, 256, 4>, true},
+    {"coop W2 S4 G128", -1, false, true, true, coop_launch<4, 128, 2>, true},
+    {"coop W8 S2 G256", -1, false, true, true, coop_launch<2, 256, 8>, true},
 };
 constexpr int N_VARIANTS = (int)(sizeof variants / sizeof variants[0]);
 
 bool variant_applies(const Variant &v, const MulJob *jobs, int n, int heads, int T) {
+    if (v.coop && !coopable(jobs, n, heads)) return false;
     if (v.fmt >= 0 && v.fmt != jobs[0].w.fmt) return false;
     if ((!v.multi && T > 1) || (v.one && heads > 1)) return false;
     if (v.fn == staged_launch && !stageable(jobs, n)) return false;
