@@ -32,7 +32,9 @@
  *    each warp copies its rows' next segment (128 or 256 bytes of each row) with cp.async, 16
  *    bytes a lane so one load instruction covers whole row segments, two or four stages ahead;
  *    a thread's 16-byte reads of its row fall on distinct banks (rows 16 bytes of padding apart);
- *    X is copied to shared memory once per block of 2-4 warps.
+ *    X is copied to shared memory once per block of 2-4 warps. MXFP4 with more than 4 X rows
+ *    (prefill chunks, long verify passes) takes it too, in tiles of 4 X rows read through the
+ *    read-only cache, each weight expanded once per tile.
  *  - staged kernel, products of at most 1024 output rows (and BF16/I8ROW with more than 12 X
  *    rows): a block copies its weight rows, and X where it fits, into shared memory with every
  *    copy in flight at once, then each half warp walks one (row, X row) output, lane l its columns.

@@ -444,7 +444,7 @@ __global__ void __launch_bounds__(STAGED_THREADS) staged_kernel(Batch<N> b, int 
     }
 }
 
-/* ---- the coop kernel (T = 1) --------------------------------------------------------------- */
+/* ---- the coop kernel ----------------------------------------------------------------------- */
 
 /* The streaming kernel's thread walks one weight row, so a warp's 16-byte loads land in 32
  * different rows: 32 cache lines per load, and the L1 pipe, not DRAM, set its pace (MXFP4 at 35-40%
@@ -453,11 +453,14 @@ __global__ void __launch_bounds__(STAGED_THREADS) staged_kernel(Batch<N> b, int 
  * ST stages ahead, and each thread reads its rows' chunks from there (16-byte reads, rows G + 16
  * bytes apart: a warp's reads fall on distinct banks). Each thread keeps the streaming kernel's
  * walk (its lanes' columns in order, walk_steps), so the sums are the CPU kernels'. A block is W
- * warps sharing X (copied to shared memory first). Rows must hold whole segments; one head, one X
- * row. Measured on an H200 (docs/PERFORMANCE.md "Kernel rates"): copies by the copy engine instead
- * (cp.async.bulk, one per row segment) ran at 0.55-0.67 TB/s, a 256-byte copy costing the engine
- * about 50 ns; blocks of one warp reading X from device memory sat at 12% occupancy; two rows per
- * thread (each X value serving both) lost to the registers and shared memory they took. */
+ * warps. One X row (XS) is copied to shared memory first, shared by the block; NT > 1 rows (a tile:
+ * rows past T repeat the last, never stored) are read through the read-only cache, each weight
+ * expanded once for all of them (the tiles pay only for MXFP4 past 4 rows: auto_launch). Rows must
+ * hold whole segments; one head. Measured on an H200 (docs/PERFORMANCE.md "Kernel rates"): copies
+ * by the copy engine instead (cp.async.bulk, one per row segment) ran at 0.55-0.67 TB/s, a 256-byte
+ * copy costing the engine about 50 ns; blocks of one warp reading X from device memory sat at 12%
+ * occupancy; two rows per thread (each X value serving both) lost to the registers and shared
+ * memory they took. */
 constexpr int COOP_ALIGN = 256; /* row bytes the coop kernel takes are a multiple of this (every G) */
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
@@ -475,8 +478,8 @@ template <int G> __device__ __forceinline__ void segment_scales(const uint8_t *p
     }
 }
 
-template <int F, int ST, int G, int W, int N>
-__global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b) {
+template <int F, int NT, bool XS, int ST, int G, int W, int N>
+__global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b, int T) {
     using FT = Fmt<F>;
     constexpr int CH = G / 16, SPT = CH / FT::TPR, U = F == WF_BF16 ? 4 : 2; /* chunks, steps of a segment; steps per load */
     constexpr int PITCH = G + 16, ROWS_W = 32 / FT::TPR;                      /* a row's buffer; rows of a warp */
@@ -487,7 +490,7 @@ __global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b) {
     const size_t rb = row_bytes<F>(cols);
     const int nseg = (int)(rb / G);
     float *xs = (float *)sm;
-    uint8_t *buf = sm + (size_t)cols * sizeof(float) + (size_t)warp * ST * ROWS_W * PITCH;
+    uint8_t *buf = sm + (XS ? (size_t)cols * sizeof(float) : 0) + (size_t)warp * ST * ROWS_W * PITCH;
     const int p = lane % FT::TPR, slot = lane / FT::TPR;
     const int base = ((int)blockIdx.x * W + warp) * ROWS_W; /* the warp's first row (of the span) */
     const int last = sp.n - 1 - base;                        /* rows of the warp past the end copy it */
@@ -500,24 +503,30 @@ __global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b) {
         }
         cp_async_commit();
     };
-    for (int i = (int)threadIdx.x; i < cols / 4; i += 32 * W) cp_async16((float4 *)xs + i, (const float4 *)job.X + i);
+    if constexpr (XS)
+        for (int i = (int)threadIdx.x; i < cols / 4; i += 32 * W) cp_async16((float4 *)xs + i, (const float4 *)job.X + i);
     cp_async_commit();
 #pragma unroll
     for (int g = 0; g < ST; g++) {
         if (g < nseg) issue(g, g);
         else cp_async_commit(); /* an empty group: the waits below count ST groups ahead */
     }
-    cp_async_wait<ST>(); /* this thread's part of X is in */
-    __syncthreads();     /* and every thread's */
+    if constexpr (XS) {
+        cp_async_wait<ST>(); /* this thread's part of X is in */
+        __syncthreads();     /* and every thread's */
+    }
     const int rr = base + slot;
     const bool valid = rr < sp.n;
     const size_t row = (size_t)sp.row0 + (size_t)(valid ? rr : sp.n - 1);
-    RowWalk<1> rw;
+    RowWalk<NT> rw;
     rw.scale = F == WF_I8ROW ? ((const float *)job.w.aux)[row] : 0.0f;
-    rw.xr[0] = xs + p * FT::LPT;
-    float acc[1][FT::LPT];
 #pragma unroll
-    for (int i = 0; i < FT::LPT; i++) acc[0][i] = 0.0f;
+    for (int t = 0; t < NT; t++) rw.xr[t] = (XS ? xs : job.X + (size_t)(t < T ? t : T - 1) * sp.x_t) + p * FT::LPT;
+    float acc[NT][FT::LPT];
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int i = 0; i < FT::LPT; i++) acc[t][i] = 0.0f;
     const uint4 *const mine = (const uint4 *)(buf + (size_t)slot * PITCH) + p; /* the thread's row in stage 0 */
     for (int g = 0; g < nseg; g++) {
         const int st = g % ST;
@@ -535,24 +544,27 @@ __global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b) {
                 qv[u] = src[(u0 + u) * FT::TPR];
                 if constexpr (F == WF_MXFP4) sv[u] = (sw[(u0 + u) / 4] >> (8 * ((u0 + u) % 4))) & 0xFFu;
             }
-            walk_steps<F, 1, U, 0, true>(acc, qv, sv, rw, g * SPT + u0);
+            walk_steps<F, NT, U, 0, XS>(acc, qv, sv, rw, g * SPT + u0);
         }
         __syncwarp(); /* every lane is done reading stage st before it is refilled */
         if (g + ST < nseg) issue(st, g + ST);
         else cp_async_commit();
     }
-    float l[LANES];
-    if constexpr (FT::TPR == 1) {
 #pragma unroll
-        for (int i = 0; i < LANES; i++) l[i] = acc[0][i];
-    } else { /* lanes 0-7 in part 0, 8-15 in part 1: the pair trades halves */
+    for (int t = 0; t < NT; t++) {
+        float l[LANES];
+        if constexpr (FT::TPR == 1) {
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const float other = __shfl_xor_sync(FULL, acc[0][i], 1);
-            l[i] = p ? other : acc[0][i], l[i + 8] = p ? acc[0][i] : other;
+            for (int i = 0; i < LANES; i++) l[i] = acc[t][i];
+        } else { /* lanes 0-7 in part 0, 8-15 in part 1: the pair trades halves */
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const float other = __shfl_xor_sync(FULL, acc[t][i], 1);
+                l[i] = p ? other : acc[t][i], l[i + 8] = p ? acc[t][i] : other;
+            }
         }
+        if (valid && p == 0 && t < T) lanes_tree_store(l, job.Y + (size_t)t * sp.y_t + rr);
     }
-    if (valid && p == 0) lanes_tree_store(l, job.Y + rr);
 }
 
 /* ---- the BF16 decode kernel ---------------------------------------------------------------- */
@@ -736,37 +748,61 @@ bool coopable(const MulJob *jobs, int n, int heads) {
     return true;
 }
 
-/* Shared memory of a coop block: X, then each warp's stages. */
-template <int F, int ST, int G, int W> size_t coop_smem(int cols) {
-    return sizeof(float) * (size_t)cols + (size_t)W * ST * (32 / Fmt<F>::TPR) * (G + 16);
+/* Shared memory of a coop block: X (XS), then each warp's stages. */
+template <int F, bool XS, int ST, int G, int W> size_t coop_smem(int cols) {
+    return (XS ? sizeof(float) * (size_t)cols : 0) + (size_t)W * ST * (32 / Fmt<F>::TPR) * (G + 16);
 }
 
-template <int F, int ST, int G, int W, int N> void coop_go(CudaDevice *d, const Batch<N> &b, const Shape &s) {
+template <int F, int NT, bool XS, int ST, int G, int W, int N> void coop_go(CudaDevice *d, const Batch<N> &b, const Shape &s) {
     const int rows_block = 32 / Fmt<F>::TPR * W;
-    const size_t smem = coop_smem<F, ST, G, W>(s.cols);
+    const size_t smem = coop_smem<F, XS, ST, G, W>(s.cols);
     static size_t granted = SMEM_DEFAULT; /* shared memory asked of the driver for this kernel (under d->mu) */
     if (smem > granted) {
-        if (!check(d, cudaFuncSetAttribute(coop_kernel<F, ST, G, W, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+        if (!check(d, cudaFuncSetAttribute(coop_kernel<F, NT, XS, ST, G, W, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                    "coop kernel shared memory"))
             return;
         granted = smem;
     }
     const dim3 grid((unsigned)((s.rows + rows_block - 1) / rows_block), 1, (unsigned)s.n);
-    coop_kernel<F, ST, G, W, N><<<grid, 32 * W, smem, d->stream>>>(b);
+    coop_kernel<F, NT, XS, ST, G, W, N><<<grid, 32 * W, smem, d->stream>>>(b, s.T);
 }
 
-template <int F, int ST, int G, int W> void coop_launch_f(CudaDevice *d, const MulJob *jobs, int n) {
-    Shape s{0, 0, 1, n, 1};
-    if (n == 1) coop_go<F, ST, G, W, 1>(d, batch_of<1>(jobs, n, &s), s);
-    else coop_go<F, ST, G, W, MAX_BATCH>(d, batch_of<MAX_BATCH>(jobs, n, &s), s);
+template <int F, int NT, bool XS, int ST, int G, int W> void coop_launch_nt(CudaDevice *d, const MulJob *jobs, int n, int T) {
+    Shape s{0, 0, 1, n, T};
+    if (n == 1) coop_go<F, NT, XS, ST, G, W, 1>(d, batch_of<1>(jobs, n, &s), s);
+    else coop_go<F, NT, XS, ST, G, W, MAX_BATCH>(d, batch_of<MAX_BATCH>(jobs, n, &s), s);
 }
 
-/* The coop kernel (T = 1, coopable jobs, X within the shared memory a block may have). */
-template <int ST, int G, int W> void coop_launch(CudaDevice *d, const MulJob *jobs, int n, int, int) {
-    const int f = jobs[0].w.fmt;
-    if (f == WF_MXFP4) coop_launch_f<WF_MXFP4, ST, G, W>(d, jobs, n);
-    else if (f == WF_BF16) coop_launch_f<WF_BF16, ST, G, W>(d, jobs, n);
-    else coop_launch_f<WF_I8ROW, ST, G, W>(d, jobs, n);
+/* Tiles of X rows a coop launch takes at most: BF16 threads hold 8 lanes, the others 16. */
+constexpr int COOP_NT_BF16 = 8, COOP_NT = 4;
+
+/* One coop launch over T <= its tile of X rows (T = 1: X in shared memory; MULTI: T > 1 built). */
+template <int F, int ST, int G, int W, bool MULTI> void coop_launch_f(CudaDevice *d, const MulJob *jobs, int n, int T) {
+    if (T == 1) return coop_launch_nt<F, 1, true, ST, G, W>(d, jobs, n, 1);
+    if constexpr (MULTI) {
+        if (T == 2) coop_launch_nt<F, 2, false, ST, G, W>(d, jobs, n, T);
+        else if (T <= 4) coop_launch_nt<F, 4, false, ST, G, W>(d, jobs, n, T);
+        else if constexpr (F == WF_BF16) coop_launch_nt<F, COOP_NT_BF16, false, ST, G, W>(d, jobs, n, T);
+    } else {
+        check(d, cudaErrorInvalidValue, "coop kernel launched on several X rows (built for one)");
+    }
+}
+
+/* The coop kernel on coopable jobs over T X rows (T = 1 unless MULTI), in launches of a tile each. */
+template <int ST, int G, int W, bool MULTI = false> void coop_launch(CudaDevice *d, const MulJob *jobs, int n, int, int T) {
+    const int f = jobs[0].w.fmt, tile = f == WF_BF16 ? COOP_NT_BF16 : COOP_NT;
+    MulJob part[MAX_BATCH];
+    for (int t0 = 0; t0 < T; t0 += tile) {
+        const int nt = T - t0 < tile ? T - t0 : tile;
+        for (int i = 0; i < n; i++) {
+            part[i] = jobs[i];
+            part[i].X = jobs[i].X + (size_t)t0 * jobs[i].sp.x_t;
+            part[i].Y = jobs[i].Y + (size_t)t0 * jobs[i].sp.y_t;
+        }
+        if (f == WF_MXFP4) coop_launch_f<WF_MXFP4, ST, G, W, MULTI>(d, part, n, nt);
+        else if (f == WF_BF16) coop_launch_f<WF_BF16, ST, G, W, MULTI>(d, part, n, nt);
+        else coop_launch_f<WF_I8ROW, ST, G, W, MULTI>(d, part, n, nt);
+    }
 }
 
 /* The generic kernel, as launched before the streaming kernel existed. */
@@ -806,8 +842,11 @@ template <int OPT> void gemv_bf16_launch(CudaDevice *d, const MulJob *jobs, int 
  * COOP_ROWS rows: segments of 256 bytes in blocks of 4 warps, or 128 bytes four stages deep in
  * blocks of 2 above COOP_ROWS_WIDE); BF16 and I8ROW with more than STAGED_T rows of X the staged
  * kernel (compute-bound there, and it reads X from shared memory); other BF16 decode the decode
- * kernel (asking L2 for 256-byte reads up to ROWS_HINT rows); everything else the streaming
- * kernel, X in shared memory when T = 1. */
+ * kernel (asking L2 for 256-byte reads up to ROWS_HINT rows); MXFP4 with more than COOP_NT rows of
+ * X the coop kernel in tiles of COOP_NT rows (16 experts, T = 8: 655 against 802 us; T = 16: 1313
+ * against 2966 us; at T = 2 and 4, and for BF16 and I8ROW at every T > 1, the streaming kernel
+ * wins: 182 against 284 us at T = 2); everything else the streaming kernel, X in shared memory
+ * when T = 1. */
 constexpr long STAGED_ROWS = 1024, ROWS_HINT = 16384, COOP_ROWS = 2048, COOP_ROWS_WIDE = 16384;
 constexpr int STAGED_T = 12;
 
@@ -822,6 +861,8 @@ void auto_launch(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
         if (rows > COOP_ROWS_WIDE) return coop_launch<4, 128, 2>(d, jobs, n, heads, T);
         if (rows > COOP_ROWS) return coop_launch<2, 256, 4>(d, jobs, n, heads, T);
     }
+    if (f == WF_MXFP4 && T > COOP_NT && coopable(jobs, n, heads)) /* MXFP4 over tiles of 4 X rows */
+        return coop_launch<2, 128, 4, true>(d, jobs, n, heads, T);
     if (f == WF_MXFP4) {
         if (T == 1) stream_launch<WF_MXFP4, 2, 0, false, true>(d, jobs, n, heads, T, 128);
         else stream_launch<WF_MXFP4, 2, OPT_HINT, true, false>(d, jobs, n, heads, T, 128);
@@ -889,10 +930,9 @@ const Variant variants[] = {
     {"i8 U4 hint xs", WF_I8ROW, true, true, false, v_stream<WF_I8ROW, 4, OPT_HINT, true, true, 128>},
     {"mx U2 xs", WF_MXFP4, false, true, false, v_stream<WF_MXFP4, 2, 0, false, true, 128>},
     {"mx U2 hint", WF_MXFP4, true, true, false, v_stream<WF_MXFP4, 2, OPT_HINT, true, false, 128>},
-    {"coop W4 S2 G128", -1, false, true, true, coop_launch<2, 128, 4>, true},
+    {"coop W4 S2 G128", -1, true, true, true, coop_launch<2, 128, 4, true>, true},
     {"coop W4 S2 G256", -1, false, true, true, coop_launch<2, 256, 4>, true},
     {"coop W2 S4 G128", -1, false, true, true, coop_launch<4, 128, 2>, true},
-    {"coop W8 S2 G256", -1, false, true, true, coop_launch<2, 256, 8>, true},
 };
 constexpr int N_VARIANTS = (int)(sizeof variants / sizeof variants[0]);
 
