@@ -311,6 +311,28 @@ __device__ __forceinline__ void walk_steps(float (&acc)[NT][Fmt<F>::LPT], const 
     }
 }
 
+/* A thread's sums of its row for the first nt X rows of its tile, through the lane tree, to
+ * y[t * y_t] (BF16: the pair's part 0 stores, after the pair trades halves so it holds lanes 0-15). */
+template <int F, int NT>
+__device__ __forceinline__ void store_sums(const float (&acc)[NT][Fmt<F>::LPT], int p, bool valid, int nt, float *y,
+                                           size_t y_t) {
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        float l[LANES];
+        if constexpr (Fmt<F>::TPR == 1) {
+#pragma unroll
+            for (int i = 0; i < LANES; i++) l[i] = acc[t][i];
+        } else { /* lanes 0-7 in part 0, 8-15 in part 1: the pair trades halves */
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const float other = __shfl_xor_sync(FULL, acc[t][i], 1);
+                l[i] = p ? other : acc[t][i], l[i + 8] = p ? acc[t][i] : other;
+            }
+        }
+        if (valid && p == 0 && t < nt) lanes_tree_store(l, y + (size_t)t * y_t);
+    }
+}
+
 /* Y = W . X for the block's rows: thread (row, tile, part) holds LPT lanes of its weight row for X
  * rows [tile * NT, + NT) of T; its lanes' columns are walked in order, in blocks of U steps whose
  * chunks are loaded while the block before is multiplied (two buffers). XS: X (T rows) is first
@@ -362,21 +384,7 @@ __global__ void __launch_bounds__(256) stream_kernel(Batch<N> b, int T, int tile
         load_steps<F, NT, 1, OPT>(qa, sa, rw, k);
         walk_steps<F, NT, 1, OPT, XS>(acc, qa, sa, rw, k);
     }
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        float l[LANES];
-        if constexpr (FT::TPR == 1) {
-#pragma unroll
-            for (int i = 0; i < LANES; i++) l[i] = acc[t][i];
-        } else { /* lanes 0-7 in part 0, 8-15 in part 1: the pair trades halves */
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const float other = __shfl_xor_sync(FULL, acc[t][i], 1);
-                l[i] = p ? other : acc[t][i], l[i + 8] = p ? acc[t][i] : other;
-            }
-        }
-        if (valid && p == 0 && t < nt) lanes_tree_store(l, job.Y + (size_t)(t0 + t) * sp.y_t + (size_t)h * sp.n + rr);
-    }
+    store_sums<F, NT>(acc, p, valid, nt, job.Y + (size_t)t0 * sp.y_t + (size_t)h * sp.n + rr, sp.y_t);
 }
 
 /* ---- the staged kernel (few rows) ---------------------------------------------------------- */
@@ -550,21 +558,7 @@ __global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b, int T) {
         if (g + ST < nseg) issue(st, g + ST);
         else cp_async_commit();
     }
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        float l[LANES];
-        if constexpr (FT::TPR == 1) {
-#pragma unroll
-            for (int i = 0; i < LANES; i++) l[i] = acc[t][i];
-        } else { /* lanes 0-7 in part 0, 8-15 in part 1: the pair trades halves */
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const float other = __shfl_xor_sync(FULL, acc[t][i], 1);
-                l[i] = p ? other : acc[t][i], l[i + 8] = p ? acc[t][i] : other;
-            }
-        }
-        if (valid && p == 0 && t < T) lanes_tree_store(l, job.Y + (size_t)t * sp.y_t + rr);
-    }
+    store_sums<F, NT>(acc, p, valid, T, job.Y + rr, sp.y_t);
 }
 
 /* ---- the BF16 decode kernel ---------------------------------------------------------------- */
