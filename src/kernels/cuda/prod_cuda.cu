@@ -2,7 +2,8 @@
  * launch_products), in the CPU kernels' order; mat_cuda.cu's header comment says how each keeps
  * it. Y = W . X for any T, a batch of jobs (a layer's experts) and heads:
  *   stream_kernel:     weights streamed in 16-byte chunks, each read once for all X rows;
- *   coop_kernel:       T = 1: the same walk, rows copied through shared memory a segment at a time;
+ *   coop_kernel:       the same walk, rows copied through shared memory a segment at a time
+ *                      (decode; MXFP4 over more than 4 X rows in tiles of 4);
  *   staged_kernel:     few output rows: whole rows (and X) copied to shared memory first;
  *   gemv_bf16_kernel:  BF16 decode (T = 1, one head);
  *   matmul_kernel:     everything else: a half warp per output, any shape;
