@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 what="${1:-test}"
 build=(build-essential pkg-config libjansson-dev libpcre2-dev libcurl4-openssl-dev libssl-dev libmicrohttpd-dev
        liburing-dev libedit-dev)
-tests=(python3 python3-numpy python3-torch nginx-light time tmux groff-base clang-14 libclang-rt-14-dev)
+tests=(python3 python3-numpy python3-torch nginx-light time tmux groff-base xz-utils clang-14 libclang-rt-14-dev)
 case "$what" in
 build) pkgs=("${build[@]}") ;;
 test) pkgs=("${build[@]}" "${tests[@]}") ;;
