@@ -291,8 +291,8 @@ static void variant_case(MatDevice *dev, Pool *pool, const char *filter, const c
     for (int i = 0; i < n; i++) free((void *)W[i].data), free((void *)W[i].aux);
 }
 
-/* Columns of the MXFP4 edge matrices: rows of 256 bytes, which every kernel takes (the bulk kernel
- * reads rows in 256-byte segments). */
+/* Columns of the MXFP4 edge matrices: rows of 256 bytes, which every kernel takes (the coop kernel
+ * reads rows in segments of up to 256 bytes). */
 #define EDGE_MX_COLS 512
 
 /* Weights at the edges of their formats through every variant, T = 1, 3 and 17 (two launches). */

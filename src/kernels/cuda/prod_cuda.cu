@@ -771,6 +771,23 @@ template <int F, int NT, bool XS, int ST, int G, int W> void coop_launch_nt(Cuda
 /* Tiles of X rows a coop launch takes at most: BF16 threads hold 8 lanes, the others 16. */
 constexpr int COOP_NT_BF16 = 8, COOP_NT = 4;
 
+typedef void (*VariantFn)(CudaDevice *d, const MulJob *jobs, int n, int heads, int T);
+
+/* fn over X rows [0, T) in launches of at most `most` rows (one launch, the jobs as given, when T
+ * is within it). */
+void chunked(CudaDevice *d, VariantFn fn, const MulJob *jobs, int n, int heads, int T, int most = T_MAX) {
+    if (T <= most) return fn(d, jobs, n, heads, T);
+    MulJob part[MAX_BATCH];
+    for (int t0 = 0; t0 < T; t0 += most) {
+        for (int i = 0; i < n; i++) {
+            part[i] = jobs[i];
+            part[i].X = jobs[i].X + (size_t)t0 * jobs[i].sp.x_t;
+            part[i].Y = jobs[i].Y + (size_t)t0 * jobs[i].sp.y_t;
+        }
+        fn(d, part, n, heads, T - t0 < most ? T - t0 : most);
+    }
+}
+
 /* One coop launch over T <= its tile of X rows (T = 1: X in shared memory; MULTI: T > 1 built). */
 template <int F, int ST, int G, int W, bool MULTI> void coop_launch_f(CudaDevice *d, const MulJob *jobs, int n, int T) {
     if (T == 1) return coop_launch_nt<F, 1, true, ST, G, W>(d, jobs, n, 1);
@@ -783,21 +800,17 @@ template <int F, int ST, int G, int W, bool MULTI> void coop_launch_f(CudaDevice
     }
 }
 
+/* One coop launch over T <= a tile of X rows, by format. */
+template <int ST, int G, int W, bool MULTI> void coop_tile(CudaDevice *d, const MulJob *jobs, int n, int, int T) {
+    const int f = jobs[0].w.fmt;
+    if (f == WF_MXFP4) coop_launch_f<WF_MXFP4, ST, G, W, MULTI>(d, jobs, n, T);
+    else if (f == WF_BF16) coop_launch_f<WF_BF16, ST, G, W, MULTI>(d, jobs, n, T);
+    else coop_launch_f<WF_I8ROW, ST, G, W, MULTI>(d, jobs, n, T);
+}
+
 /* The coop kernel on coopable jobs over T X rows (T = 1 unless MULTI), in launches of a tile each. */
-template <int ST, int G, int W, bool MULTI = false> void coop_launch(CudaDevice *d, const MulJob *jobs, int n, int, int T) {
-    const int f = jobs[0].w.fmt, tile = f == WF_BF16 ? COOP_NT_BF16 : COOP_NT;
-    MulJob part[MAX_BATCH];
-    for (int t0 = 0; t0 < T; t0 += tile) {
-        const int nt = T - t0 < tile ? T - t0 : tile;
-        for (int i = 0; i < n; i++) {
-            part[i] = jobs[i];
-            part[i].X = jobs[i].X + (size_t)t0 * jobs[i].sp.x_t;
-            part[i].Y = jobs[i].Y + (size_t)t0 * jobs[i].sp.y_t;
-        }
-        if (f == WF_MXFP4) coop_launch_f<WF_MXFP4, ST, G, W, MULTI>(d, part, n, nt);
-        else if (f == WF_BF16) coop_launch_f<WF_BF16, ST, G, W, MULTI>(d, part, n, nt);
-        else coop_launch_f<WF_I8ROW, ST, G, W, MULTI>(d, part, n, nt);
-    }
+template <int ST, int G, int W, bool MULTI = false> void coop_launch(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
+    chunked(d, coop_tile<ST, G, W, MULTI>, jobs, n, heads, T, jobs[0].w.fmt == WF_BF16 ? COOP_NT_BF16 : COOP_NT);
 }
 
 /* The generic kernel, as launched before the streaming kernel existed. */
@@ -872,21 +885,6 @@ void auto_launch(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
         stream_launch<WF_BF16, 8, OPT_HINT, false, true>(d, jobs, n, heads, T, 128);
     } else {
         stream_launch<WF_BF16, 4, OPT_HINT, true, false>(d, jobs, n, heads, T, 64);
-    }
-}
-
-typedef void (*VariantFn)(CudaDevice *d, const MulJob *jobs, int n, int heads, int T);
-
-/* fn over X rows [0, T) in launches of at most T_MAX rows. */
-void chunked(CudaDevice *d, VariantFn fn, const MulJob *jobs, int n, int heads, int T) {
-    MulJob part[MAX_BATCH];
-    for (int t0 = 0; t0 < T; t0 += T_MAX) {
-        for (int i = 0; i < n; i++) {
-            part[i] = jobs[i];
-            part[i].X = jobs[i].X + (size_t)t0 * jobs[i].sp.x_t;
-            part[i].Y = jobs[i].Y + (size_t)t0 * jobs[i].sp.y_t;
-        }
-        fn(d, part, n, heads, T - t0 < T_MAX ? T - t0 : T_MAX);
     }
 }
 
