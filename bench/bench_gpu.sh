@@ -8,7 +8,8 @@
 #
 # Needs a binary from `make cuda` (DF, default build-cuda/deltafin). Writes `synth --preset k3
 # --layers N` (12.8 GB a layer) under $BENCH_DIR (default /tmp/deltafin-bench-gpu) unless a kept
-# one is there; the model it wrote is removed at the end, also after a failure, unless KEEP=1. Rows: the CPU (baseline); the layer pass with every weight on the GPU; with
+# one is there; the model it wrote is removed at the end, also after a failure, unless KEEP=1. Rows: the CPU (baseline); the layer pass with every weight on the GPU, its decode
+# steps replayed as CUDA graphs (the default) and launched one by one (K3_DEV_GRAPHS=0); with
 # no GPU expert cache (experts in page-locked host memory: split as measured, copied, on the CPU
 # threads); with a 2 GB cache. Workloads: decode (one-token prompt, speculation off) and prefill (a
 # 16-token prompt in one chunk). Each table is also kept in $BENCH_DIR/results (NAME.txt, NAME.json).
@@ -29,6 +30,7 @@ echo "model $model ($(du -sh "$model" | cut -f1)), $(nproc) cores, $(nvidia-smi 
 
 configs=(--config K3_DEV=cpu
          --config K3_DEV=cuda
+         --config K3_DEV=cuda,K3_DEV_GRAPHS=0
          --config K3_DEV=cuda,K3_DEV_EXPERT_GB=0
          --config K3_DEV=cuda,K3_DEV_EXPERT_GB=0,K3_DEV_HOST_EXPERTS=copy
          --config K3_DEV=cuda,K3_DEV_EXPERT_GB=0,K3_DEV_HOST_EXPERTS=cpu

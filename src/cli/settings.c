@@ -185,6 +185,8 @@ static const Setting table[] = {
      .help = "GPU memory for the layer pass's expert cache (auto: all the spine leaves; 0: no cache, experts stay in host memory)"},
     {.name = "K3_DEV_HOST_EXPERTS", .flag = "device-host-experts", .kind = SET_CHOICE, .offset = F(engine.host_experts), .choices = host_experts, .what = "a way", .def = "auto",
      .help = "experts the GPU's cache misses: copy (into the cache), cpu (CPU threads compute them from host memory meanwhile; copied into the cache in the background), auto (split by measured cost, the likeliest to be used again copied into the cache)"},
+    {.name = "K3_DEV_GRAPHS", .flag = "device-graphs", .kind = SET_BOOL, .offset = F(engine.device_graphs), .def = "1",
+     .help = "cuda: decode steps replay their launches between waits as CUDA graphs (0: launched one by one; same results)"},
     {.name = "TMPDIR", .arg = "DIR", .flag = "tmpdir", .kind = SET_TEXT, .offset = F(tmpdir), .what = "a directory", .def = "/tmp",
      .help = "where bench keeps its children's output while it runs"},
     {.name = "XDG_CACHE_HOME", .arg = "DIR", .kind = SET_TEXT, .offset = F(cache_home), .check = check_absolute, .what = "a directory", .def_text = "~/.cache",

@@ -214,6 +214,7 @@ static int use_device(Engine *e) {
     MatDevice *dev = device_current();
     if (e->opt.device_pass != PASS_LAYERS || !dev) return 0;
     int holds_all = 0;
+    dev->graphs = e->opt.device_graphs;
     if (e->opt.device_expert_bytes != UINT64_MAX) {
         dev->expert_bytes = e->opt.device_expert_bytes < SIZE_MAX ? (size_t)e->opt.device_expert_bytes : SIZE_MAX;
         lock_mapping(e, dev); /* (before the cache may copy every expert at start-up) */

@@ -46,6 +46,7 @@ typedef struct {
     DevicePass device_pass;  /* K3_DEV_PASS: decode steps layer by layer on the device, or only its products */
     uint64_t device_expert_bytes; /* K3_DEV_EXPERT_GB: device memory experts may take; UINT64_MAX: all there is */
     HostExperts host_experts; /* K3_DEV_HOST_EXPERTS: experts the device does not hold, copied or on the CPU */
+    int device_graphs;       /* K3_DEV_GRAPHS: the layer pass's decode steps replayed as CUDA graphs */
     const char *kernels;     /* K3_KERNELS: kern_select's name */
     StoreOptions store;      /* K3_STORE and the streaming store's settings */
     FetchOptions fetch;      /* where a streaming install fetches missing experts from */

@@ -102,8 +102,10 @@ void generate_print_stats(const Engine *e, const GenResult *r, FILE *f) {
             sp->drafted ? 100.0 * sp->accepted / sp->drafted : 0, (unsigned long long)sp->pauses,
             (unsigned long long)sp->paused);
     if (s->dev_forwards)
-        fprintf(f, "stats: layer pass: %llu of %llu forwards on the GPU; decode state copied between host and GPU %llu times\n",
-                (unsigned long long)s->dev_forwards, (unsigned long long)s->forwards, (unsigned long long)s->state_syncs);
+        fprintf(f, "stats: layer pass: %llu of %llu forwards on the GPU; decode state copied between host and GPU %llu times; "
+                   "%llu stretches between waits run as CUDA graphs\n",
+                (unsigned long long)s->dev_forwards, (unsigned long long)s->forwards, (unsigned long long)s->state_syncs,
+                (unsigned long long)s->dev_graphs);
     int holds_all = 0, slots = model_device_slots(e->model, &holds_all);
     const DevCacheCounts *dc = &s->dev_cache;
     const uint64_t routed = dc->hits + dc->misses;

@@ -42,6 +42,7 @@ struct MatDevice {
     size_t state_bytes;   /* device memory to leave for the decode States' copies (the layer pass's) */
     size_t expert_bytes;  /* device memory experts may take at most (SIZE_MAX: all the room there is) */
     size_t weight_room;   /* device memory it may give to weights, activations and states, set at open */
+    int graphs;           /* devops.h record: 1 runs recordings as CUDA graphs, 0 launches one by one */
     /* Whole-layer operations on device memory (devops.h), or NULL: the model then runs every step
      * but the products on the CPU. */
     const struct DevOps *ops;

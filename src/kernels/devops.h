@@ -152,6 +152,16 @@ typedef struct DevOps {
     /* Waits for every slot_fill queued so far (their host memory may then change): 0, or -1 with the
      * fault. */
     int (*fills_wait)(MatDevice *d);
+    /* Recording (CUDA graphs). From record on, the operations queued are recorded instead of run;
+     * the next get runs the recording as one graph. key numbers the recordings of a pass (0, 1, ...
+     * in the order made): the device keeps what it built for each key and, when the next pass
+     * records the same launches under that key (new arguments: another position, another State),
+     * updates it in place instead of building it again. Between record and get only operations on
+     * device memory may be queued: mul, mul_heads and tmul_heads of weights the device holds, copy,
+     * the kernels and mark; not put, alloc, release, keep, experts, experts_rows, slot_fill or
+     * fills_wait. A device without graphs (MatDevice.graphs 0) runs everything as queued: the
+     * results are the same either way. Returns 1 when it records, else 0. */
+    int (*record)(MatDevice *d, int key);
 } DevOps;
 
 #ifdef __cplusplus

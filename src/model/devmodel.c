@@ -217,7 +217,7 @@ int model_use_device(Model *m, HostExperts way, CachePolicy policy) {
     carve_scratch(g, &m->cfg, m->max_context, &cv);
     carve_vectors(m, g, &vv, 1);
     if (keep_spine(m, g)) return model_release_device(m), -1;
-    g->ops->keep(dev, &m->w.lm_head);
+    g->whole_spine = g->ops->keep(dev, &m->w.lm_head) && g->layers_held == m->cfg.n_layers;
     if (make_cache(m, g, policy) || g->ops->get(dev, NULL, NULL, 0)) return model_release_device(m), -1;
     return 0;
 }

@@ -203,6 +203,15 @@ static int dev_route(Model *m, const LayerWeights *L, int layer, int T) {
     return 0;
 }
 
+/* Records what is queued from here to the next wait, when the pass may be recorded: a decode step
+ * of one sequence, every weight on the device. Such steps repeat the same launches token after token
+ * (positions and States change only their arguments), so the device replays each stretch as one
+ * graph instead of launching its kernels one by one. */
+static void record(Model *m) {
+    DevModel *g = m->dev;
+    if (g->recordable) m->stats.dev_graphs += (uint64_t)g->ops->record(g->dev, g->n_recorded++);
+}
+
 static int dev_moe(Model *m, const LayerWeights *L, int layer, int T) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
@@ -216,6 +225,9 @@ static int dev_moe(Model *m, const LayerWeights *L, int layer, int T) {
     if (c->n_shared > 0) dev_mlp(m, &w->shared, c->shared_inter, g->x, T, g->xn);
     g->ops->mark(g->dev, DEV_PHASE_EXPERTS);
     if (devpass_routed(m, layer, T, hybrid)) return -1;
+    /* a recorded stretch starts once the host has recorded it: the device's wait for that is no phase's */
+    if (g->recordable) g->ops->mark(g->dev, DEV_PHASE_IDLE);
+    record(m); /* up to the next layer's routing */
     g->ops->mark(g->dev, DEV_PHASE_FFN);
     g->ops->combine(g->dev, g->y, g->eo, g->route_out + (size_t)T * c->top_k, c->top_k, c->latent, T);
     g->ops->rmsnorm(g->dev, g->y, g->y, g->layers[layer].latent_norm, c->latent, T, (size_t)c->latent, c->rms_eps, NULL);
@@ -285,12 +297,15 @@ int devpass_forward(Model *m, const Seq *seqs, int n_seqs, const int *tokens, in
     }
     mat_gather_rows(&m->w.embed, tokens, T, m->s.P);
     g->ops->put(g->dev, g->P, m->s.P, sizeof(float) * H * (size_t)T);
+    g->recordable = g->whole_spine && T == 1 && n_seqs == 1 && !m->verifying;
+    g->n_recorded = 0;
+    record(m); /* up to the first MoE layer's routing */
     m->look_layer = -1;
     m->chunk_pos = seqs[0].st->len; /* trace replay (benchmark only) follows the first sequence */
     int n_anchors = 0;
     for (int l = 0; l < c->n_layers; l++) {
         const int entered = model_enter_layer(m, l);
-        if (entered < 0) return -1;
+        if (entered < 0) return g->ops->get(g->dev, NULL, NULL, 0), -1; /* (ends a recording) */
         n_anchors = dev_attention(m, seqs, n_seqs, l, n_anchors, T);
         int rc = dev_ffn(m, l, n_anchors, T);
         model_leave_layer(m, l, entered);

@@ -34,6 +34,8 @@ struct DevModel {
     float *route_host;         /* host staging: the routing back in one copy, then a chunk's expert layout up */
     DevLayer *layers;
     int layers_held;           /* spine layers the device kept at start-up (keep_spine) */
+    int whole_spine;           /* it keeps every layer and the head: a pass copies no spine weight up */
+    int recordable, n_recorded; /* this pass's stretches between waits are recorded (devops.h record); so far */
     float *final_norm, *out_res_q;
     /* routed experts: the expert cache (n_slots 0: none; all_kept: it holds every one, for good) */
     DevCache cache;

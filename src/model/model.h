@@ -91,6 +91,7 @@ typedef struct {
     uint64_t look_routed, look_hits;  /* router lookahead: experts routed in guessed layers, and guessed */
     uint64_t experts_cpu, experts_copied; /* layer pass: experts it did not hold, run on the CPU or copied */
     uint64_t dev_forwards;            /* layer pass: forwards it ran (of forwards) */
+    uint64_t dev_graphs;              /* layer pass: stretches between waits run as CUDA graphs */
     uint64_t state_syncs;             /* layer pass: times a State's arrays were copied to or from the device */
     DevCacheCounts dev_cache;
 } ModelStats;

@@ -12,7 +12,8 @@
 #             state staying on the GPU through its verify passes), the expanded MLA cache (which
 #             falls back to the products) and a long context; a streamed spine that the GPU holds
 #             whole (no pass reads any of it); the server's batches of several sequences (the
-#             CPU server's completions);
+#             CPU server's completions); decode steps replayed as CUDA graphs bit-identical to the
+#             same launches made one by one;
 #   cache:    the layer pass's expert cache in GPU memory small enough to churn (misses copied into
 #             it, computed by the CPU, split as measured; over a streaming store whose small cache is
 #             refilled all the time, so that experts come back under new keys and are copied again):
@@ -130,6 +131,30 @@ spec_on_gpu() { # label, prompt text, count, extra env...
     [ "${verified:-0}" -gt 0 ] && [ "${syncs:-9}" -le 1 ] &&
         pass "layers, $label: $verified verify passes, the decode state stayed on the GPU" ||
         bad "layers, $label: verify passes ${verified:-none}, state copies ${syncs:-unknown} (want > 0 and <= 1)"
+}
+
+# Decode steps replayed as CUDA graphs (K3_DEV_GRAPHS=1, the default) against the same launches
+# made one by one: the same kernels on the same arguments, so bit-identical logits of every position
+# fed alone, and the same greedy tokens over a long decode (speculation's verify passes, which are
+# not recorded, between the steps), with graphs run only when asked for.
+graphs_same() { # label, model, tokens, greedy, extra env...
+    local label=$1 model=$2 t=$3 n=$4 g runs; shift 4
+    for g in 0 1; do
+        env "$@" K3_DEV=cuda K3_DEV_GRAPHS=$g "$df" logits --model "$model" --tokens "$t" --chunk 1 --out "$dir/graphs$g.bin" \
+            2>"$dir/gpu.err" &&
+            env "$@" K3_DEV=cuda K3_DEV_GRAPHS=$g "$df" run --model "$model" --tokens "$t" --max-new "$n" --stats \
+                >"$dir/graphs$g.run" 2>"$dir/graphs$g.err" ||
+            { bad "layers, $label, K3_DEV_GRAPHS=$g: $(tail -1 "$dir/gpu.err" "$dir/graphs$g.err" 2>/dev/null | tail -1)"; return; }
+        runs[$g]=$(sed -n 's/^stats: layer pass: .* \([0-9]*\) stretches between waits run as CUDA graphs.*/\1/p' "$dir/graphs$g.err")
+    done
+    cmp -s "$dir/graphs0.bin" "$dir/graphs1.bin" &&
+        pass "layers, $label: logits of decode steps bit-identical with CUDA graphs and without" ||
+        bad "layers, $label: logits of decode steps differ between CUDA graphs and launches one by one"
+    cmp -s "$dir/graphs0.run" "$dir/graphs1.run" && pass "layers, $label: the same $n greedy tokens with CUDA graphs" ||
+        bad "layers, $label: greedy tokens differ with CUDA graphs"
+    [ "${runs[0]:-x}" = 0 ] && [ "${runs[1]:-0}" -gt 0 ] &&
+        pass "layers, $label: ${runs[1]} stretches run as graphs (0 with K3_DEV_GRAPHS=0)" ||
+        bad "layers, $label: stretches run as graphs: ${runs[0]:-unknown} without, ${runs[1]:-unknown} with"
 }
 
 # Greedy tokens of `run` (prefill by the products, decode steps by the layer pass) = the CPU's.
@@ -269,6 +294,12 @@ if [ "$what" != k3 ] && [ "$what" != cache ]; then
     reference "big (896 MXFP4 experts)" "$dir/big" "5 17 300 42 7 100 3 9" 8 3
     chunkings "small" "$dir/small" "$toks" 24 4 9 24
     chunkings "big" "$dir/big" "$toks" 16 7 24
+    graphs_same "small" "$dir/small" "$toks" 200
+    # (misses copied: the measured split between copies and the CPU threads follows timing, and an
+    # expert's SiTU on the CPU and on the GPU may differ in the last bit)
+    graphs_same "big, a small GPU expert cache, misses copied" "$dir/big" "$toks" 64 K3_DEV_EXPERT_GB=0.01 \
+        K3_DEV_HOST_EXPERTS=copy
+    [ -f "$mini/config.json" ] && graphs_same "k3-mini" "$mini" "$toks" 200
     spec_on_gpu "k3-mini, drafts kept in full" "$full" 64
     spec_on_gpu "k3-mini, drafts kept in part" "$part" 64
     spec_on_gpu "k3-mini, drafts rejected" "$none" 64
@@ -394,6 +425,7 @@ if [ "$what" = k3 ] || [ "$what" = all ]; then
     # CPU threads, or as measured; stream: the expert cache is refilled from disk
     rows=("cpu mapped:K3_DEV=cpu K3_STORE=mapped"
           "cuda layers mapped:K3_DEV=cuda K3_STORE=mapped"
+          "cuda layers no graphs:K3_DEV=cuda K3_STORE=mapped K3_DEV_GRAPHS=0"
           "cuda products mapped:K3_DEV=cuda K3_DEV_PASS=products K3_STORE=mapped"
           "cuda host copy:K3_DEV=cuda K3_STORE=mapped K3_DEV_EXPERT_GB=0 K3_DEV_HOST_EXPERTS=copy"
           "cuda host cpu:K3_DEV=cuda K3_STORE=mapped K3_DEV_EXPERT_GB=0 K3_DEV_HOST_EXPERTS=cpu"

@@ -30,13 +30,29 @@
 
 static long n_ops, n_kept, n_gets; /* what the pass asked of the device */
 
-static void *h_alloc(MatDevice *d, size_t bytes) { return (void)d, calloc(1, bytes ? bytes : 1); }
-static void h_release(MatDevice *d, void *p, size_t bytes) { (void)d, (void)bytes, free(p); }
-static void h_put(MatDevice *d, void *dst, const void *src, size_t n) { (void)d, memcpy(dst, src, n); }
+/* Recordings (devops.h record): from record to the next get only operations on device memory may
+ * be queued (a GPU records them as a graph). The stand-in runs everything at once, as a device
+ * without graphs does, and counts the recordings, and the operations queued in one that a
+ * recording may not hold. */
+static int recording, last_key = -1;
+static long n_recordings, n_broken;
+static int h_record(MatDevice *d, int key) {
+    (void)d;
+    CHECK_MSG(!recording && (key == 0 || key == last_key + 1), "recording %d began after %d (%s)", key, last_key,
+              recording ? "still recording" : "ended");
+    recording = 1, last_key = key, n_recordings++;
+    return 1;
+}
+static void not_recordable(void) { n_broken += recording; }
+
+static void *h_alloc(MatDevice *d, size_t bytes) { return (void)d, not_recordable(), calloc(1, bytes ? bytes : 1); }
+static void h_release(MatDevice *d, void *p, size_t bytes) { (void)d, (void)bytes, not_recordable(), free(p); }
+static void h_put(MatDevice *d, void *dst, const void *src, size_t n) { (void)d, not_recordable(), memcpy(dst, src, n); }
 static void h_copy(MatDevice *d, void *dst, const void *src, size_t n) { (void)d, memcpy(dst, src, n); }
 static void run_queued(void);
 static int h_get(MatDevice *d, void *dst, const void *src, size_t n) {
     (void)d, n_gets++;
+    recording = 0;
     run_queued();
     if (n) memcpy(dst, src, n);
     return 0;
@@ -76,7 +92,7 @@ static const Mat *resident(const Mat *W) {
     return i >= 0 && mat_key_equal(&kept_mats[i].key, &W->key) ? &kept_mats[i].copy : W;
 }
 static int h_keep(MatDevice *d, const Mat *W) {
-    (void)d, n_kept++;
+    (void)d, n_kept++, not_recordable();
     if (W->fmt == WF_MXFP4 || !W->key.store || !W->data) return 0;
     int i = find_kept(W);
     if (i < 0) {
@@ -93,14 +109,20 @@ static int h_holds(MatDevice *d, const Mat *W) {
     (void)d;
     return W->fmt != WF_MXFP4 && resident(W) != W;
 }
+/* The matrix a device product reads: one it does not hold would be copied up for the launch. */
+static const Mat *product_weights(const Mat *W) {
+    const Mat *r = resident(W);
+    n_broken += recording && r == W;
+    return r;
+}
 static void h_mul(MatDevice *d, float *Y, const Mat *W, const float *X, int T) {
-    (void)d, n_ops++, mat_mul_cpu(NULL, Y, resident(W), X, T);
+    (void)d, n_ops++, mat_mul_cpu(NULL, Y, product_weights(W), X, T);
 }
 static void h_mul_heads(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T) {
-    (void)d, mat_mul_heads_cpu(NULL, Y, resident(W), hd, X, T);
+    (void)d, mat_mul_heads_cpu(NULL, Y, product_weights(W), hd, X, T);
 }
 static void h_tmul_heads(MatDevice *d, float *Y, const Mat *W, const MatHeads *hd, const float *X, int T) {
-    (void)d, mat_tmul_heads_cpu(NULL, Y, resident(W), hd, X, T);
+    (void)d, mat_tmul_heads_cpu(NULL, Y, product_weights(W), hd, X, T);
 }
 
 static void h_rmsnorm(MatDevice *d, float *out, const float *x, const float *w, int n, int rows, size_t stride, float eps,
@@ -257,7 +279,7 @@ static void free_slots(void) {
 }
 
 static int h_expert_slots(MatDevice *d, size_t bytes, int want) {
-    (void)d, (void)bytes;
+    (void)d, (void)bytes, not_recordable();
     free_slots();
     n_hslots = want < slot_room ? want : slot_room;
     hslots = calloc((size_t)(n_hslots > 0 ? n_hslots : 1), sizeof *hslots);
@@ -265,7 +287,7 @@ static int h_expert_slots(MatDevice *d, size_t bytes, int want) {
 }
 
 static void h_slot_fill(MatDevice *d, int s, const Mat *w1, const Mat *w2, const Mat *w3) {
-    (void)d;
+    (void)d, not_recordable();
     CHECK_MSG(s >= 0 && s < n_hslots, "slot %d of %d filled", s, n_hslots);
     if (s < 0 || s >= n_hslots) return;
     run_fill(&hslots[s]); /* the copy stream is in order */
@@ -274,7 +296,7 @@ static void h_slot_fill(MatDevice *d, int s, const Mat *w1, const Mat *w2, const
 }
 
 static int h_fills_wait(MatDevice *d) {
-    (void)d;
+    (void)d, not_recordable();
     for (int s = 0; s < n_hslots; s++) run_fill(&hslots[s]);
     return 0;
 }
@@ -319,7 +341,7 @@ static void run_queued(void) {
 
 static void h_experts(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot,
                       const int *dslot, int n, const float *z, float *h, float *out, float beta, float beta_lin, int wait) {
-    (void)wait;
+    (void)wait, not_recordable();
     for (int i = 0; i < n; i++) {
         float *o = out + (size_t)slot[i] * w1[i]->cols;
         if (!dslot || dslot[i] < 0) { /* copied for this launch: done before it returns */
@@ -336,7 +358,7 @@ static long n_expert_rows_calls; /* launches of experts with equal rows: experts
 static void h_experts_rows(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *dslot,
                            const int *at, const int *rows, int n, const float *X, float *h, int h_rows, float *out, float beta,
                            float beta_lin, int wait) {
-    (void)wait;
+    (void)wait, not_recordable();
     n_expert_rows_calls++;
     for (int i = 0; i < n; i++) {
         const size_t latent = (size_t)w1[i]->cols;
@@ -372,7 +394,7 @@ static void h_close(MatDevice *d) { (void)d, forget_kept(); }
 static const DevOps host_ops = {h_alloc, h_release, h_put, h_copy, h_get, h_keep, h_holds, h_mul, h_mul_heads, h_tmul_heads,
                                 h_rmsnorm, h_attnres, h_add, h_gate, h_situ, h_kda, h_mla, h_route, h_experts,
                                 h_experts_rows, h_gather, h_combine, h_mark, h_phase_times, h_expert_slots, h_slot_fill,
-                                h_fills_wait};
+                                h_fills_wait, h_record};
 
 /* The per-product path (prefill, verification, lookahead) reads kept copies too. */
 static void cpu_mul(MatDevice *d, Pool *pool, float *Y, const Mat *W, const float *X, int T) {
@@ -640,6 +662,7 @@ static void run_layout(const Layout *L) {
     float *want = cpu_rows(L->chunk, &rows);
     install();
     n_ops = n_kept = n_gets = n_expert_rows_calls = 0, n_calls = n_route_ids = 0, n_fills = n_stale = 0, slot_room = L->room;
+    n_recordings = n_broken = 0;
     CHECK_MSG(engine_open(&e, dir, &L->o) == 0, "%s: %s", L->what, df_errmsg());
     CHECK_MSG(e.model->dev != NULL, "%s: the layer pass was not set up", L->what);
     float *got = calloc((size_t)MAX_ROWS * (size_t)e.cat.cfg.vocab, sizeof(float));
@@ -652,6 +675,9 @@ static void run_layout(const Layout *L) {
         }
     CHECK_MSG(equal, "%s: a State saved from the device and loaded differs", L->what);
     CHECK_MSG(!moved, "%s: a verify pass, its commit or a decode step after it copied the State", L->what);
+    /* decode steps (one row, one sequence, every spine weight on the device) are recorded */
+    CHECK_MSG(n_recordings > 0 && !recording, "%s: %ld recordings, one left open: %d", L->what, n_recordings, recording);
+    CHECK_MSG(n_broken == 0, "%s: %ld operations a recording may not hold were queued in one", L->what, n_broken);
     const ModelStats *ms = model_stats(e.model);
     CHECK_MSG(ms->dev_forwards == ms->forwards && ms->forwards > 0, "%s: %llu of %llu forwards on the device", L->what,
               (unsigned long long)ms->dev_forwards, (unsigned long long)ms->forwards);
@@ -825,7 +851,7 @@ static void test_batches_run_on_the_device(void) {
         const Layout *L = &layouts[k];
         Engine e;
         install();
-        n_fills = n_stale = 0, slot_room = L->room;
+        n_fills = n_stale = 0, slot_room = L->room, n_recordings = n_broken = 0;
         CHECK_MSG(engine_open(&e, dir, &L->o) == 0, "%s: %s", L->what, df_errmsg());
         memset(got, 0, sizeof(float) * MAX_BATCH_ROWS * (size_t)V);
         CHECK_MSG(batch_script(&e, got) == rows, "%s: %s", L->what, df_errmsg());
@@ -836,6 +862,8 @@ static void test_batches_run_on_the_device(void) {
         CHECK_MSG(ms->state_syncs == 3, "%s: the States were copied %llu times (once each: their first upload)", L->what,
                   (unsigned long long)ms->state_syncs);
         CHECK_MSG(n_stale == 0, "%s: %ld launches read a stale slot", L->what, n_stale);
+        CHECK_MSG(n_recordings > 0 && n_broken == 0 && !recording, "%s: %ld recordings, %ld operations they may not hold",
+                  L->what, n_recordings, n_broken);
         engine_close(&e);
         device_close();
         free_slots();

@@ -66,6 +66,7 @@ struct ExpertSlots {
 
 constexpr int MAX_HOST_BUFFERS = 1024; /* a mapped store's shards among them */
 constexpr int MAX_MARKS = 4096; /* phase marks of one forward (devops.h mark) */
+constexpr int MAX_GRAPHS = 1024; /* recordings of one forward (devops.h record): one per MoE layer, one more */
 
 struct CudaDevice {
     MatDevice base; /* first member: device.h's callers see this */
@@ -92,6 +93,9 @@ struct CudaDevice {
     cudaEvent_t marks[MAX_MARKS];   /* recorded by devops mark, read by devops phase_times */
     int mark_phase[MAX_MARKS];
     int n_marks, n_events;
+    cudaGraphExec_t graphs[MAX_GRAPHS]; /* built from each key's recording, updated by the next (NULL: none yet) */
+    int recording;            /* key + 1 of the recording in progress (stream capture), 0: none */
+    long graph_builds;        /* graphs built (a first recording, or one whose launches changed) */
     bool uploaded;            /* weights were copied from host memory since the last wait */
     bool faulted;             /* a CUDA call failed: nothing more is computed (base.fault) */
     char fault_msg[256];
@@ -126,6 +130,10 @@ void slots_free(CudaDevice *d);
 int op_expert_slots(MatDevice *base, size_t expert_bytes, int want);
 void op_slot_fill(MatDevice *base, int s, const Mat *w1, const Mat *w2, const Mat *w3);
 int op_fills_wait(MatDevice *base);
+/* Ends the recording in progress (devops.h record), if any, and runs it as one graph: the key's
+ * graph updated in place when its launches are those of the last recording, else built anew; after
+ * a fault, drops it. Caller holds d->mu. */
+void run_recording(CudaDevice *d);
 /* Grows a device buffer to at least n bytes (its old content is not kept); false when the device
  * has no room. */
 bool reserve(CudaDevice *d, void **buf, size_t *cap, size_t n);

@@ -372,6 +372,7 @@ void op_copy(MatDevice *base, void *dst, const void *src, size_t bytes) {
 
 int op_get(MatDevice *base, void *dst, const void *src, size_t bytes) {
     Locked L(base);
+    run_recording(L.d);
     if (L.ok() && bytes) check(L.d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, L.d->stream), "copying from the GPU");
     if (L.ok()) check(L.d, cudaStreamSynchronize(L.d->stream), "a layer's kernels");
     if (L.ok()) return 0;
@@ -590,7 +591,10 @@ void op_mark(MatDevice *base, int phase) {
     if (d->n_marks == d->n_events && !check(d, cudaEventCreate(&d->marks[d->n_events]), "creating an event")) return;
     if (d->n_marks == d->n_events) d->n_events++;
     d->mark_phase[d->n_marks] = phase;
-    check(d, cudaEventRecord(d->marks[d->n_marks++], d->stream), "recording an event");
+    /* in a recording, an event record node that records the event when the graph runs (without the
+     * flag, capture would take the record for an ordering between streams and time nothing) */
+    check(d, cudaEventRecordWithFlags(d->marks[d->n_marks++], d->stream, d->recording ? cudaEventRecordExternal : 0),
+          "recording an event");
 }
 
 void op_phase_times(MatDevice *base, double *secs) {
@@ -604,11 +608,41 @@ void op_phase_times(MatDevice *base, double *secs) {
     d->n_marks = 0;
 }
 
+/* Stream capture in relaxed mode: the CPU threads' work and the copy stream's fills go on beside
+ * it, and nothing recorded waits for them (record's contract keeps expert launches out). */
+int op_record(MatDevice *base, int key) {
+    Locked L(base);
+    CudaDevice *d = L.d;
+    if (!L.ok() || !d->base.graphs || d->recording || key < 0 || key >= MAX_GRAPHS) return 0;
+    if (check(d, cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeRelaxed), "recording a graph"))
+        d->recording = key + 1;
+    return d->recording != 0;
+}
+
 } // namespace
+
+void run_recording(CudaDevice *d) {
+    if (!d->recording) return;
+    cudaGraphExec_t &exec = d->graphs[d->recording - 1];
+    d->recording = 0;
+    cudaGraph_t graph = nullptr;
+    const bool ok = check(d, cudaStreamEndCapture(d->stream, &graph), "recording a graph") && !d->faulted;
+    if (ok && exec) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(exec, graph, &info) != cudaSuccess) { /* other launches: build it again */
+            cudaGetLastError();
+            cudaGraphExecDestroy(exec);
+            exec = nullptr;
+        }
+    }
+    if (ok && !exec && check(d, cudaGraphInstantiate(&exec, graph, 0), "building a graph")) d->graph_builds++;
+    if (ok && exec) check(d, cudaGraphLaunch(exec, d->stream), "running a graph");
+    if (graph) cudaGraphDestroy(graph);
+}
 
 const DevOps layer_ops = {op_alloc, op_release, op_put, op_copy, op_get, op_keep, op_holds, op_mul, op_mul_heads, op_tmul_heads,
                           op_rmsnorm, op_attnres, op_add, op_gate, op_situ, op_kda, op_mla, op_route, op_experts,
                           op_experts_rows, op_gather, op_combine, op_mark, op_phase_times, op_expert_slots, op_slot_fill,
-                          op_fills_wait};
+                          op_fills_wait, op_record};
 
 } // namespace dfcuda

@@ -350,6 +350,10 @@ void destroy_streams(CudaDevice *d) {
 
 void cuda_close(MatDevice *base) {
     CudaDevice *d = (CudaDevice *)base;
+    cudaGraph_t unfinished = nullptr; /* a recording a failed forward left (nothing runs it now) */
+    if (d->recording && cudaStreamEndCapture(d->stream, &unfinished) == cudaSuccess && unfinished) cudaGraphDestroy(unfinished);
+    for (int i = 0; i < MAX_GRAPHS; i++)
+        if (d->graphs[i]) cudaGraphExecDestroy(d->graphs[i]);
     slots_free(d); /* (waits for the copies, which may read the page-locked buffers) */
     for (int i = 0; i < d->n_locked; i++) cudaHostUnregister(d->locked[i]);
     for (size_t i = 0; i < d->cap; i++)
@@ -410,6 +414,7 @@ extern "C" int cuda_device_open(MatDevice **out) {
     d->base.fault = cuda_fault;
     d->base.ops = &layer_ops;
     d->base.expert_bytes = SIZE_MAX;
+    d->base.graphs = 1;
     d->base.weight_room = d->budget;
     grow_table(d);
     *out = &d->base;
