@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "format/config.h"
+#include "kernels/exactmath.h"
 
 /* Sum of squares in double: one fixed order, and no precision lost on long rows. */
 static double sumsq(const float *x, int n) {
@@ -24,10 +25,8 @@ void op_l2norm_scaled(float *x, int n, float scale) {
 
 float op_silu(float x) { return x * op_sigmoid(x); }
 
-float op_situ(float a, float b, float beta, float beta_lin) {
-    float gate = tanhf(a / beta) * beta * op_sigmoid(a);
-    return gate * (tanhf(b / beta_lin) * beta_lin);
-}
+/* The same bits on the GPU (kernels/exactmath.h says why). */
+float op_situ(float a, float b, float beta, float beta_lin) { return exact_situ(a, b, beta, beta_lin); }
 
 void op_softmax(float *x, int n) {
     float mx = -INFINITY;

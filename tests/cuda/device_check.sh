@@ -17,7 +17,8 @@
 #   cache:    the layer pass's expert cache in GPU memory small enough to churn (misses copied into
 #             it, computed by the CPU, split as measured; over a streaming store whose small cache is
 #             refilled all the time, so that experts come back under new keys and are copied again):
-#             the CPU's greedy tokens, and the cache evicting and re-copying;
+#             the CPU's greedy tokens, and the cache evicting and re-copying; the logits
+#             bit-identical whichever way the misses run (copied, on the CPU, split as measured);
 # then prefill and decode speed side by side with the CPU on a model with K3's real layer shapes, and
 # the expert cache on it with real routing replayed (bench/traces/k3-mini-valid.jsonl, K3_REPLAY).
 #
@@ -155,6 +156,23 @@ graphs_same() { # label, model, tokens, greedy, extra env...
     [ "${runs[0]:-x}" = 0 ] && [ "${runs[1]:-0}" -gt 0 ] &&
         pass "layers, $label: ${runs[1]} stretches run as graphs (0 with K3_DEV_GRAPHS=0)" ||
         bad "layers, $label: stretches run as graphs: ${runs[0]:-unknown} without, ${runs[1]:-unknown} with"
+}
+
+# The experts the GPU's cache misses, copied, computed by the CPU threads, and split between the
+# two as measured (which follows timing): an expert gives the same bits on either side (the
+# products, and SiTU: kernels/exactmath.h), so the logits of every position fed alone are
+# bit-identical all three ways, and from run to run.
+host_ways_same() { # label, model, extra env...
+    local label=$1 model=$2 way; shift 2
+    for way in copy cpu auto auto-again; do
+        env "$@" K3_DEV=cuda K3_DEV_HOST_EXPERTS=${way%-again} "$df" logits --model "$model" --tokens "$toks" --chunk 1 \
+            --out "$dir/way.$way.bin" 2>"$dir/gpu.err" || { bad "layers, $label, misses $way: $(tail -1 "$dir/gpu.err")"; return; }
+    done
+    for way in cpu auto auto-again; do
+        cmp -s "$dir/way.copy.bin" "$dir/way.$way.bin" &&
+            pass "layers, $label: logits with misses $way bit-identical to misses copied" ||
+            bad "layers, $label: logits with misses $way differ from misses copied"
+    done
 }
 
 # Greedy tokens of `run` (prefill by the products, decode steps by the layer pass) = the CPU's.
@@ -317,6 +335,8 @@ if [ "$what" = check ] || [ "$what" = all ] || [ "$what" = cache ]; then
     tokens_same "big, small GPU expert cache, misses copied into it" "$dir/big" "$toks" 48 $small K3_DEV_HOST_EXPERTS=copy
     tokens_same "big, small GPU expert cache, misses on the CPU" "$dir/big" "$toks" 48 $small K3_DEV_HOST_EXPERTS=cpu
     tokens_same "big, small GPU expert cache, misses split as measured" "$dir/big" "$toks" 48 $small
+    host_ways_same "big, small GPU expert cache" "$dir/big" $small
+    host_ways_same "big, no GPU expert cache" "$dir/big" K3_DEV_EXPERT_GB=0
     # a streaming store at its fewest slots (38, all layers pinned) under a 136-slot GPU cache, with
     # real routing replayed (experts come back after the host cache dropped them: new keys)
     refilled="K3_STORE=stream K3_RAM_GB=0.265 K3_DEV_EXPERT_GB=0.05 K3_REPLAY=$trace"

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_dev.h"
+#include "kernels/exactmath.h"
 #include "util/err.h"
 
 namespace dfcuda {
@@ -125,12 +126,11 @@ __global__ void gate_kernel(float *x, const float *g, size_t n) {
     if (i < n) x[i] *= sigmoid(g[i]);
 }
 
-/* op_situ: [beta * tanh(a/beta) * sigmoid(a)] * [beta_lin * tanh(b/beta_lin)], in its order. */
+/* op_situ: SiTU as the CPU computes it, bit for bit (kernels/exactmath.h): an expert gives the same
+ * bits on the GPU and on the CPU threads. */
 __global__ void situ_kernel(float *a, const float *b, size_t n, float beta, float beta_lin) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const float gate = tanhf(a[i] / beta) * beta * sigmoid(a[i]);
-    a[i] = gate * (tanhf(b[i] / beta_lin) * beta_lin);
+    if (i < n) a[i] = exact_situ(a[i], b[i], beta, beta_lin);
 }
 
 /* KDA, stream blockIdx.y (q, k, v) of head blockIdx.x, one thread per channel, row after row: the
