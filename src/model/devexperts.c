@@ -41,8 +41,7 @@ static void cpu_expert(Model *m, const ExpertMats *w, const float *x, int rows, 
     Scratch *s = &m->s;
     mat_mul_cpu(m->pool, s->ex_h1, &w->w1, x, rows);
     mat_mul_cpu(m->pool, s->ex_h3, &w->w3, x, rows);
-    for (size_t i = 0; i < (size_t)rows * c->moe_inter; i++)
-        s->ex_h1[i] = op_situ(s->ex_h1[i], s->ex_h3[i], c->situ_beta, c->situ_linear_beta);
+    model_situ(m, s->ex_h1, s->ex_h3, (size_t)rows * c->moe_inter);
     mat_mul_cpu(m->pool, s->ex_out, &w->w2, s->ex_h1, rows);
     g->ops->put(g->dev, out, s->ex_out, sizeof(float) * (size_t)rows * c->latent);
 }

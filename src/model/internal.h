@@ -89,6 +89,8 @@ typedef struct {
 void kda_forward(Model *m, const LayerWeights *L, int l, const Seq *seqs, int n, const float *xn, int T, float *out);
 void mla_forward(Model *m, const LayerWeights *L, int l, const Seq *seqs, int n, const float *xn, int T, float *out);
 void mlp_forward(Model *m, const MlpWeights *w, int width, const float *u, int T, float *out);
+/* a[i] = SiTU(a[i], b[i]) for i < n, on the compute pool (moe.c). */
+void model_situ(Model *m, float *a, const float *b, size_t n);
 int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int T, float *out);
 /* Router lookahead, called once layer's selections (s->sel) are known: scores the guess made
  * for this layer and guesses the next layer's from u (this layer's FFN input). */

@@ -11,16 +11,37 @@
 #include "model/internal.h"
 #include "model/ops.h"
 #include "util/clock.h"
+#include "util/pool.h"
 
-static void situ_rows(const K3Config *c, float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++) a[i] = op_situ(a[i], b[i], c->situ_beta, c->situ_linear_beta);
+/* SiTU in tasks of SITU_TASK elements on the compute pool: exact SiTU (kernels/exactmath.h) costs
+ * about 60 ns an element, 5 M elements a token on K3. Each element is computed alone, so the bits do
+ * not depend on the threads. */
+enum { SITU_TASK = 4096 };
+
+typedef struct {
+    float *a;
+    const float *b;
+    size_t n;
+    float beta, beta_lin;
+} SituTask;
+
+static void situ_task(void *ctx, int task) {
+    const SituTask *j = ctx;
+    const size_t lo = (size_t)task * SITU_TASK, hi = j->n - lo < SITU_TASK ? j->n : lo + SITU_TASK;
+    for (size_t i = lo; i < hi; i++) j->a[i] = op_situ(j->a[i], j->b[i], j->beta, j->beta_lin);
+}
+
+void model_situ(Model *m, float *a, const float *b, size_t n) {
+    SituTask j = {a, b, n, m->cfg.situ_beta, m->cfg.situ_linear_beta};
+    const size_t tasks = (n + SITU_TASK - 1) / SITU_TASK;
+    if (tasks > 0) pool_run(m->pool, (int)tasks, situ_task, &j);
 }
 
 void mlp_forward(Model *m, const MlpWeights *w, int width, const float *u, int T, float *out) {
     Scratch *s = &m->s;
     mat_mul(m->pool, s->h1, &w->gate, u, T);
     mat_mul(m->pool, s->h3, &w->up, u, T);
-    situ_rows(&m->cfg, s->h1, s->h3, (size_t)T * width);
+    model_situ(m, s->h1, s->h3, (size_t)T * width);
     mat_mul(m->pool, out, &w->down, s->h1, T);
 }
 
@@ -55,7 +76,7 @@ static void run_expert(Model *m, const ExpertMats *w, int expert, int T) {
     for (int r = 0; r < n; r++) memcpy(s->ex_in + (size_t)r * c->latent, s->z + (size_t)rows[r] * c->latent, sizeof(float) * (size_t)c->latent);
     mat_mul(m->pool, s->ex_h1, &w->w1, s->ex_in, n);
     mat_mul(m->pool, s->ex_h3, &w->w3, s->ex_in, n);
-    situ_rows(c, s->ex_h1, s->ex_h3, (size_t)n * c->moe_inter);
+    model_situ(m, s->ex_h1, s->ex_h3, (size_t)n * c->moe_inter);
     mat_mul(m->pool, s->ex_out, &w->w2, s->ex_h1, n);
     for (int r = 0; r < n; r++)
         memcpy(s->eo + ((size_t)rows[r] * c->top_k + slots[r]) * c->latent, s->ex_out + (size_t)r * c->latent,
