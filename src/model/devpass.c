@@ -226,7 +226,7 @@ static int dev_moe(Model *m, const LayerWeights *L, int layer, int T) {
     g->ops->mark(g->dev, DEV_PHASE_EXPERTS);
     if (devpass_routed(m, layer, T, hybrid)) return -1;
     /* a recorded stretch starts once the host has recorded it: the device's wait for that is no phase's */
-    if (g->recordable) g->ops->mark(g->dev, DEV_PHASE_IDLE);
+    if (g->recordable && g->dev->graphs) g->ops->mark(g->dev, DEV_PHASE_IDLE);
     record(m); /* up to the next layer's routing */
     g->ops->mark(g->dev, DEV_PHASE_FFN);
     g->ops->combine(g->dev, g->y, g->eo, g->route_out + (size_t)T * c->top_k, c->top_k, c->latent, T);

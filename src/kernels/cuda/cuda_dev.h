@@ -95,7 +95,6 @@ struct CudaDevice {
     int n_marks, n_events;
     cudaGraphExec_t graphs[MAX_GRAPHS]; /* built from each key's recording, updated by the next (NULL: none yet) */
     int recording;            /* key + 1 of the recording in progress (stream capture), 0: none */
-    long graph_builds;        /* graphs built (a first recording, or one whose launches changed) */
     bool uploaded;            /* weights were copied from host memory since the last wait */
     bool faulted;             /* a CUDA call failed: nothing more is computed (base.fault) */
     char fault_msg[256];

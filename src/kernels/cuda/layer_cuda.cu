@@ -609,14 +609,15 @@ void op_phase_times(MatDevice *base, double *secs) {
 }
 
 /* Stream capture in relaxed mode: the CPU threads' work and the copy stream's fills go on beside
- * it, and nothing recorded waits for them (record's contract keeps expert launches out). */
+ * it, and nothing recorded waits for them (record's contract keeps expert launches out). A capture
+ * that cannot start costs only the graph: the stretch is launched one by one. */
 int op_record(MatDevice *base, int key) {
     Locked L(base);
     CudaDevice *d = L.d;
     if (!L.ok() || !d->base.graphs || d->recording || key < 0 || key >= MAX_GRAPHS) return 0;
-    if (check(d, cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeRelaxed), "recording a graph"))
-        d->recording = key + 1;
-    return d->recording != 0;
+    if (cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeRelaxed) != cudaSuccess) return cudaGetLastError(), 0;
+    d->recording = key + 1;
+    return 1;
 }
 
 } // namespace
@@ -635,7 +636,7 @@ void run_recording(CudaDevice *d) {
             exec = nullptr;
         }
     }
-    if (ok && !exec && check(d, cudaGraphInstantiate(&exec, graph, 0), "building a graph")) d->graph_builds++;
+    if (ok && !exec && !check(d, cudaGraphInstantiate(&exec, graph, 0), "building a graph")) exec = nullptr;
     if (ok && exec) check(d, cudaGraphLaunch(exec, d->stream), "running a graph");
     if (graph) cudaGraphDestroy(graph);
 }
