@@ -70,6 +70,15 @@ define() {
         OLD='s->pending_pos + 1 + (uint64_t)a, NULL) == in[a + 1]'
         NEW='s->pending_pos + 1 + (uint64_t)a, NULL) == in[a]'
         TESTS="unit/test_spec cli/test_spec.sh" ;;
+    situ-series)
+        AREA=kernels FILE=src/kernels/exactmath.h WHAT="exact SiTU: tanh's series term in y^5 with the wrong coefficient (2/15 as 2/16)"
+        OLD='p = p * s + 0.13333333333333333;' NEW='p = p * s + 0.125;'
+        TESTS="unit/test_exactmath" ;;
+    record-experts)
+        AREA=model FILE=src/model/devpass.c WHAT="CUDA graphs: a recording starts before the layer's expert launches, which it may not hold"
+        OLD=$'    if (devpass_routed(m, layer, T, hybrid)) return -1;\n    /* a recorded stretch'
+        NEW=$'    record(m);\n    if (devpass_routed(m, layer, T, hybrid)) return -1;\n    /* a recorded stretch'
+        TESTS="unit/test_devpass" ;;
     kernel-fma)
         AREA=kernels FILE=src/kernels/kernels_impl.h WHAT="portable kernels: multiply, then add, instead of one fused multiply-add"
         OLD='acc[t].l[i] = fmaf(w[i], X[t * ldx + c + i], acc[t].l[i]);'
@@ -127,7 +136,7 @@ define() {
 }
 ALL=(gate-sign l2n-epsilon mla-causal cache-victim slot-span slot-generation http-status mxfp4-code shard-overlap
      digit-pieces chat-escape draft-accept kernel-fma head-rows nll-window output-link output-pipe message-cr
-     trace-unchecked empty-index revision-mix range-200 dns-retry doctor-tokenizer)
+     trace-unchecked empty-index revision-mix range-200 dns-retry doctor-tokenizer situ-series record-experts)
 
 table="" faults=()
 while [ $# -gt 0 ]; do
