@@ -14,9 +14,10 @@
 #include "util/pool.h"
 
 /* SiTU in tasks of SITU_TASK elements on the compute pool: exact SiTU (kernels/exactmath.h) costs
- * about 60 ns an element, 5 M elements a token on K3. Each element is computed alone, so the bits do
+ * about 60 ns an element, 5 M elements a token on K3, most of them in experts of 3,072 (which a
+ * decode step runs one at a time: six tasks each). Each element is computed alone, so the bits do
  * not depend on the threads. */
-enum { SITU_TASK = 4096 };
+enum { SITU_TASK = 512 };
 
 typedef struct {
     float *a;
