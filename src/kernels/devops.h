@@ -19,10 +19,10 @@
  * Reduction order. The matrix products are those of device.h, bit-identical to the CPU kernels. The
  * other reductions (RMSNorm and AttnRes sums of squares in fp64, l2 norms, softmax denominators)
  * are summed by a fixed tree instead of the CPU's left-to-right loop, and the GPU's expf may
- * differ from the C library's in the last bit (SiTU does not: kernels/exactmath.h, the same bits
- * on both sides, so an expert computed by the CPU threads equals the device's own): results are deterministic and independent of
- * anything but the inputs, within the fp64 reference's tolerance, but not bit-identical to the
- * CPU path (docs/ARCHITECTURE.md, "The GPU"). */
+ * differ from the C library's in the last bit (SiTU does not: kernels/exactmath.h gives both sides
+ * the same bits, so an expert computed by the CPU threads equals the device's own): results are
+ * deterministic and independent of anything but the inputs, within the fp64 reference's
+ * tolerance, but not bit-identical to the CPU path (docs/ARCHITECTURE.md, "The GPU"). */
 #ifndef DF_DEVOPS_H
 #define DF_DEVOPS_H
 
