@@ -206,10 +206,13 @@ static int dev_route(Model *m, const LayerWeights *L, int layer, int T) {
 /* Records what is queued from here to the next wait, when the pass may be recorded: a decode step
  * of one sequence, every weight on the device. Such steps repeat the same launches token after token
  * (positions and States change only their arguments), so the device replays each stretch as one
- * graph instead of launching its kernels one by one. */
+ * graph instead of launching its kernels one by one. A stretch starts once the host has recorded
+ * it: the device's wait for that is marked idle, no phase's. */
 static void record(Model *m) {
     DevModel *g = m->dev;
-    if (g->recordable) m->stats.dev_graphs += (uint64_t)g->ops->record(g->dev, g->n_recorded++);
+    if (!g->recordable) return;
+    if (g->dev->graphs) g->ops->mark(g->dev, DEV_PHASE_IDLE);
+    m->stats.dev_graphs += (uint64_t)g->ops->record(g->dev, g->n_recorded++);
 }
 
 static int dev_moe(Model *m, const LayerWeights *L, int layer, int T) {
@@ -225,8 +228,6 @@ static int dev_moe(Model *m, const LayerWeights *L, int layer, int T) {
     if (c->n_shared > 0) dev_mlp(m, &w->shared, c->shared_inter, g->x, T, g->xn);
     g->ops->mark(g->dev, DEV_PHASE_EXPERTS);
     if (devpass_routed(m, layer, T, hybrid)) return -1;
-    /* a recorded stretch starts once the host has recorded it: the device's wait for that is no phase's */
-    if (g->recordable && g->dev->graphs) g->ops->mark(g->dev, DEV_PHASE_IDLE);
     record(m); /* up to the next layer's routing */
     g->ops->mark(g->dev, DEV_PHASE_FFN);
     g->ops->combine(g->dev, g->y, g->eo, g->route_out + (size_t)T * c->top_k, c->top_k, c->latent, T);
