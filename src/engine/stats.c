@@ -60,6 +60,15 @@ static json_t *device_cache_json(const Engine *e) {
                      (json_int_t)s->experts_copied, "cpu", (json_int_t)s->experts_cpu);
 }
 
+/* The layer pass over the whole run: forwards whose every layer ran on the GPU, decode-state copies
+ * between host and GPU, stretches of decode steps run as CUDA graphs; null when no forward ran
+ * there (as --stats, which then prints no layer-pass line). */
+static json_t *layer_pass_json(const ModelStats *s) {
+    if (!s->dev_forwards) return json_null();
+    return json_pack("{s:I, s:I, s:I}", "device_forwards", (json_int_t)s->dev_forwards, "state_copies",
+                     (json_int_t)s->state_syncs, "graph_stretches", (json_int_t)s->dev_graphs);
+}
+
 static json_t *spec_json(const Spec *sp) {
     return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I}", "on", sp->on, "passes", (json_int_t)sp->passes, "verifies",
                      (json_int_t)sp->verifies, "drafted", (json_int_t)sp->drafted, "accepted",
@@ -71,7 +80,7 @@ json_t *generate_stats_json(Engine *e, const GenResult *r, const int *tokens) {
     for (int i = 0; i < r->generated; i++) json_array_append_new(ids, json_integer(tokens[i]));
     /* the first token comes from the prefill's logits; decode produced the rest */
     double per_tok = r->generated > 1 ? r->decode_s / (r->generated - 1) : 0;
-    return json_pack("{s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:f, s:b, s:b, s:b, s:i, s:s, s:s, s:o, s:o, s:o, s:o, s:o}",
+    return json_pack("{s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:f, s:b, s:b, s:b, s:i, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o}",
                      "prompt_tokens", r->prompt_tokens, "generated", r->generated, "tokens", ids, "prefill_s",
                      r->prefill_s, "decode_s", r->decode_s, "s_per_token", per_tok, "tokens_per_s",
                      per_tok > 0 ? 1 / per_tok : 0.0, "prefill_tokens_per_s",
@@ -79,7 +88,8 @@ json_t *generate_stats_json(Engine *e, const GenResult *r, const int *tokens) {
                      "hit_stop", r->hit_stop, "hit_context", r->hit_context, "threads", e->threads, "store",
                      e->streaming ? "stream" : "mapped", "kernels", kern_isa(), "numerics", numerics_json(e), "read",
                      read_json(e, r), "phases", phases_json(model_stats(e->model), &r->at_decode), "speculation",
-                     spec_json(&r->spec), "device_cache", device_cache_json(e));
+                     spec_json(&r->spec), "device_cache", device_cache_json(e), "layer_pass",
+                     layer_pass_json(model_stats(e->model)));
 }
 
 void generate_print_stats(const Engine *e, const GenResult *r, FILE *f) {

@@ -45,10 +45,11 @@ grep -q "prefetch [1-9][0-9]* started" "$t/s.err" || fail "no prefetch under a m
 # The profile splits the expert wait: the waits for each layer's first expert are part of it.
 K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 "$DF" run --model "$m" --tokens "$prompt" --max-new 4 \
     --stats-json "$t/phases.json" >/dev/null 2>"$t/phases.err" || { cat "$t/phases.err"; fail "run with --stats-json failed"; }
-"$PYTHON" - "$t/phases.json" <<'PY' || fail "phases.first_wait_s missing, zero or above expert_wait_s"
+"$PYTHON" - "$t/phases.json" <<'PY' || fail "phases.first_wait_s missing, zero or above expert_wait_s; or layer_pass not null on the CPU"
 import json, sys
-p = json.load(open(sys.argv[1]))["phases"]
-sys.exit(not (0 < p["first_wait_s"] <= p["expert_wait_s"]))
+j = json.load(open(sys.argv[1]))
+p = j["phases"]
+sys.exit(not (0 < p["first_wait_s"] <= p["expert_wait_s"] and "layer_pass" in j and j["layer_pass"] is None))
 PY
 check all-streamed-lfu-noprefetch-buffered "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_CACHE_POLICY=lfu K3_PREFETCH=0 K3_DIRECT=0
 grep -q "buffered" "$t/s.err" || fail "K3_DIRECT=0 not applied"

@@ -13,7 +13,7 @@
 #             falls back to the products) and a long context; a streamed spine that the GPU holds
 #             whole (no pass reads any of it); the server's batches of several sequences (the
 #             CPU server's completions); decode steps replayed as CUDA graphs bit-identical to the
-#             same launches made one by one;
+#             same launches made one by one (and `--stats-json`'s layer_pass agreeing with `--stats`);
 #   cache:    the layer pass's expert cache in GPU memory small enough to churn (misses copied into
 #             it, computed by the CPU, split as measured; over a streaming store whose small cache is
 #             refilled all the time, so that experts come back under new keys and are copied again):
@@ -144,9 +144,17 @@ graphs_same() { # label, model, tokens, greedy, extra env...
         env "$@" K3_DEV=cuda K3_DEV_GRAPHS=$g "$df" logits --model "$model" --tokens "$t" --chunk 1 --out "$dir/graphs$g.bin" \
             2>"$dir/gpu.err" &&
             env "$@" K3_DEV=cuda K3_DEV_GRAPHS=$g "$df" run --model "$model" --tokens "$t" --max-new "$n" --stats \
-                >"$dir/graphs$g.run" 2>"$dir/graphs$g.err" ||
+                --stats-json "$dir/graphs$g.json" >"$dir/graphs$g.run" 2>"$dir/graphs$g.err" ||
             { bad "layers, $label, K3_DEV_GRAPHS=$g: $(tail -1 "$dir/gpu.err" "$dir/graphs$g.err" 2>/dev/null | tail -1)"; return; }
         runs[$g]=$(sed -n 's/^stats: layer pass: .* \([0-9]*\) stretches between waits run as CUDA graphs.*/\1/p' "$dir/graphs$g.err")
+        # --stats-json's layer_pass says the same, and every forward ran on the GPU
+        "$py" - "$dir/graphs$g.json" "${runs[$g]:-x}" <<'PY' && pass "layers, $label, K3_DEV_GRAPHS=$g: --stats-json layer_pass agrees with --stats" ||
+import json, sys
+j = json.load(open(sys.argv[1]))
+lp = j["layer_pass"]
+sys.exit(not (lp and str(lp["graph_stretches"]) == sys.argv[2] and lp["device_forwards"] == j["phases"]["forwards"]))
+PY
+            bad "layers, $label, K3_DEV_GRAPHS=$g: --stats-json layer_pass disagrees with --stats or with phases.forwards"
     done
     cmp -s "$dir/graphs0.bin" "$dir/graphs1.bin" &&
         pass "layers, $label: logits of decode steps bit-identical with CUDA graphs and without" ||

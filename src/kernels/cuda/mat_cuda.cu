@@ -31,7 +31,8 @@
  *    kernel's walk (a thread per weight row, BF16 two), but the bytes come through shared memory:
  *    each warp copies its rows' next segment (128 or 256 bytes of each row) with cp.async, 16
  *    bytes a lane so one load instruction covers whole row segments, two or four stages ahead;
- *    a thread's 16-byte reads of its row fall on distinct banks (rows 16 bytes of padding apart);
+ *    a warp's 16-byte reads fall on distinct banks (BF16 and MXFP4 chunks placed by an xor of
+ *    the row, I8ROW rows 16 bytes of padding apart: prod_cuda.cu's coop_pitch);
  *    X is copied to shared memory once per block of 2-4 warps. MXFP4 with more than 4 X rows
  *    (prefill chunks, long verify passes) takes it too, in tiles of 4 X rows read through the
  *    read-only cache, each weight expanded once per tile.

@@ -27,6 +27,11 @@ template <int N> struct Batch {
     MulJob j[N];
 };
 
+/* A compile-time flag passed to a generic lambda. */
+template <bool B> struct Flag {
+    static constexpr bool value = B;
+};
+
 /* ---- exact weight expansion ---------------------------------------------------------------- */
 
 /* MXFP4 weight of E2M1 code c under scale byte s, exactly E2M1[c] * 2^(s-127) as the CPU computes
@@ -279,8 +284,20 @@ __device__ __forceinline__ void mx_steps(float (&acc)[NT][LANES], const uint4 *q
     }
 }
 
-/* The multiply-adds of steps [k0, k0 + UU), loaded in q and s, in column order. */
-template <int F, int NT, int UU, int OPT, bool XS>
+/* MXFP4 scale bytes PATH 0 of mx_expand8 takes. */
+constexpr uint32_t MX_FAST_LO = 104, MX_FAST_HI = 128;
+
+/* Whether every scale byte of the N words w lies in [MX_FAST_LO, MX_FAST_HI]. */
+template <int N> __device__ __forceinline__ bool mx_all_fast(const uint32_t *w) {
+    bool ok = true;
+#pragma unroll
+    for (int i = 0; i < N; i++) ok = ok && __vminu4(__vmaxu4(w[i], MX_FAST_LO * 0x01010101u), MX_FAST_HI * 0x01010101u) == w[i];
+    return ok;
+}
+
+/* The multiply-adds of steps [k0, k0 + UU), loaded in q and s, in column order. MX_FAST: the warp
+ * knows that every MXFP4 scale byte of these steps takes PATH 0. */
+template <int F, int NT, int UU, int OPT, bool XS, bool MX_FAST = false>
 __device__ __forceinline__ void walk_steps(float (&acc)[NT][Fmt<F>::LPT], const uint4 *q, const uint32_t *s,
                                            const RowWalk<NT> &rw, int k0) {
     using FT = Fmt<F>;
@@ -301,11 +318,14 @@ __device__ __forceinline__ void walk_steps(float (&acc)[NT][Fmt<F>::LPT], const 
             fma8<NT, FT::LPT, XS>(acc, 0, w, rw, (size_t)(k0 + u) * FT::STEP);
             fma8<NT, FT::LPT, XS>(acc, 8, w + 8, rw, (size_t)(k0 + u) * FT::STEP + 8);
         }
+    } else if constexpr (MX_FAST) {
+        mx_steps<NT, UU, 0, XS>(acc, q, s, rw, k0);
     } else {
         /* the warp agrees on the cheapest exact scaling for all its chunks */
         bool fast = true, mid = true;
 #pragma unroll
-        for (int u = 0; u < UU; u++) fast = fast && s[u] - 104u <= 24u, mid = mid && (s[u] <= 240u || s[u] == 255u);
+        for (int u = 0; u < UU; u++)
+            fast = fast && s[u] - MX_FAST_LO <= MX_FAST_HI - MX_FAST_LO, mid = mid && (s[u] <= 240u || s[u] == 255u);
         if (__all_sync(FULL, fast)) mx_steps<NT, UU, 0, XS>(acc, q, s, rw, k0);
         else if (__all_sync(FULL, mid)) mx_steps<NT, UU, 1, XS>(acc, q, s, rw, k0);
         else mx_steps<NT, UU, 2, XS>(acc, q, s, rw, k0);
@@ -459,8 +479,10 @@ __global__ void __launch_bounds__(STAGED_THREADS) staged_kernel(Batch<N> b, int 
  * different rows: 32 cache lines per load, and the L1 pipe, not DRAM, set its pace (MXFP4 at 35-40%
  * of HBM bandwidth). Here each warp copies its rows' next G bytes into shared memory together
  * (cp.async, 16 bytes a lane, one load instruction covering whole row segments: few cache lines),
- * ST stages ahead, and each thread reads its rows' chunks from there (16-byte reads, rows G + 16
- * bytes apart: a warp's reads fall on distinct banks). Each thread keeps the streaming kernel's
+ * ST stages ahead, and each thread reads its rows' chunks from there (16-byte reads laid out so
+ * that a warp's reads fall on distinct banks: coop_pitch). A lane's copies and a row's MXFP4 scale
+ * bytes (read a segment ahead of their use) cost a few instructions a segment: the walk itself is
+ * what the SMs issue. Each thread keeps the streaming kernel's
  * walk (its lanes' columns in order, walk_steps), so the sums are the CPU kernels'. A block is W
  * warps. One X row (XS) is copied to shared memory first, shared by the block; NT > 1 rows (a tile:
  * rows past T repeat the last, never stored) are read through the read-only cache, each weight
@@ -471,6 +493,17 @@ __global__ void __launch_bounds__(STAGED_THREADS) staged_kernel(Batch<N> b, int 
  * occupancy; two rows per thread (each X value serving both) lost to the registers and shared
  * memory they took. */
 constexpr int COOP_ALIGN = 256; /* row bytes the coop kernel takes are a multiple of this (every G) */
+
+/* How a warp's stage holds its rows' segments of G bytes. BF16 and MXFP4: rows G bytes apart, the
+ * 16-byte chunk c of row i at c ^ swizzle_key(i), so that the 8 threads of a quarter warp, reading
+ * the same chunk of 8 rows (BF16: two chunks of 4 rows), find it in 8 different bank groups; I8ROW
+ * (which reads twice as many chunks a weight, and measured slower swizzled: 40-42 against 31.5-32
+ * us for 12288 x 7168): rows G + 16 bytes apart, which does the same for it. */
+template <int F> __host__ __device__ constexpr bool coop_swizzled() { return F != WF_I8ROW; }
+template <int F, int G> __host__ __device__ constexpr int coop_pitch() { return coop_swizzled<F>() ? G : G + 16; }
+template <int F> __device__ __forceinline__ int swizzle_key(int i) {
+    return coop_swizzled<F>() ? (i & (8 / Fmt<F>::TPR - 1)) * Fmt<F>::TPR : 0;
+}
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
@@ -491,7 +524,7 @@ template <int F, int NT, bool XS, int ST, int G, int W, int N>
 __global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b, int T) {
     using FT = Fmt<F>;
     constexpr int CH = G / 16, SPT = CH / FT::TPR, U = F == WF_BF16 ? 4 : 2; /* chunks, steps of a segment; steps per load */
-    constexpr int PITCH = G + 16, ROWS_W = 32 / FT::TPR;                      /* a row's buffer; rows of a warp */
+    constexpr int PITCH = coop_pitch<F, G>(), ROWS_W = 32 / FT::TPR;         /* a row's buffer; rows of a warp */
     extern __shared__ __align__(16) uint8_t sm[];
     const MulJob &job = b.j[N == 1 ? 0 : blockIdx.z];
     const Span &sp = job.sp;
@@ -504,12 +537,22 @@ __global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b, int T) {
     const int base = ((int)blockIdx.x * W + warp) * ROWS_W; /* the warp's first row (of the span) */
     const int last = sp.n - 1 - base;                        /* rows of the warp past the end copy it */
     const uint8_t *wdata = (const uint8_t *)job.w.data + ((size_t)sp.row0 + (size_t)(base < sp.n ? base : sp.n - 1)) * rb;
+    /* A lane copies the same 16 bytes (chunk lane % CH) of every RSTEP-th row, from row lane / CH:
+     * COPIES copies a segment, their offsets within it computed once. */
+    constexpr int RSTEP = 32 / CH, COPIES = ROWS_W / RSTEP;
+    static_assert(32 % CH == 0 && ROWS_W % RSTEP == 0, "a warp's copies of a segment are whole rows");
+    uint32_t src_at[COPIES], dst_at[COPIES]; /* rows past the span copy its last (rb * ROWS_W is well within 32 bits) */
+#pragma unroll
+    for (int m = 0; m < COPIES; m++) {
+        const int i = lane / CH + m * RSTEP, k = lane % CH;
+        src_at[m] = (uint32_t)min(i, max(last, 0)) * (uint32_t)rb + (uint32_t)k * 16u;
+        dst_at[m] = (uint32_t)(i * PITCH + (k ^ swizzle_key<F>(i)) * 16);
+    }
     auto issue = [&](int st, int g) { /* segment g of the warp's rows into stage st */
-        for (int c = lane; c < ROWS_W * CH; c += 32) {
-            const int i = c / CH, k = c % CH;
-            cp_async16(buf + ((size_t)st * ROWS_W + i) * PITCH + k * 16,
-                       wdata + (size_t)(i < last ? i : last < 0 ? 0 : last) * rb + (size_t)g * G + k * 16);
-        }
+        const uint8_t *seg = wdata + (size_t)g * G;
+        uint8_t *dst = buf + (size_t)st * ROWS_W * PITCH;
+#pragma unroll
+        for (int m = 0; m < COPIES; m++) cp_async16(dst + dst_at[m], seg + src_at[m]);
         cp_async_commit();
     };
     if constexpr (XS)
@@ -536,25 +579,39 @@ __global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b, int T) {
     for (int t = 0; t < NT; t++)
 #pragma unroll
         for (int i = 0; i < FT::LPT; i++) acc[t][i] = 0.0f;
-    const uint4 *const mine = (const uint4 *)(buf + (size_t)slot * PITCH) + p; /* the thread's row in stage 0 */
+    const uint4 *const mine = (const uint4 *)(buf + (size_t)slot * PITCH); /* the thread's row in stage 0 */
+    const int swz = swizzle_key<F>(slot);
+    /* MXFP4: the row's scale bytes, a segment's (one per chunk) loaded a segment ahead of their use */
+    const uint8_t *const scales = F == WF_MXFP4 ? (const uint8_t *)job.w.aux + row * (size_t)(cols / 32) : nullptr;
+    uint32_t sw_next[CH / 4] = {};
+    if constexpr (F == WF_MXFP4) segment_scales<G>(scales, sw_next);
     for (int g = 0; g < nseg; g++) {
         const int st = g % ST;
-        uint32_t sw[CH / 4]; /* MXFP4: the segment's scale bytes */
-        if constexpr (F == WF_MXFP4) segment_scales<G>((const uint8_t *)job.w.aux + row * (size_t)(cols / 32) + (size_t)g * CH, sw);
+        uint32_t sw[CH / 4]; /* segment g's scale bytes */
+#pragma unroll
+        for (int i = 0; i < CH / 4; i++) sw[i] = sw_next[i];
+        if constexpr (F == WF_MXFP4)
+            if (g + 1 < nseg) segment_scales<G>(scales + (size_t)(g + 1) * CH, sw_next);
         cp_async_wait<ST - 1>(); /* this lane's copies of segment g are in */
         __syncwarp();            /* and every lane's */
         const uint4 *src = mine + (size_t)st * ROWS_W * PITCH / 16;
+        auto walk_segment = [&](auto mx_fast) {
 #pragma unroll
-        for (int u0 = 0; u0 < SPT; u0 += U) {
-            uint4 qv[U];
-            uint32_t sv[U] = {};
+            for (int u0 = 0; u0 < SPT; u0 += U) {
+                uint4 qv[U];
+                uint32_t sv[U] = {};
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                qv[u] = src[(u0 + u) * FT::TPR];
-                if constexpr (F == WF_MXFP4) sv[u] = (sw[(u0 + u) / 4] >> (8 * ((u0 + u) % 4))) & 0xFFu;
+                for (int u = 0; u < U; u++) {
+                    qv[u] = src[((u0 + u) * FT::TPR + p) ^ swz];
+                    if constexpr (F == WF_MXFP4) sv[u] = __byte_perm(sw[(u0 + u) / 4], 0, 0x4440 | ((u0 + u) % 4));
+                }
+                walk_steps<F, NT, U, 0, XS, decltype(mx_fast)::value>(acc, qv, sv, rw, g * SPT + u0);
             }
-            walk_steps<F, NT, U, 0, XS>(acc, qv, sv, rw, g * SPT + u0);
-        }
+        };
+        /* MXFP4: the warp decides the scaling once for the segment when every scale byte takes the
+         * cheapest (else once per U steps, in walk_steps) */
+        if (F == WF_MXFP4 && __all_sync(FULL, mx_all_fast<CH / 4>(sw))) walk_segment(Flag<F == WF_MXFP4>{});
+        else walk_segment(Flag<false>{});
         __syncwarp(); /* every lane is done reading stage st before it is refilled */
         if (g + ST < nseg) issue(st, g + ST);
         else cp_async_commit();
@@ -745,7 +802,7 @@ bool coopable(const MulJob *jobs, int n, int heads) {
 
 /* Shared memory of a coop block: X (XS), then each warp's stages. */
 template <int F, bool XS, int ST, int G, int W> size_t coop_smem(int cols) {
-    return (XS ? sizeof(float) * (size_t)cols : 0) + (size_t)W * ST * (32 / Fmt<F>::TPR) * (G + 16);
+    return (XS ? sizeof(float) * (size_t)cols : 0) + (size_t)W * ST * (32 / Fmt<F>::TPR) * coop_pitch<F, G>();
 }
 
 template <int F, int NT, bool XS, int ST, int G, int W, int N> void coop_go(CudaDevice *d, const Batch<N> &b, const Shape &s) {
