@@ -610,8 +610,12 @@ __global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b, int T) {
         };
         /* MXFP4: the warp decides the scaling once for the segment when every scale byte takes the
          * cheapest (else once per U steps, in walk_steps) */
-        if (F == WF_MXFP4 && __all_sync(FULL, mx_all_fast<CH / 4>(sw))) walk_segment(Flag<F == WF_MXFP4>{});
-        else walk_segment(Flag<false>{});
+        if constexpr (F == WF_MXFP4) {
+            if (__all_sync(FULL, mx_all_fast<CH / 4>(sw))) walk_segment(Flag<true>{});
+            else walk_segment(Flag<false>{});
+        } else {
+            walk_segment(Flag<false>{});
+        }
         __syncwarp(); /* every lane is done reading stage st before it is refilled */
         if (g + ST < nseg) issue(st, g + ST);
         else cp_async_commit();
