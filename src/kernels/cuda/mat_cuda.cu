@@ -33,11 +33,15 @@
  *    bytes a lane so one load instruction covers whole row segments, two or four stages ahead;
  *    a warp's 16-byte reads fall on distinct banks (BF16 and MXFP4 chunks placed by an xor of
  *    the row, I8ROW rows 16 bytes of padding apart: prod_cuda.cu's coop_pitch);
- *    X is copied to shared memory once per block of 2-4 warps. MXFP4 with more than 4 X rows
- *    (prefill chunks, long verify passes) takes it too, in tiles of 4 X rows read through the
- *    read-only cache, each weight expanded once per tile.
+ *    X is copied to shared memory once per block of 2-4 warps.
+ *  - coop tile kernel, 2 to 16 X rows (prefill chunks, verify passes) on what the coop kernel
+ *    takes: the coop kernel's warps, stages and walk over a tile of X rows (8 for BF16, 4 for the
+ *    others; several launches past a tile), each weight expanded once for the tile; the block
+ *    also copies each segment's columns of the tile's X rows into a stage of its own, so X is read
+ *    from shared memory, and its warps move through the segments together (a barrier after the
+ *    copies land, another before a stage is refilled).
  *  - staged kernel, products of at most 1024 output rows (and BF16/I8ROW with more than 12 X
- *    rows): a block copies its weight rows, and X where it fits, into shared memory with every
+ *    rows the coop tile kernel does not take): a block copies its weight rows, and X where it fits, into shared memory with every
  *    copy in flight at once, then each half warp walks one (row, X row) output, lane l its columns.
  *  - BF16 decode kernel (T = 1, one head, 1025 to 2048 rows, or shapes the coop kernel does not
  *    take): four threads per row, 8-byte loads, blocks of one warp.

@@ -3,7 +3,9 @@
  * it. Y = W . X for any T, a batch of jobs (a layer's experts) and heads:
  *   stream_kernel:     weights streamed in 16-byte chunks, each read once for all X rows;
  *   coop_kernel:       the same walk, rows copied through shared memory a segment at a time
- *                      (decode; MXFP4 over more than 4 X rows in tiles of 4);
+ *                      (decode);
+ *   coop_tile_kernel:  the coop kernel over a tile of 2-8 X rows, X staged by segments beside
+ *                      the weights (prefill chunks, verify passes);
  *   staged_kernel:     few output rows: whole rows (and X) copied to shared memory first;
  *   gemv_bf16_kernel:  BF16 decode (T = 1, one head);
  *   matmul_kernel:     everything else: a half warp per output, any shape;
@@ -520,11 +522,109 @@ template <int G> __device__ __forceinline__ void segment_scales(const uint8_t *p
     }
 }
 
+/* Which 16 bytes of a segment of G bytes each lane of a warp copies into the warp's stage: the
+ * same chunk (lane % CH) of every RSTEP-th of the warp's rows, from row lane / CH; COPIES copies a
+ * segment, their offsets within it computed once (rows past the span's last copy it: `last`). */
+template <int F, int G> struct WarpCopies {
+    static constexpr int CH = G / 16, ROWS_W = 32 / Fmt<F>::TPR, PITCH = coop_pitch<F, G>();
+    static constexpr int RSTEP = 32 / CH, COPIES = ROWS_W / RSTEP, STAGE = ROWS_W * PITCH; /* a stage's bytes */
+    static_assert(32 % CH == 0 && ROWS_W % RSTEP == 0, "a warp's copies of a segment are whole rows");
+    uint32_t src_at[COPIES], dst_at[COPIES]; /* rb * ROWS_W is well within 32 bits */
+
+    __device__ __forceinline__ WarpCopies(int lane, int last, size_t rb) {
+#pragma unroll
+        for (int m = 0; m < COPIES; m++) {
+            const int i = lane / CH + m * RSTEP, k = lane % CH;
+            src_at[m] = (uint32_t)min(i, max(last, 0)) * (uint32_t)rb + (uint32_t)k * 16u;
+            dst_at[m] = (uint32_t)(i * PITCH + (k ^ swizzle_key<F>(i)) * 16);
+        }
+    }
+    /* The lane's copies of the segment at seg (in the warp's first row) into the stage at dst. */
+    __device__ __forceinline__ void copy(uint8_t *dst, const uint8_t *seg) const {
+#pragma unroll
+        for (int m = 0; m < COPIES; m++) cp_async16(dst + dst_at[m], seg + src_at[m]);
+    }
+};
+
+/* A thread's walk of one staged segment of its row (src: its row in the stage, chunk c at c ^ swz;
+ * sw: the segment's MXFP4 scale bytes), steps k0.. of the walk (the X columns rw points at). The
+ * warp decides MXFP4's scaling once for the segment when every scale byte takes the cheapest (else
+ * once per U steps, in walk_steps). */
+template <int F, int NT, int G, bool XS>
+__device__ __forceinline__ void walk_segment(float (&acc)[NT][Fmt<F>::LPT], const uint4 *src, int p, int swz,
+                                             const uint32_t *sw, const RowWalk<NT> &rw, int k0) {
+    using FT = Fmt<F>;
+    constexpr int SPT = G / 16 / FT::TPR, U = F == WF_BF16 ? 4 : 2; /* steps of a segment; steps per load */
+    auto walk = [&](auto mx_fast) {
+#pragma unroll
+        for (int u0 = 0; u0 < SPT; u0 += U) {
+            uint4 qv[U];
+            uint32_t sv[U] = {};
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                qv[u] = src[((u0 + u) * FT::TPR + p) ^ swz];
+                if constexpr (F == WF_MXFP4) sv[u] = __byte_perm(sw[(u0 + u) / 4], 0, 0x4440 | ((u0 + u) % 4));
+            }
+            walk_steps<F, NT, U, 0, XS, decltype(mx_fast)::value>(acc, qv, sv, rw, k0 + u0);
+        }
+    };
+    if constexpr (F == WF_MXFP4) {
+        if (__all_sync(FULL, mx_all_fast<G / 64>(sw))) walk(Flag<true>{});
+        else walk(Flag<false>{});
+    } else {
+        walk(Flag<false>{});
+    }
+}
+
+/* What the coop kernels' threads share: the row a thread walks and where, and its MXFP4 scales. */
+template <int F, int G> struct CoopRow {
+    static constexpr int ROWS_W = 32 / Fmt<F>::TPR;
+    int p, slot, base, rr;
+    bool valid;
+    size_t row;
+    __device__ __forceinline__ CoopRow(const Span &sp, int lane, int warp, int W) {
+        p = lane % Fmt<F>::TPR, slot = lane / Fmt<F>::TPR;
+        base = ((int)blockIdx.x * W + warp) * ROWS_W; /* the warp's first row (of the span) */
+        rr = base + slot, valid = rr < sp.n;
+        row = (size_t)sp.row0 + (size_t)(valid ? rr : sp.n - 1);
+    }
+    /* The warp's first row's bytes (past the span: its last row's). */
+    __device__ __forceinline__ const uint8_t *warp_rows(const MulJob &job, size_t rb) const {
+        return (const uint8_t *)job.w.data + ((size_t)job.sp.row0 + (size_t)(base < job.sp.n ? base : job.sp.n - 1)) * rb;
+    }
+};
+
+/* A coop thread's MXFP4 scale bytes (one per chunk), each segment's loaded a segment ahead of its
+ * use: the warps would otherwise wait on the load at the segment's start. Nothing for the others. */
+template <int F, int G> struct ScalesAhead {
+    static constexpr int WORDS = G / 64;
+    const uint8_t *scales;
+    uint32_t next[WORDS] = {};
+    __device__ __forceinline__ ScalesAhead(const MulJob &job, size_t row)
+        : scales(F == WF_MXFP4 ? (const uint8_t *)job.w.aux + row * (size_t)(job.w.cols / 32) : nullptr) {
+        if constexpr (F == WF_MXFP4) segment_scales<G>(scales, next);
+    }
+    /* Segment g's scale bytes to sw; segment g + 1's (of nseg) on their way. */
+    __device__ __forceinline__ void take(int g, int nseg, uint32_t (&sw)[WORDS]) {
+#pragma unroll
+        for (int i = 0; i < WORDS; i++) sw[i] = next[i];
+        if constexpr (F == WF_MXFP4)
+            if (g + 1 < nseg) segment_scales<G>(scales + (size_t)(g + 1) * (G / 16), next);
+    }
+};
+
+template <int NT, int LPT> __device__ __forceinline__ void zero_sums(float (&acc)[NT][LPT]) {
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int i = 0; i < LPT; i++) acc[t][i] = 0.0f;
+}
+
 template <int F, int NT, bool XS, int ST, int G, int W, int N>
 __global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b, int T) {
     using FT = Fmt<F>;
-    constexpr int CH = G / 16, SPT = CH / FT::TPR, U = F == WF_BF16 ? 4 : 2; /* chunks, steps of a segment; steps per load */
-    constexpr int PITCH = coop_pitch<F, G>(), ROWS_W = 32 / FT::TPR;         /* a row's buffer; rows of a warp */
+    using WC = WarpCopies<F, G>;
+    constexpr int SPT = G / 16 / FT::TPR; /* steps of a segment */
     extern __shared__ __align__(16) uint8_t sm[];
     const MulJob &job = b.j[N == 1 ? 0 : blockIdx.z];
     const Span &sp = job.sp;
@@ -532,27 +632,12 @@ __global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b, int T) {
     const size_t rb = row_bytes<F>(cols);
     const int nseg = (int)(rb / G);
     float *xs = (float *)sm;
-    uint8_t *buf = sm + (XS ? (size_t)cols * sizeof(float) : 0) + (size_t)warp * ST * ROWS_W * PITCH;
-    const int p = lane % FT::TPR, slot = lane / FT::TPR;
-    const int base = ((int)blockIdx.x * W + warp) * ROWS_W; /* the warp's first row (of the span) */
-    const int last = sp.n - 1 - base;                        /* rows of the warp past the end copy it */
-    const uint8_t *wdata = (const uint8_t *)job.w.data + ((size_t)sp.row0 + (size_t)(base < sp.n ? base : sp.n - 1)) * rb;
-    /* A lane copies the same 16 bytes (chunk lane % CH) of every RSTEP-th row, from row lane / CH:
-     * COPIES copies a segment, their offsets within it computed once. */
-    constexpr int RSTEP = 32 / CH, COPIES = ROWS_W / RSTEP;
-    static_assert(32 % CH == 0 && ROWS_W % RSTEP == 0, "a warp's copies of a segment are whole rows");
-    uint32_t src_at[COPIES], dst_at[COPIES]; /* rows past the span copy its last (rb * ROWS_W is well within 32 bits) */
-#pragma unroll
-    for (int m = 0; m < COPIES; m++) {
-        const int i = lane / CH + m * RSTEP, k = lane % CH;
-        src_at[m] = (uint32_t)min(i, max(last, 0)) * (uint32_t)rb + (uint32_t)k * 16u;
-        dst_at[m] = (uint32_t)(i * PITCH + (k ^ swizzle_key<F>(i)) * 16);
-    }
+    uint8_t *buf = sm + (XS ? (size_t)cols * sizeof(float) : 0) + (size_t)warp * ST * WC::STAGE;
+    const CoopRow<F, G> cr(sp, lane, warp, W);
+    const uint8_t *wdata = cr.warp_rows(job, rb);
+    const WC wc(lane, sp.n - 1 - cr.base, rb);
     auto issue = [&](int st, int g) { /* segment g of the warp's rows into stage st */
-        const uint8_t *seg = wdata + (size_t)g * G;
-        uint8_t *dst = buf + (size_t)st * ROWS_W * PITCH;
-#pragma unroll
-        for (int m = 0; m < COPIES; m++) cp_async16(dst + dst_at[m], seg + src_at[m]);
+        wc.copy(buf + (size_t)st * WC::STAGE, wdata + (size_t)g * G);
         cp_async_commit();
     };
     if constexpr (XS)
@@ -567,60 +652,93 @@ __global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b, int T) {
         cp_async_wait<ST>(); /* this thread's part of X is in */
         __syncthreads();     /* and every thread's */
     }
-    const int rr = base + slot;
-    const bool valid = rr < sp.n;
-    const size_t row = (size_t)sp.row0 + (size_t)(valid ? rr : sp.n - 1);
     RowWalk<NT> rw;
-    rw.scale = F == WF_I8ROW ? ((const float *)job.w.aux)[row] : 0.0f;
+    rw.scale = F == WF_I8ROW ? ((const float *)job.w.aux)[cr.row] : 0.0f;
 #pragma unroll
-    for (int t = 0; t < NT; t++) rw.xr[t] = (XS ? xs : job.X + (size_t)(t < T ? t : T - 1) * sp.x_t) + p * FT::LPT;
+    for (int t = 0; t < NT; t++) rw.xr[t] = (XS ? xs : job.X + (size_t)(t < T ? t : T - 1) * sp.x_t) + cr.p * FT::LPT;
     float acc[NT][FT::LPT];
-#pragma unroll
-    for (int t = 0; t < NT; t++)
-#pragma unroll
-        for (int i = 0; i < FT::LPT; i++) acc[t][i] = 0.0f;
-    const uint4 *const mine = (const uint4 *)(buf + (size_t)slot * PITCH); /* the thread's row in stage 0 */
-    const int swz = swizzle_key<F>(slot);
-    /* MXFP4: the row's scale bytes, a segment's (one per chunk) loaded a segment ahead of their use */
-    const uint8_t *const scales = F == WF_MXFP4 ? (const uint8_t *)job.w.aux + row * (size_t)(cols / 32) : nullptr;
-    uint32_t sw_next[CH / 4] = {};
-    if constexpr (F == WF_MXFP4) segment_scales<G>(scales, sw_next);
+    zero_sums(acc);
+    const uint4 *const mine = (const uint4 *)(buf + (size_t)cr.slot * WC::PITCH); /* the thread's row in stage 0 */
+    const int swz = swizzle_key<F>(cr.slot);
+    ScalesAhead<F, G> ahead(job, cr.row);
     for (int g = 0; g < nseg; g++) {
         const int st = g % ST;
-        uint32_t sw[CH / 4]; /* segment g's scale bytes */
-#pragma unroll
-        for (int i = 0; i < CH / 4; i++) sw[i] = sw_next[i];
-        if constexpr (F == WF_MXFP4)
-            if (g + 1 < nseg) segment_scales<G>(scales + (size_t)(g + 1) * CH, sw_next);
+        uint32_t sw[G / 64]; /* segment g's scale bytes */
+        ahead.take(g, nseg, sw);
         cp_async_wait<ST - 1>(); /* this lane's copies of segment g are in */
         __syncwarp();            /* and every lane's */
-        const uint4 *src = mine + (size_t)st * ROWS_W * PITCH / 16;
-        auto walk_segment = [&](auto mx_fast) {
-#pragma unroll
-            for (int u0 = 0; u0 < SPT; u0 += U) {
-                uint4 qv[U];
-                uint32_t sv[U] = {};
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    qv[u] = src[((u0 + u) * FT::TPR + p) ^ swz];
-                    if constexpr (F == WF_MXFP4) sv[u] = __byte_perm(sw[(u0 + u) / 4], 0, 0x4440 | ((u0 + u) % 4));
-                }
-                walk_steps<F, NT, U, 0, XS, decltype(mx_fast)::value>(acc, qv, sv, rw, g * SPT + u0);
-            }
-        };
-        /* MXFP4: the warp decides the scaling once for the segment when every scale byte takes the
-         * cheapest (else once per U steps, in walk_steps) */
-        if constexpr (F == WF_MXFP4) {
-            if (__all_sync(FULL, mx_all_fast<CH / 4>(sw))) walk_segment(Flag<true>{});
-            else walk_segment(Flag<false>{});
-        } else {
-            walk_segment(Flag<false>{});
-        }
+        walk_segment<F, NT, G, XS>(acc, mine + (size_t)st * WC::STAGE / 16, cr.p, swz, sw, rw, g * SPT);
         __syncwarp(); /* every lane is done reading stage st before it is refilled */
         if (g + ST < nseg) issue(st, g + ST);
         else cp_async_commit();
     }
-    store_sums<F, NT>(acc, p, valid, T, job.Y + rr, sp.y_t);
+    store_sums<F, NT>(acc, cr.p, cr.valid, T, job.Y + cr.rr, sp.y_t);
+}
+
+/* ---- the coop tile kernel ------------------------------------------------------------------ */
+
+/* The coop kernel for a tile of T <= NT X rows (prefill chunks, verify passes): the same warps, rows
+ * and weight stages, but the block also copies each segment's columns of the tile's X rows into a
+ * stage of its own beside the weights, so the walk reads X from shared memory (in the coop kernel
+ * over several rows, X comes through the read-only cache: NT loads per 8 weights from device memory
+ * paced the walk). The block's warps move through the segments together: after the waits, a
+ * barrier makes every thread's copies of segment g (weights and X) visible to all; after the walk,
+ * a second one frees the stage for segment g + ST. Every weight is expanded once for the tile. */
+template <int F, int G> __host__ __device__ constexpr int segment_cols() {
+    return F == WF_BF16 ? G / 2 : F == WF_I8ROW ? G : 2 * G;
+}
+
+template <int F, int NT, int ST, int G, int W, int N>
+__global__ void __launch_bounds__(32 * W) coop_tile_kernel(Batch<N> b, int T) {
+    using FT = Fmt<F>;
+    using WC = WarpCopies<F, G>;
+    constexpr int SEGC = segment_cols<F, G>(), XQ = SEGC / 4; /* X: columns and 16-byte chunks a segment */
+    extern __shared__ __align__(16) uint8_t sm[];
+    const MulJob &job = b.j[N == 1 ? 0 : blockIdx.z];
+    const Span &sp = job.sp;
+    const int cols = job.w.cols, lane = (int)threadIdx.x % 32, warp = (int)threadIdx.x / 32;
+    const size_t rb = row_bytes<F>(cols);
+    const int nseg = (int)(rb / G), nx = T < NT ? T : NT; /* the X rows copied */
+    float *const xst = (float *)sm;                        /* ST stages of NT rows of SEGC floats */
+    uint8_t *const buf = sm + sizeof(float) * ST * NT * SEGC + (size_t)warp * ST * WC::STAGE;
+    const CoopRow<F, G> cr(sp, lane, warp, W);
+    const uint8_t *wdata = cr.warp_rows(job, rb);
+    const WC wc(lane, sp.n - 1 - cr.base, rb);
+    auto issue = [&](int st, int g) { /* segment g of the warp's rows, and of X, into stage st */
+        wc.copy(buf + (size_t)st * WC::STAGE, wdata + (size_t)g * G);
+        for (int i = (int)threadIdx.x; i < nx * XQ; i += 32 * W) {
+            const int t = i / XQ, q = i % XQ;
+            cp_async16(xst + ((size_t)(st * NT + t) * SEGC + (size_t)q * 4), job.X + (size_t)t * sp.x_t + (size_t)g * SEGC + (size_t)q * 4);
+        }
+        cp_async_commit();
+    };
+#pragma unroll
+    for (int g = 0; g < ST; g++) {
+        if (g < nseg) issue(g, g);
+        else cp_async_commit(); /* an empty group: the waits below count ST groups ahead */
+    }
+    RowWalk<NT> rw;
+    rw.scale = F == WF_I8ROW ? ((const float *)job.w.aux)[cr.row] : 0.0f;
+    float acc[NT][FT::LPT];
+    zero_sums(acc);
+    const uint4 *const mine = (const uint4 *)(buf + (size_t)cr.slot * WC::PITCH);
+    const int swz = swizzle_key<F>(cr.slot);
+    ScalesAhead<F, G> ahead(job, cr.row);
+    for (int g = 0; g < nseg; g++) {
+        const int st = g % ST;
+        uint32_t sw[G / 64];
+        ahead.take(g, nseg, sw);
+        cp_async_wait<ST - 1>(); /* this thread's copies of segment g are in */
+        __syncthreads();         /* and every thread's */
+#pragma unroll
+        for (int t = 0; t < NT; t++) /* tile rows past T repeat the last (their sums are never stored) */
+            rw.xr[t] = xst + (size_t)(st * NT + (t < nx ? t : nx - 1)) * SEGC + cr.p * FT::LPT;
+        walk_segment<F, NT, G, true>(acc, mine + (size_t)st * WC::STAGE / 16, cr.p, swz, sw, rw, 0);
+        __syncthreads(); /* every thread is done reading stage st before it is refilled */
+        if (g + ST < nseg) issue(st, g + ST);
+        else cp_async_commit();
+    }
+    store_sums<F, NT>(acc, cr.p, cr.valid, T, job.Y + cr.rr, sp.y_t);
 }
 
 /* ---- the BF16 decode kernel ---------------------------------------------------------------- */
@@ -713,6 +831,16 @@ template <int N> Batch<N> batch_of(const MulJob *jobs, int n, Shape *s) {
 
 /* Shared memory a block may take without asking the driver for more. */
 constexpr size_t SMEM_DEFAULT = 48 * 1024;
+
+/* Whether kernel k may take smem bytes of shared memory a block: past *granted (what was asked of
+ * the driver for it before; SMEM_DEFAULT at first), asked now. Under d->mu. */
+template <typename K> bool smem_granted(CudaDevice *d, K k, size_t smem, size_t *granted) {
+    if (smem <= *granted) return true;
+    if (!check(d, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "coop kernel shared memory"))
+        return false;
+    *granted = smem;
+    return true;
+}
 
 template <int F, int NT, int U, int OPT, bool XS, int N>
 void stream_go(CudaDevice *d, const Batch<N> &b, const Shape &s, int tiles, int threads) {
@@ -813,12 +941,7 @@ template <int F, int NT, bool XS, int ST, int G, int W, int N> void coop_go(Cuda
     const int rows_block = 32 / Fmt<F>::TPR * W;
     const size_t smem = coop_smem<F, XS, ST, G, W>(s.cols);
     static size_t granted = SMEM_DEFAULT; /* shared memory asked of the driver for this kernel (under d->mu) */
-    if (smem > granted) {
-        if (!check(d, cudaFuncSetAttribute(coop_kernel<F, NT, XS, ST, G, W, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                   "coop kernel shared memory"))
-            return;
-        granted = smem;
-    }
+    if (!smem_granted(d, coop_kernel<F, NT, XS, ST, G, W, N>, smem, &granted)) return;
     const dim3 grid((unsigned)((s.rows + rows_block - 1) / rows_block), 1, (unsigned)s.n);
     coop_kernel<F, NT, XS, ST, G, W, N><<<grid, 32 * W, smem, d->stream>>>(b, s.T);
 }
@@ -874,6 +997,48 @@ template <int ST, int G, int W, bool MULTI = false> void coop_launch(CudaDevice 
     chunked(d, coop_tile<ST, G, W, MULTI>, jobs, n, heads, T, jobs[0].w.fmt == WF_BF16 ? COOP_NT_BF16 : COOP_NT);
 }
 
+/* Shared memory of a coop tile block: ST stages of X, then each warp's stages. */
+template <int F, int NT, int ST, int G, int W> constexpr size_t coop_tile_smem() {
+    return sizeof(float) * ST * NT * segment_cols<F, G>() + (size_t)W * ST * WarpCopies<F, G>::STAGE;
+}
+
+template <int F, int NT, int ST, int G, int W, int N> void coop_tile_go(CudaDevice *d, const Batch<N> &b, const Shape &s) {
+    constexpr size_t smem = coop_tile_smem<F, NT, ST, G, W>();
+    static size_t granted = SMEM_DEFAULT;
+    if (!smem_granted(d, coop_tile_kernel<F, NT, ST, G, W, N>, smem, &granted)) return;
+    const int rows_block = 32 / Fmt<F>::TPR * W;
+    const dim3 grid((unsigned)((s.rows + rows_block - 1) / rows_block), 1, (unsigned)s.n);
+    coop_tile_kernel<F, NT, ST, G, W, N><<<grid, 32 * W, smem, d->stream>>>(b, s.T);
+}
+
+template <int F, int NT, int ST, int G, int W> void coop_tile_nt(CudaDevice *d, const MulJob *jobs, int n, int T) {
+    Shape s{0, 0, 1, n, T};
+    if (n == 1) coop_tile_go<F, NT, ST, G, W, 1>(d, batch_of<1>(jobs, n, &s), s);
+    else coop_tile_go<F, NT, ST, G, W, MAX_BATCH>(d, batch_of<MAX_BATCH>(jobs, n, &s), s);
+}
+
+/* One coop tile launch over 2 <= T <= a tile of X rows, by format (tiles of 2, 4 and, for BF16, 8). */
+template <int ST, int G, int W> void coop_tile_one(CudaDevice *d, const MulJob *jobs, int n, int, int T) {
+    const int f = jobs[0].w.fmt;
+    if (f == WF_MXFP4) {
+        if (T <= 2) coop_tile_nt<WF_MXFP4, 2, ST, G, W>(d, jobs, n, T);
+        else coop_tile_nt<WF_MXFP4, COOP_NT, ST, G, W>(d, jobs, n, T);
+    } else if (f == WF_BF16) {
+        if (T <= 2) coop_tile_nt<WF_BF16, 2, ST, G, W>(d, jobs, n, T);
+        else if (T <= 4) coop_tile_nt<WF_BF16, 4, ST, G, W>(d, jobs, n, T);
+        else coop_tile_nt<WF_BF16, COOP_NT_BF16, ST, G, W>(d, jobs, n, T);
+    } else {
+        if (T <= 2) coop_tile_nt<WF_I8ROW, 2, ST, G, W>(d, jobs, n, T);
+        else coop_tile_nt<WF_I8ROW, COOP_NT, ST, G, W>(d, jobs, n, T);
+    }
+}
+
+/* The coop tile kernel on coopable jobs over T X rows (T = 1: the coop kernel), a launch a tile. */
+template <int ST, int G, int W> void coop_tile_launch(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
+    if (T == 1) return coop_launch<ST, G, W>(d, jobs, n, heads, T);
+    chunked(d, coop_tile_one<ST, G, W>, jobs, n, heads, T, jobs[0].w.fmt == WF_BF16 ? COOP_NT_BF16 : COOP_NT);
+}
+
 /* The generic kernel, as launched before the streaming kernel existed. */
 template <int TILE_T, int N> void generic_go(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
     Shape s{0, 0, heads, n, T};
@@ -909,13 +1074,13 @@ template <int OPT> void gemv_bf16_launch(CudaDevice *d, const MulJob *jobs, int 
  * (bench_device, docs/PERFORMANCE.md "Kernel rates"): few output rows (all jobs and heads) take
  * the staged kernel; one X row the coop kernel where it takes the jobs (MXFP4, I8ROW, BF16 above
  * COOP_ROWS rows: segments of 256 bytes in blocks of 4 warps, or 128 bytes four stages deep in
- * blocks of 2 above COOP_ROWS_WIDE); BF16 and I8ROW with more than STAGED_T rows of X the staged
- * kernel (compute-bound there, and it reads X from shared memory); other BF16 decode the decode
- * kernel (asking L2 for 256-byte reads up to ROWS_HINT rows); MXFP4 with more than COOP_NT rows of
- * X the coop kernel in tiles of COOP_NT rows (16 experts, T = 8: 655 against 802 us; T = 16: 1313
- * against 2966 us; at T = 2 and 4, and for BF16 and I8ROW at every T > 1, the streaming kernel
- * wins: 182 against 284 us at T = 2); everything else the streaming kernel, X in shared memory
- * when T = 1. */
+ * blocks of 2 above COOP_ROWS_WIDE); more X rows the coop tile kernel where it takes the jobs
+ * (MXFP4 in blocks of 4 warps two stages deep, the others of 2 warps four deep: 16 MXFP4 experts,
+ * gate and up, T = 2 / 16 in 93 / 554 us against the streaming kernel's 179 and the coop kernel's
+ * X-through-cache tiles' 1370; BF16 12288 x 7168 T = 16 in 186 against the staged kernel's 601);
+ * BF16 and I8ROW with more than STAGED_T rows of X the staged kernel (compute-bound there, and it
+ * reads X from shared memory); other BF16 decode the decode kernel (asking L2 for 256-byte reads up
+ * to ROWS_HINT rows); everything else the streaming kernel, X in shared memory when T = 1. */
 constexpr long STAGED_ROWS = 1024, ROWS_HINT = 16384, COOP_ROWS = 2048, COOP_ROWS_WIDE = 16384;
 constexpr int STAGED_T = 12;
 
@@ -930,8 +1095,10 @@ void auto_launch(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
         if (rows > COOP_ROWS_WIDE) return coop_launch<4, 128, 2>(d, jobs, n, heads, T);
         if (rows > COOP_ROWS) return coop_launch<2, 256, 4>(d, jobs, n, heads, T);
     }
-    if (f == WF_MXFP4 && T > COOP_NT && coopable(jobs, n, heads)) /* MXFP4 over tiles of 4 X rows */
-        return coop_launch<2, 128, 4, true>(d, jobs, n, heads, T);
+    if (T > 1 && coopable(jobs, n, heads)) { /* prefill chunks and verify passes: X staged beside the weights */
+        if (f == WF_MXFP4) return coop_tile_launch<2, 128, 4>(d, jobs, n, heads, T);
+        return coop_tile_launch<4, 128, 2>(d, jobs, n, heads, T);
+    }
     if (f == WF_MXFP4) {
         if (T == 1) stream_launch<WF_MXFP4, 2, 0, false, true>(d, jobs, n, heads, T, 128);
         else stream_launch<WF_MXFP4, 2, OPT_HINT, true, false>(d, jobs, n, heads, T, 128);
@@ -987,6 +1154,8 @@ const Variant variants[] = {
     {"coop W4 S2 G128", -1, true, true, true, coop_launch<2, 128, 4, true>, true},
     {"coop W4 S2 G256", -1, false, true, true, coop_launch<2, 256, 4>, true},
     {"coop W2 S4 G128", -1, false, true, true, coop_launch<4, 128, 2>, true},
+    {"coop tile W4 S2 G128", -1, true, true, true, coop_tile_launch<2, 128, 4>, true},
+    {"coop tile W2 S4 G128", -1, true, true, true, coop_tile_launch<4, 128, 2>, true},
 };
 constexpr int N_VARIANTS = (int)(sizeof variants / sizeof variants[0]);
 
