@@ -342,6 +342,7 @@ static void time_all_variants(MatDevice *dev, Pool *pool, const char *filter, in
     variant_case(dev, pool, filter, "BF16 128 x 7168", WF_BF16, 128, 7168, 1, tsome, reps, r);
     variant_case(dev, pool, filter, "BF16 96 x 7168", WF_BF16, 96, 7168, 1, t1, reps, r);
     variant_case(dev, pool, filter, "I8ROW 12288 x 7168", WF_I8ROW, 12288, 7168, 1, tsome, reps, r);
+    variant_case(dev, pool, filter, "I8ROW 1536 x 7168", WF_I8ROW, 1536, 7168, 1, tsome, reps, r);
     variant_case(dev, pool, filter, "MXFP4 3072 x 3584", WF_MXFP4, 3072, 3584, 1, t1, reps, r);
     variant_case(dev, pool, filter, "16 experts gate+up, 32 x 3072 x 3584", WF_MXFP4, 3072, 3584, 32, tmany, reps, r);
     variant_case(dev, pool, filter, "16 experts down, 16 x 3584 x 3072", WF_MXFP4, 3584, 3072, 16, tsome, reps, r);

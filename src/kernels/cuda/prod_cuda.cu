@@ -1075,10 +1075,11 @@ template <int OPT> void gemv_bf16_launch(CudaDevice *d, const MulJob *jobs, int 
  * the staged kernel; one X row the coop kernel where it takes the jobs (MXFP4, I8ROW, BF16 above
  * COOP_ROWS rows: segments of 256 bytes in blocks of 4 warps, or 128 bytes four stages deep in
  * blocks of 2 above COOP_ROWS_WIDE); more X rows the coop tile kernel where it takes the jobs
- * (MXFP4 in blocks of 4 warps two stages deep, the others of 2 warps four deep: 16 MXFP4 experts,
- * gate and up, T = 2 / 16 in 93 / 554 us against the streaming kernel's 179 and the coop kernel's
- * X-through-cache tiles' 1370; BF16 12288 x 7168 T = 16 in 186 against the staged kernel's 601);
- * BF16 and I8ROW with more than STAGED_T rows of X the staged kernel (compute-bound there, and it
+ * (MXFP4 in blocks of 4 warps two stages deep, BF16 and I8ROW above COOP_ROWS rows of 2 warps four
+ * deep: 16 MXFP4 experts, gate and up, T = 2 / 16 in 93 / 554 us against the streaming kernel's 179
+ * and the coop kernel's X-through-cache tiles' 1370; BF16 12288 x 7168 T = 16 in 186 against the
+ * staged kernel's 601), BF16 and I8ROW up to COOP_ROWS rows the staged kernel (the tiles' blocks
+ * are too few to fill the GPU: BF16 1536 x 7168 T = 4 in 24 against 52 us); BF16 and I8ROW with more than STAGED_T rows of X the staged kernel (compute-bound there, and it
  * reads X from shared memory); other BF16 decode the decode kernel (asking L2 for 256-byte reads up
  * to ROWS_HINT rows); everything else the streaming kernel, X in shared memory when T = 1. */
 constexpr long STAGED_ROWS = 1024, ROWS_HINT = 16384, COOP_ROWS = 2048, COOP_ROWS_WIDE = 16384;
@@ -1097,7 +1098,8 @@ void auto_launch(CudaDevice *d, const MulJob *jobs, int n, int heads, int T) {
     }
     if (T > 1 && coopable(jobs, n, heads)) { /* prefill chunks and verify passes: X staged beside the weights */
         if (f == WF_MXFP4) return coop_tile_launch<2, 128, 4>(d, jobs, n, heads, T);
-        return coop_tile_launch<4, 128, 2>(d, jobs, n, heads, T);
+        if (rows > COOP_ROWS) return coop_tile_launch<4, 128, 2>(d, jobs, n, heads, T);
+        if (stageable(jobs, n)) return staged_launch(d, jobs, n, heads, T); /* too few blocks for the tiles */
     }
     if (f == WF_MXFP4) {
         if (T == 1) stream_launch<WF_MXFP4, 2, 0, false, true>(d, jobs, n, heads, T, 128);
