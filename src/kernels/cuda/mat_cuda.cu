@@ -40,9 +40,10 @@
  *    also copies each segment's columns of the tile's X rows into a stage of its own, so X is read
  *    from shared memory, and its warps move through the segments together (a barrier after the
  *    copies land, another before a stage is refilled).
- *  - staged kernel, products of at most 1024 output rows (and BF16/I8ROW with more than 12 X
- *    rows the coop tile kernel does not take): a block copies its weight rows, and X where it fits, into shared memory with every
- *    copy in flight at once, then each half warp walks one (row, X row) output, lane l its columns.
+ *  - staged kernel, products of at most 1024 output rows, BF16/I8ROW of at most 2048 rows with
+ *    several X rows, and BF16/I8ROW with more than 12 X rows the coop tile kernel does not take: a
+ *    block copies its weight rows, and X where it fits, into shared memory with every copy in
+ *    flight at once, then each half warp walks one (row, X row) output, lane l its columns.
  *  - BF16 decode kernel (T = 1, one head, 1025 to 2048 rows, or shapes the coop kernel does not
  *    take): four threads per row, 8-byte loads, blocks of one warp.
  *  - generic kernel, what the others do not take (F32 weights; rows, X rows or heads not on
