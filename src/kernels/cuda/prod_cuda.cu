@@ -576,8 +576,9 @@ __device__ __forceinline__ void walk_segment(float (&acc)[NT][Fmt<F>::LPT], cons
     }
 }
 
-/* What the coop kernels' threads share: the row a thread walks and where, and its MXFP4 scales. */
-template <int F, int G> struct CoopRow {
+/* Where a coop kernel's thread sits: its part p of its row, the row's slot in the warp, the warp's
+ * first row, and the row it walks (past the span: the span's last, its sums never stored). */
+template <int F> struct CoopRow {
     static constexpr int ROWS_W = 32 / Fmt<F>::TPR;
     int p, slot, base, rr;
     bool valid;
@@ -633,7 +634,7 @@ __global__ void __launch_bounds__(32 * W) coop_kernel(Batch<N> b, int T) {
     const int nseg = (int)(rb / G);
     float *xs = (float *)sm;
     uint8_t *buf = sm + (XS ? (size_t)cols * sizeof(float) : 0) + (size_t)warp * ST * WC::STAGE;
-    const CoopRow<F, G> cr(sp, lane, warp, W);
+    const CoopRow<F> cr(sp, lane, warp, W);
     const uint8_t *wdata = cr.warp_rows(job, rb);
     const WC wc(lane, sp.n - 1 - cr.base, rb);
     auto issue = [&](int st, int g) { /* segment g of the warp's rows into stage st */
@@ -701,7 +702,7 @@ __global__ void __launch_bounds__(32 * W) coop_tile_kernel(Batch<N> b, int T) {
     const int nseg = (int)(rb / G), nx = T < NT ? T : NT; /* the X rows copied */
     float *const xst = (float *)sm;                        /* ST stages of NT rows of SEGC floats */
     uint8_t *const buf = sm + sizeof(float) * ST * NT * SEGC + (size_t)warp * ST * WC::STAGE;
-    const CoopRow<F, G> cr(sp, lane, warp, W);
+    const CoopRow<F> cr(sp, lane, warp, W);
     const uint8_t *wdata = cr.warp_rows(job, rb);
     const WC wc(lane, sp.n - 1 - cr.base, rb);
     auto issue = [&](int st, int g) { /* segment g of the warp's rows, and of X, into stage st */
