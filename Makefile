@@ -22,12 +22,13 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 # Three build flavours share the rules below: release (build/), ASan+UBSan (build-asan/) and the
 # release build with the CUDA backend (build-cuda/: `make cuda`, needs nvcc; K3_DEV picks the device).
 B ?= build
-# The sanitizer flavour adds its flags to the user's CFLAGS (-O1 -g when none were given).
+# The sanitizer flavour adds its flags to the user's CFLAGS (-O1 -g when none were given), and checks
+# the invariants the code states (DF_INVARIANT, util/err.h).
 ifeq ($(B),build-asan)
   ifeq ($(origin CFLAGS),file)
     CFLAGS := -O1 -g
   endif
-  override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -DDF_CHECK_INVARIANTS
 endif
 # The fuzzing flavour (build-fuzz/: `make fuzz`): clang's libFuzzer with ASan+UBSan over the library
 # (everything but the command layer: the server's request handling reaches the engine's scheduler).
@@ -35,7 +36,7 @@ endif
 FUZZ_CC ?= clang-14
 ifeq ($(B),build-fuzz)
   CC     := $(FUZZ_CC)
-  CFLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  CFLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -DDF_CHECK_INVARIANTS
   SRC    := $(filter-out src/cli/%,$(SRC))
 endif
 NVCC      ?= nvcc

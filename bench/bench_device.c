@@ -35,7 +35,7 @@
 #include "kernels/device.h"
 #include "kernels/devops.h"
 #include "kernels/mat.h"
-#include "model/ops.h"
+#include "kernels/vecops.h"
 #include "util/err.h"
 #include "util/pool.h"
 #include "util/rng.h"

@@ -5,7 +5,9 @@
 #  2. only src/cli/settings.c reads the environment (getenv, secure_getenv, environ outside cli/);
 #  3. only src/cli/ and src/main.c end the process (exit, _exit, df_die), except the documented
 #     out-of-memory abort point in src/util/err.c;
-#  4. only src/util/clock.c reads the monotonic clock.
+#  4. only src/util/clock.c reads the monotonic clock;
+#  5. the file-level call graph of src/model/ has no cycle: a file calls functions of the files
+#     below it, never back into a caller (the layer schedule, k3.c, on top).
 # Prints every violation as FILE:LINE: what, and exits 1 if there is any.
 # usage: scripts/check_layers.sh [SRC_DIR]   (default: src)
 set -euo pipefail
@@ -72,8 +74,35 @@ while IFS=: read -r file line text; do
     report "$file:$line: reads the monotonic clock itself (use df_now, src/util/clock.h)"
 done < <(grep -rnE 'clock_gettime[[:space:]]*\([[:space:]]*CLOCK_MONOTONIC' "$src" || true)
 
+# 5. no call cycle between the files of src/model/. A file's functions are the non-static ones it
+# defines (a line that starts a definition: `type name(...) {`, or one whose parameters continue on
+# the next lines); a file calls another when it names one of the other's functions followed by "(".
+# The edges go to tsort, which reports a cycle as a loop.
+model_edges() {
+    local f g fn
+    declare -A owner=()
+    for f in "$src"/model/*.c; do
+        while IFS= read -r fn; do owner[$fn]=$(basename "$f" .c); done < <(
+            grep -E '^[A-Za-z_][A-Za-z0-9_ \*]*[ *]([A-Za-z_][A-Za-z0-9_]*)\(' "$f" | grep -v '^static' | grep -v ';$' |
+                sed -E 's/^[A-Za-z_][A-Za-z0-9_ \*]*[ *]([A-Za-z_][A-Za-z0-9_]*)\(.*/\1/')
+    done
+    for f in "$src"/model/*.c; do
+        local me
+        me=$(basename "$f" .c)
+        echo "$me $me"
+        for fn in "${!owner[@]}"; do
+            g=${owner[$fn]}
+            [ "$g" = "$me" ] && continue
+            if grep -qE "(^|[^A-Za-z0-9_])$fn\(" "$f"; then echo "$me $g"; fi
+        done
+    done | sort -u
+}
+if ! loop=$(model_edges | tsort 2>&1 >/dev/null) || [ -n "$loop" ]; then
+    report "$src/model/: the files' call graph has a cycle (a file calls back into a caller): $(echo "$loop" | tr '\n' ' ')"
+fi
+
 if [ "$bad" -ne 0 ]; then
     echo "check_layers: FAILED"
     exit 1
 fi
-echo "check_layers: ok (${order[*]}; environment in $src/cli/settings.c; exits in $src/cli and $src/main.c; clock in $src/util/clock.c)"
+echo "check_layers: ok (${order[*]}; environment in $src/cli/settings.c; exits in $src/cli and $src/main.c; clock in $src/util/clock.c; no call cycle in $src/model/)"

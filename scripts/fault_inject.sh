@@ -20,18 +20,30 @@ repo=$PWD
 define() {
     case "$1" in
     gate-sign)
-        AREA=model FILE=src/model/kda.c WHAT="KDA decay gate: the sign inside the sigmoid flipped"
-        OLD='op_sigmoid(rate * (f[d]' NEW='op_sigmoid(-rate * (f[d]'
+        AREA=kernels FILE=src/kernels/cpu/cpu_attention.c WHAT="KDA decay gate: the sign inside the sigmoid flipped"
+        OLD='op_sigmoid(rate * (a->f[row + d]' NEW='op_sigmoid(-rate * (a->f[row + d]'
         TESTS="cli/test_reference.sh cli/test_model_invariants.sh" ;;
     l2n-epsilon)
-        AREA=model FILE=src/model/ops.c WHAT="L2 normalisation floor 1e-12 raised to 1e-6"
+        AREA=kernels FILE=src/kernels/vecops.c WHAT="L2 normalisation floor 1e-12 raised to 1e-6"
         OLD='norm > 1e-12 ? norm : 1e-12' NEW='norm > 1e-6 ? norm : 1e-6'
         TESTS="unit/test_ops cli/test_reference.sh" ;;
     mla-causal)
-        AREA=model FILE=src/model/mla.c WHAT="latent MLA cache: a new row no longer attends to itself (off by one)"
-        OLD=$'int n = a->base + t + 1;\n        for (int u = 0; u < n; u++) {\n            const float *lat'
-        NEW=$'int n = a->base + t;\n        for (int u = 0; u < n; u++) {\n            const float *lat'
+        AREA=kernels FILE=src/kernels/cpu/cpu_attention.c WHAT="latent MLA cache: a new row no longer attends to itself (off by one)"
+        OLD='const int n = a->n + t; /* cached positions' NEW='const int n = a->n + t - 1; /* cached positions'
         TESTS="cli/test_reference.sh cli/test_model_invariants.sh" ;;
+    commit-rows)
+        AREA=model FILE=src/model/kda.c WHAT="speculation: a commit replays one kept row too few"
+        OLD='DevKda a = kda_args(m, l, s->dev->kda[l], r.raw, r.f, r.beta_raw, 0, n);'
+        NEW='DevKda a = kda_args(m, l, s->dev->kda[l], r.raw, r.f, r.beta_raw, 0, n - 1);'
+        TESTS="unit/test_spec cli/test_spec.sh" ;;
+    state-repoint)
+        AREA=model FILE=src/model/devmem.c WHAT="one schedule: the CPU device's copy of a State not re-pointed after its MLA cache moved"
+        OLD='    if (g->host) point_at_arrays(s);' NEW='    if (g->host && !s->dev->cap) point_at_arrays(s);'
+        TESTS="cli/test_reference.sh unit/test_batch" ;;
+    seq-state)
+        AREA=model FILE=src/model/kda.c WHAT="one schedule: every sequence of a batch runs its KDA rows on the first sequence's State"
+        OLD='DevKda a = kda_args(m, l, seqs[q].st->dev->kda[l],' NEW='DevKda a = kda_args(m, l, seqs[0].st->dev->kda[l],'
+        TESTS="unit/test_batch" ;;
     cache-victim)
         AREA=model FILE=src/model/cache_index.c WHAT="expert cache: the last empty slot is not taken before evicting (off by one)"
         OLD='if (empty->n > 0) return empty->slot[0];' NEW='if (empty->n > 1) return empty->slot[0];'
@@ -75,9 +87,9 @@ define() {
         OLD='p = p * s + 0.13333333333333333;' NEW='p = p * s + 0.125;'
         TESTS="unit/test_exactmath" ;;
     record-experts)
-        AREA=model FILE=src/model/devpass.c WHAT="CUDA graphs: a recording starts before the layer's expert launches, which it may not hold"
-        OLD=$'    if (devpass_routed(m, layer, T, hybrid)) return -1;\n    /* a recorded stretch'
-        NEW=$'    record(m);\n    if (devpass_routed(m, layer, T, hybrid)) return -1;\n    /* a recorded stretch'
+        AREA=model FILE=src/model/ffn.c WHAT="CUDA graphs: a recording starts before the layer's expert launches, which it may not hold"
+        OLD=$'    if (routed_experts(m, layer, T, hybrid)) return -1;\n    record_stretch(m);'
+        NEW=$'    record_stretch(m);\n    if (routed_experts(m, layer, T, hybrid)) return -1;\n    record_stretch(m);'
         TESTS="unit/test_devpass" ;;
     kernel-fma)
         AREA=kernels FILE=src/kernels/kernels_impl.h WHAT="portable kernels: multiply, then add, instead of one fused multiply-add"
@@ -136,7 +148,8 @@ define() {
 }
 ALL=(gate-sign l2n-epsilon mla-causal cache-victim slot-span slot-generation http-status mxfp4-code shard-overlap
      digit-pieces chat-escape draft-accept kernel-fma head-rows nll-window output-link output-pipe message-cr
-     trace-unchecked empty-index revision-mix range-200 dns-retry doctor-tokenizer situ-series record-experts)
+     trace-unchecked empty-index revision-mix range-200 dns-retry doctor-tokenizer situ-series record-experts
+     commit-rows state-repoint seq-state)
 
 table="" faults=()
 while [ $# -gt 0 ]; do

@@ -7,6 +7,7 @@
 
 #include "engine/session.h"
 #include "kernels/device.h"
+#include "kernels/devops.h"
 #include "kernels/kernels.h"
 #include "store/budget.h"
 #include "util/clock.h"
@@ -84,14 +85,23 @@ static uint64_t slot_bytes(const Engine *e, const ModelMemory *mm) {
     return mm->state * (uint64_t)(1 + extra) + session_bytes(&e->cat.cfg, model_context(&e->cat.cfg, e->max_context), extra > 0);
 }
 
-/* What decoding allocates besides the weights, as the owners count it: the model, every slot's
+/* Whether an accelerator will run the model's layers (model_use_device), rather than the CPU device. */
+static int layers_on_device(const Engine *e) {
+    const MatDevice *dev = device_current();
+    return dev && dev->ops && e->opt.device_pass == PASS_LAYERS &&
+           (e->opt.mla_cache == MLA_CACHE_LATENT || dev->ops->mla_expanded);
+}
+
+/* What decoding allocates besides the weights, as the owners count it: the model (and the layers'
+ * scratch when the CPU device runs them: an accelerator's is its own memory), every slot's
  * States (snapshots are copies, never verified: no replay records) and Session, speculation's
  * replay records (one sequence speculates at a time), and with several slots the scheduler's
  * logits of a pass. */
 static uint64_t compute_bytes(const Engine *e) {
     ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context);
     uint64_t batch = e->slots > 1 ? sizeof(float) * (uint64_t)e->cat.cfg.vocab * MODEL_MAX_CHUNK : 0;
-    return mm.model + slot_bytes(e, &mm) * (uint64_t)e->slots + (e->opt.spec ? mm.verify : 0) + batch;
+    uint64_t scratch = layers_on_device(e) ? 0 : mm.scratch;
+    return mm.model + scratch + slot_bytes(e, &mm) * (uint64_t)e->slots + (e->opt.spec ? mm.verify : 0) + batch;
 }
 
 /* EngineOptions.slots: as given, or as many as a quarter of the memory budget holds (the rest is
@@ -180,7 +190,7 @@ static uint64_t device_state_bytes(const Engine *e) {
  * device copies): it then keeps every layer, and host RAM need not pin any. */
 static int spine_fits_device(const Engine *e) {
     const MatDevice *dev = device_current();
-    if (!dev || !dev->ops || e->opt.device_pass != PASS_LAYERS) return 0;
+    if (!layers_on_device(e)) return 0;
     return (uint64_t)spine_matrix_bytes(e) + device_state_bytes(e) + DEVICE_SPINE_MARGIN <= dev->weight_room;
 }
 
@@ -236,11 +246,10 @@ int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
     if (open_store(e)) return engine_close(e), -1;
     e->pool = pool_create(o->threads);
     e->threads = pool_threads(e->pool);
-    if (model_create(&e->model, &e->cat, e->spine, e->experts, e->pool, e->opt.a_log, e->max_context)) {
+    if (model_create(&e->model, &e->cat, e->spine, e->experts, e->pool, e->opt.a_log, e->max_context, e->opt.mla_cache)) {
         engine_close(e);
         return -1;
     }
-    model_set_mla_cache(e->model, e->opt.mla_cache);
     if (e->streaming) stream_end_load(&e->stream);
     offer_buffers(e);
     if (use_device(e)) return engine_close(e), -1;

@@ -30,7 +30,7 @@ void engine_print_settings(const Engine *e, FILE *f) {
     char device[384], cache[128];
     MatDevice *dev = device_current();
     expert_cache_text(e, cache, sizeof cache);
-    int held = e->model ? devpass_spine_held(e->model) : -1;
+    int held = e->model ? model_spine_held(e->model) : -1;
     if (dev && held >= 0)
         snprintf(device, sizeof device, "%s, layer pass, spine %d/%d layers held%s", dev->desc, held, c->n_layers, cache);
     else if (dev) snprintf(device, sizeof device, "%s%s", dev->desc, cache);

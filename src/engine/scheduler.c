@@ -202,6 +202,7 @@ static void hand_over(Job *j, int tok, const SampleInfo *info) {
 /* After a pick: the job ends on its stop token, its budget, or a full context. */
 static void after_pick(Scheduler *s, Job *j, int tok) {
     const Session *sess = &s->slots[j->slot].sess;
+    DF_INVARIANT(j->picks == (int)j->n, "job: %d picks, %zu tokens handed over", j->picks, j->n); /* (j->n: ours alone) */
     if (tok == j->stop_token || (j->max_new >= 0 && j->picks >= j->max_new) || (int)sess->held.n >= s->e->max_context)
         end_job(j, 1, NULL);
 }
@@ -383,6 +384,17 @@ static int choose_slot(Scheduler *s, const Job *j) {
     return best;
 }
 
+/* What the counters promise (scheduler.h): running counts the slots that hold a job, waiting the
+ * jobs in the queue. */
+static void check_counts(const Scheduler *s) {
+    int held = 0, queued = 0;
+    for (int i = 0; i < s->o.parallel; i++) held += s->slots[i].job != NULL;
+    for (const Job *j = s->wait_head; j; j = j->next) queued++;
+    DF_INVARIANT(held == s->running && queued == s->waiting, "%d slots hold jobs, running %d; %d queued, waiting %d", held,
+                 s->running, queued, s->waiting);
+    (void)held, (void)queued;
+}
+
 /* Between passes (under s->mu): jobs that ended leave their slots, waiting ones take free slots. */
 static void reap_and_admit(Scheduler *s) {
     for (int i = 0; i < s->o.parallel; i++) {
@@ -431,6 +443,7 @@ static void reap_and_admit(Scheduler *s) {
         s->slots[slot].job = j;
         s->running++;
     }
+    check_counts(s);
 }
 
 static void *model_loop(void *arg) {

@@ -92,6 +92,8 @@ static int reuse(Session *s, const int32_t *prompt, size_t n, size_t *len) {
  * were never part of the text) and moves the current row's logits first. */
 static void settle(Session *s) {
     state_commit(s->st, s->at + 1);
+    DF_INVARIANT(state_length(s->st) == (int)s->held.n, "the State holds %d positions, the session %zu tokens",
+                 state_length(s->st), s->held.n);
     if (s->at > 0) memcpy(s->rows, s->rows + (size_t)s->at * s->e->cat.cfg.vocab, sizeof *s->rows * (size_t)s->e->cat.cfg.vocab);
     s->ready = 1, s->at = 0;
 }
@@ -108,6 +110,8 @@ static int held_chunk(void *ctx, size_t at, int T, const float *rows) {
     Feeding *f = ctx;
     (void)rows;
     for (int i = 0; i < T; i++) tokids_push(&f->s->held, f->toks[at + (size_t)i]);
+    DF_INVARIANT(state_length(f->s->st) == (int)f->s->held.n, "after a chunk the State holds %d positions, the session %zu",
+                 state_length(f->s->st), f->s->held.n);
     f->s->have_logits = 1;
     return 0;
 }
@@ -141,6 +145,8 @@ int session_end_prompt(Session *s) {
     if (!s->snap) return 0; /* the State was just settled and fed: it holds exactly the prompt */
     if (state_copy_from(s->snap, s->st, (int)shared_prefix(&s->snap_held, &s->held))) return session_reset(s), -1;
     copy_ids(&s->snap_held, &s->held);
+    DF_INVARIANT(state_length(s->snap) == (int)s->snap_held.n, "the snapshot holds %d positions for %zu tokens",
+                 state_length(s->snap), s->snap_held.n);
     return 0;
 }
 
@@ -235,6 +241,8 @@ int session_batch_token(Session *s) {
 
 void session_batch_fed(Session *s, const int32_t *toks, int n, const float *row) {
     for (int i = 0; i < n; i++) tokids_push(&s->held, toks[i]);
+    DF_INVARIANT(state_length(s->st) == (int)s->held.n, "after a batched pass the State holds %d positions, the session %zu",
+                 state_length(s->st), s->held.n);
     memcpy(s->rows, row, sizeof *s->rows * (size_t)s->e->cat.cfg.vocab);
     s->ready = 1, s->at = 0;
     s->have_logits = 1;

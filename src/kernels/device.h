@@ -43,8 +43,10 @@ struct MatDevice {
     size_t expert_bytes;  /* device memory experts may take at most (SIZE_MAX: all the room there is) */
     size_t weight_room;   /* device memory it may give to weights, activations and states, set at open */
     int graphs;           /* devops.h record: 1 runs recordings as CUDA graphs, 0 launches one by one */
-    /* Whole-layer operations on device memory (devops.h), or NULL: the model then runs every step
-     * but the products on the CPU. */
+    int host_memory;      /* its memory is the host's (the CPU device): a State's arrays serve as its
+                           * copy of them, nothing is copied between the two */
+    /* Whole-layer operations on device memory (devops.h), or NULL: the model then runs its layers
+     * on the CPU device (kernels/cpu/cpu_device.h), whose products come here. */
     const struct DevOps *ops;
 };
 

@@ -1,28 +1,31 @@
-/* devops.h - whole-layer operations on an accelerator's own memory, for a forward of T consecutive
- * positions of one sequence (a decode step: T = 1; a prefill chunk or a verify pass: T > 1).
+/* devops.h - whole-layer operations on a device's own memory: the steps of the model's one layer
+ * schedule (model/k3.c) for a forward of T rows (a decode step: T = 1; a prefill chunk, a verify
+ * pass or a batch of several sequences' rows: T > 1).
  *
- * A device that offers them (MatDevice.ops, not NULL) lets the model keep a forward's activations,
- * its KDA states and its MLA latent cache in device memory and run every step of a layer there:
- * norms, AttnRes, the KDA recurrence, MLA latent attention, SiTU, routing, a layer's experts and
- * the head, with the matrix products reading weights the device keeps under their residency keys
- * (mat.h). Only the tokens' embedding rows go up and the logits (and each MoE layer's routing,
- * which the expert stores must see) come back.
+ * Every device offers them. The CPU is a device (kernels/cpu/cpu_device.h): its "device memory" is
+ * host memory and its operations are the CPU kernels run by the compute pool, in one fixed
+ * reduction order, so its logits do not depend on the thread count. An accelerator (the CUDA build,
+ * kernels/cuda/) keeps a forward's activations, its KDA states and its MLA latent cache in its own
+ * memory and runs every step there: norms, AttnRes, the KDA recurrence, MLA latent attention, SiTU,
+ * routing, a layer's experts and the head, with the matrix products reading weights it keeps under
+ * their residency keys (mat.h). Only the tokens' embedding rows go up and the logits (and each MoE
+ * layer's routing, which the expert stores must see) come back.
  *
  * Pointers named "device" below are device memory from alloc, owned by whoever allocated them
- * (the model: its scratch, its vectors, its States' mirrors) and released with release. Every
+ * (the model: its scratch, its vectors, its States' copies) and released with release. Every
  * operation is queued in order on the device's compute stream and returns at once, except get (which
  * waits for everything queued before it); copies into expert slots run on a second stream
- * (slot_fill), ordered against the launches that read the slots by events. A failure of any of them is the device's fault
- * (device.h): the operation then does nothing, later ones do nothing either, and every forward
- * reports the fault.
+ * (slot_fill), ordered against the launches that read the slots by events. The CPU device runs each
+ * operation before it returns. A failure of any of them is the device's fault (device.h): the
+ * operation then does nothing, later ones do nothing either, and every forward reports the fault.
  *
- * Reduction order. The matrix products are those of device.h, bit-identical to the CPU kernels. The
- * other reductions (RMSNorm and AttnRes sums of squares in fp64, l2 norms, softmax denominators)
- * are summed by a fixed tree instead of the CPU's left-to-right loop, and the GPU's expf may
- * differ from the C library's in the last bit (SiTU does not: kernels/exactmath.h gives both sides
- * the same bits, so an expert computed by the CPU threads equals the device's own): results are
- * deterministic and independent of anything but the inputs, within the fp64 reference's
- * tolerance, but not bit-identical to the CPU path (docs/ARCHITECTURE.md, "The GPU"). */
+ * Reduction order. The matrix products are those of device.h, bit-identical on every device. The
+ * CPU device's other reductions (RMSNorm and AttnRes sums of squares in fp64, l2 norms, softmax
+ * denominators) run left to right; an accelerator sums them by a fixed tree instead, and the GPU's
+ * expf may differ from the C library's in the last bit (SiTU does not: kernels/exactmath.h gives
+ * both sides the same bits, so an expert computed by the CPU threads equals the device's own):
+ * results are deterministic and independent of anything but the inputs, within the fp64
+ * reference's tolerance, but not bit-identical to the CPU device (docs/ARCHITECTURE.md, "The GPU"). */
 #ifndef DF_DEVOPS_H
 #define DF_DEVOPS_H
 
@@ -68,6 +71,24 @@ typedef struct {
     float *scores;                 /* scratch [rows][heads][n + rows - 1] */
     float *lctx;                   /* out [rows][heads][kv_lora] */
 } DevMla;
+
+/* MLA with the expanded cache (the reference layout, model.h MLA_CACHE_EXPANDED) for `rows` new
+ * positions after n cached ones: the rows' latents normalised (kv_a_norm, into cq), expanded through
+ * kv_b (into kvf: [rows][heads][qk_nope + v_head]), each head's key (its nope part, then the row's
+ * raw k_pe) and value appended to the caches at positions n.., then causal attention of each row
+ * over the caches: att [rows][heads][v_head], before the output gate. */
+typedef struct {
+    int heads, kv_lora, qk_nope, qk_rope, v_head, n, rows;
+    float eps;
+    const Mat *kv_b;
+    const float *kv_a_norm;        /* [kv_lora] */
+    const float *ckv;              /* [rows][kv_lora + qk_rope]: the raw latent and k_pe */
+    const float *qf;               /* [rows][heads][qk_nope + qk_rope] */
+    float *cq, *kvf;               /* scratch, as above */
+    float *keys, *values;          /* the caches: [cap][heads][qk_nope + qk_rope], [cap][heads][v_head] */
+    float *scores;                 /* scratch [heads][n + rows] */
+    float *att;                    /* out [rows][heads][v_head] */
+} DevMlaExpanded;
 
 /* Phases for mark (the GPU-timeline breakdown of a forward). */
 enum { DEV_PHASE_ATTENTION, DEV_PHASE_FFN, DEV_PHASE_EXPERTS, DEV_PHASE_HEAD, DEV_PHASE_IDLE, DEV_N_PHASES };
@@ -163,6 +184,9 @@ typedef struct DevOps {
      * fills_wait. A device without graphs (MatDevice.graphs 0) runs everything as queued: the
      * results are the same either way. Returns 1 when it records, else 0. */
     int (*record)(MatDevice *d, int key);
+    /* MLA with the expanded cache (DevMlaExpanded), or NULL: a device without it cannot run a model
+     * that keeps that layout, which then runs on the CPU device (its products on this one). */
+    void (*mla_expanded)(MatDevice *d, const DevMlaExpanded *a);
 } DevOps;
 
 #ifdef __cplusplus

@@ -1,22 +1,29 @@
-/* internal.h - what the model's files share: the Model and State layouts and the per-part entry
- * points the forward schedule (k3.c) calls. Not for use outside src/model/. */
+/* internal.h - what the model's files share: the Model and State layouts, the model's device
+ * resources (DevModel: the device that runs its layers, its memory, its expert cache) and a State's
+ * copy on that device (DevState), and the parts of the one layer schedule (k3.c) kept in files of
+ * their own (kda.c, mla.c, ffn.c, experts.c). Not for use outside src/model/.
+ *
+ * The device. Every forward runs its layers as the operations of kernels/devops.h on one device:
+ * the CPU device (kernels/cpu/, host memory) unless model_use_device gave the model an accelerator.
+ * The schedule does not know which: it allocates through the device, queues its operations, and
+ * brings back only what the host must see (each MoE layer's routing, the logits). */
 #ifndef DF_MODEL_INTERNAL_H
 #define DF_MODEL_INTERNAL_H
 
+#include "kernels/device.h"
+#include "kernels/devops.h"
+#include "model/devcache.h"
 #include "model/model.h"
 
+/* One sequence's state in host memory: what state_save writes, state_copy copies and state_equal
+ * compares. On the CPU device these arrays are the device's copy too (DevState points into them);
+ * an accelerator keeps its own copy and the two are synchronised (state_to_host, state_host_changed). */
 typedef struct {
-    float *conv;    /* KDA: 3 streams x [width][kernel-1] previous raw inputs, oldest first */
-    float *S;       /* KDA: [heads][head_dim (key)][head_dim (value)] */
+    float *kda;     /* KDA: the conv windows, 3 streams x [width][kernel-1] previous raw inputs, oldest
+                     * first, then the recurrent matrices [heads][head_dim (key)][head_dim (value)] */
     float *keys;    /* MLA, expanded cache: [cap][heads][qk_nope + qk_rope] */
     float *values;  /* MLA, expanded cache: [cap][heads][v_head] */
     float *latent;  /* MLA, latent cache: [cap][kv_lora + qk_rope] (normalised c, raw k_pe) */
-    /* KDA, during a verification (allocated at the first one): what replaying a prefix of the
-     * rows needs; see kda_commit */
-    float *v_S;     /* S before the verify pass */
-    float *v_conv;  /* conv windows before the verify pass */
-    float *v_raw;   /* [3][MODEL_MAX_VERIFY][width] raw conv inputs per row */
-    float *v_step;  /* [MODEL_MAX_VERIFY][3 * width + heads]: normalised k, v, decay, beta per row */
 } LayerState;
 
 typedef struct DevState DevState;
@@ -28,25 +35,26 @@ struct State {
     int len;        /* positions consumed */
     int cap;        /* MLA cache capacity in positions */
     int verify_rows; /* rows of a pending verification, 0 when none */
-    /* The device's copy of the state (devpass.c), NULL until a forward ran there: dev_newer when it
-     * holds the latest state (the arrays above are behind), dev_stale when the arrays changed
-     * since it was made; dev_verify when the last forward was a verify pass on the device (its
-     * replay records are there, not in the arrays above). */
+    /* The device's copy of the state, NULL until a forward ran: dev_newer when it holds the latest
+     * state (the arrays above are behind), dev_stale when the arrays changed since it was made (an
+     * accelerator's only: the CPU device's copy is the arrays). A verify pass keeps its replay
+     * records with the device's copy. */
     DevState *dev;
-    int dev_newer, dev_stale, dev_verify;
+    int dev_newer, dev_stale;
 };
 
-/* Scratch for one chunk, sized for MODEL_MAX_CHUNK rows; allocated once per model. */
+/* Host buffers for MODEL_MAX_CHUNK rows: what the schedule stages between the host and the device,
+ * and what the CPU threads compute with beside an accelerator. */
 typedef struct {
-    float *P, *anchors, *x, *xn, *attn_out, *ffn_out;
-    /* KDA */ float *q, *k, *v, *g, *fa, *f, *beta_raw, *o;
-    /* MLA */ float *cq, *qf, *ckv, *kvf, *att, *scores;
-    float *qlat, *lctx;  /* MLA latent cache: per head, the absorbed query and the attended latent */
-    /* FFN */ float *h1, *h3, *router, *z, *eo, *y, *ex_in, *ex_h1, *ex_h3, *ex_out;
-    int *sel;       /* [T][top_k] selected experts */
-    int *look_sel;  /* [T][top_k] router lookahead's guess at the next layer's selections */
-    float *look_w;  /* [T][top_k] (unused weights of the guess) */
-    float *sel_w;   /* [T][top_k] their weights */
+    float *P;       /* [rows][hidden]: the tokens' embedding rows, sent up */
+    float *x;       /* [rows][hidden]: a MoE layer's FFN input, brought back for router lookahead */
+    float *router;  /* [rows][n_experts]: lookahead's router logits */
+    float *z;       /* [rows][latent]: the routed experts' input, brought back for the CPU threads */
+    float *ex_in, *ex_h, *ex_out; /* one expert on the CPU threads: its rows, [2][rows][moe_inter], its output */
+    int *sel;       /* [rows][top_k] selected experts */
+    float *sel_w;   /* [rows][top_k] their weights */
+    int *look_sel;  /* [rows][top_k] router lookahead's guess at the next layer's selections */
+    float *look_w;  /* [rows][top_k] (unused weights of the guess) */
 } Scratch;
 
 struct Model {
@@ -63,84 +71,154 @@ struct Model {
     int chunk_pos;  /* position of the current forward's first row */
     MlaCacheMode mla_cache;
     ModelStats stats;
-    DevModel *dev;  /* decode steps on the device (model_use_device), or NULL */
+    MatDevice *cpu;     /* the CPU device (owned): runs the layers unless an accelerator does */
+    MatDevice *helper;  /* beside an accelerator: a CPU device on the CPU kernels for the experts it does
+                         * not hold (K3_DEV_HOST_EXPERTS), or NULL (owned) */
+    DevModel *dev;      /* the layers' device and its resources (never NULL after model_create) */
 };
 
-/* The chunk scratch (scratch.c): allocated once for max_context positions, freed with the model;
- * scratch_bytes is what scratch_alloc allocates. */
-void scratch_alloc(Scratch *s, const K3Config *c, int max_context);
-void scratch_free(Scratch *s, const K3Config *c);
-uint64_t scratch_bytes(const K3Config *c, int max_context);
-/* What state.c allocates: a State holding `positions` positions (state_create plus the MLA cache
- * grown to hold them), and a State's speculation replay records (state_prepare_verify). */
-uint64_t state_bytes(const K3Config *c, MlaCacheMode mla, int positions);
-uint64_t state_verify_bytes(const K3Config *c);
+/* One layer's vectors on the device (NULL where the layer has none). */
+typedef struct {
+    float *attn_norm, *ffn_norm, *attn_res_q, *ffn_res_q;
+    float *conv[3], *decay_rate, *dt_bias, *o_norm; /* KDA */
+    float *q_a_norm, *kv_a_norm;                    /* MLA */
+    float *score_bias, *latent_norm;                /* MoE */
+} DevLayer;
 
-/* One sequence's rows in a forward pass: rows [row0, row0 + rows) of the chunk belong to st,
- * after its st->len positions. A pass over several sequences runs every weight product once
- * over all rows; only attention's per-sequence part (KDA conv windows and recurrence, the MLA
- * cache) runs sequence by sequence on its own rows. */
+struct DevModel {
+    MatDevice *dev;
+    const DevOps *ops;
+    int host;                  /* the device's memory is the host's (the CPU device) */
+    void *scratch, *vecs;      /* the two allocations everything below points into */
+    size_t scratch_bytes, vec_bytes;
+    /* activations of MODEL_MAX_CHUNK rows ([row][width] each; anchors [anchor][row][hidden]) */
+    float *P, *x, *xn, *attn_out, *ffn_out, *anchors, *res_scores;
+    float *raw[3], *qkv[3], *g, *fa, *f, *beta_raw, *decay, *beta, *o;
+    float *cq, *qf, *ckv, *qlat, *lctx, *att, *scores, *kvf;
+    float *h1, *h3, *router, *z, *y, *eo, *eh, *logits;
+    float *xi, *xo;            /* a chunk's expert inputs and outputs, gathered by expert [rows x top_k][latent] */
+    int *gather_idx;           /* [2][rows x top_k]: z row of each gathered input; gathered row of each (row, slot) */
+    float *route_out;          /* rows x k ids (as int), then rows x k weights */
+    float *route_host;         /* host staging: the routing back in one copy, then a chunk's expert layout up */
+    DevLayer *layers;
+    int layers_held;           /* spine layers the device kept at start-up (keep_spine) */
+    int whole_spine;           /* it keeps every layer and the head: a pass copies no spine weight up */
+    int recordable, n_recorded; /* this pass's stretches between waits are recorded (devops.h record); so far */
+    float *final_norm, *out_res_q;
+    /* routed experts: the expert cache (n_slots 0: none; all_kept: it holds every one, for good) */
+    DevCache cache;
+    int n_slots, all_kept;
+    HostExperts way;           /* (an accelerator's) experts its cache misses */
+    double cost[2];            /* seconds per expert, moving average: [0] copied, [1] on the CPU */
+    long samples[2], decisions;
+};
+
+struct DevState {
+    float **kda;               /* per layer: conv windows then S (KDA layers), else NULL */
+    float **latent;            /* per layer: the latent cache [cap][kv_lora + qk_rope] (MLA), else NULL */
+    float **keys, **values;    /* per layer: the expanded cache (MLA; the CPU device only), else NULL */
+    float **rec;               /* per KDA layer: a verify pass's replay records (Record), made at the first */
+    int cap;                   /* positions the MLA caches hold */
+    const MatDevice *on;       /* the device it was made on (the model's device may have changed since) */
+};
+
+static inline size_t conv_floats(const K3Config *c) { return 3 * (size_t)config_kda_width(c) * (size_t)(c->conv_kernel - 1); }
+static inline size_t kda_floats(const K3Config *c) {
+    return conv_floats(c) + (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim;
+}
+static inline size_t latent_width(const K3Config *c) { return (size_t)(c->kv_lora + c->qk_rope); }
+static inline size_t key_floats(const K3Config *c) { return (size_t)c->mla_heads * config_mla_qk_dim(c); }
+static inline size_t value_floats(const K3Config *c) { return (size_t)c->mla_heads * c->v_head; }
+static inline int max_anchors(const K3Config *c) { return (c->n_layers + c->attn_res_block - 1) / c->attn_res_block; }
+
+/* A KDA layer's verify records, in one device allocation: the conv windows and matrices before the
+ * pass (laid out as the State's), then per row the raw q, k, v projections, the decay-gate
+ * pre-activation and the beta pre-activation: what the KDA operation reads, so replaying rows
+ * [0, n) is that operation on them. */
+typedef struct {
+    float *conv, *S, *raw[3], *f, *beta_raw;
+} Record;
+
+static inline Record record_at(const K3Config *c, float *base) {
+    const size_t W = (size_t)config_kda_width(c), MV = MODEL_MAX_VERIFY;
+    Record r = {base, base + conv_floats(c), {NULL, NULL, NULL}, NULL, NULL};
+    float *rows = base + kda_floats(c);
+    for (int i = 0; i < 3; i++) r.raw[i] = rows + (size_t)i * MV * W;
+    r.f = rows + 3 * MV * W, r.beta_raw = rows + 4 * MV * W;
+    return r;
+}
+
+static inline size_t record_floats(const K3Config *c) {
+    return kda_floats(c) + MODEL_MAX_VERIFY * (4 * (size_t)config_kda_width(c) + (size_t)c->kda_heads);
+}
+
+/* One sequence's rows in a forward pass: rows [row0, row0 + rows) of the pass belong to st, after
+ * its st->len positions. A pass over several sequences runs every weight product once over all
+ * rows; only attention's per-sequence part (KDA conv windows and recurrence, the MLA cache) runs
+ * sequence by sequence on its own rows. */
 typedef struct {
     State *st;
     int row0, rows;
 } Seq;
 
-/* Attention of layer l for the chunk's T rows (xn, out: [T][hidden]), split into seqs[0..n). */
-void kda_forward(Model *m, const LayerWeights *L, int l, const Seq *seqs, int n, const float *xn, int T, float *out);
-void mla_forward(Model *m, const LayerWeights *L, int l, const Seq *seqs, int n, const float *xn, int T, float *out);
-void mlp_forward(Model *m, const MlpWeights *w, int width, const float *u, int T, float *out);
-/* a[i] = SiTU(a[i], b[i]) for i < n, on the compute pool (moe.c). */
-void model_situ(Model *m, float *a, const float *b, size_t n);
-int moe_forward(Model *m, const LayerWeights *L, int layer, const float *u, int T, float *out);
+/* ---- the schedule's parts ---- */
+
+/* Attention of layer l for the pass's T rows, from the device's xn into its attn_out (kda.c, mla.c). */
+void kda_attention(Model *m, int l, const Seq *seqs, int n_seqs, int T);
+void mla_attention(Model *m, int l, const Seq *seqs, int n_seqs, int T);
+/* state_commit of a verify pass: the KDA layers replayed over the first n rows from the records. */
+void kda_commit(State *s, int n);
+/* The FFN of layer l for the pass's T rows, from the device's x into its ffn_out (ffn.c). */
+int ffn_forward(Model *m, int l, int T);
+/* The T rows' routed experts of layer `layer` into the device's eo (experts.c); hybrid: experts the
+ * accelerator's cache misses may run on the CPU threads (their input z is on the host, m->s.z). */
+int routed_experts(Model *m, int layer, int T, int hybrid);
 /* Router lookahead, called once layer's selections (s->sel) are known: scores the guess made
- * for this layer and guesses the next layer's from u (this layer's FFN input). */
+ * for this layer and guesses the next layer's from u (this layer's FFN input, on the host). */
 void lookahead(Model *m, int layer, const float *u, int T);
-/* Top-k over bias-corrected sigmoid scores; weights renormalised over the unbiased scores. */
-void moe_route(const float *logits, const float *bias, int n_experts, int k, int *ids, float *weights);
-/* The distinct experts the chunk's T rows selected (s->sel), ascending, into ids; returns how many. */
+/* The distinct experts the pass's T rows selected (s->sel), ascending, into ids; returns how many. */
 int moe_distinct_experts(const Model *m, int T, int *ids);
+/* Records what is queued from here to the next wait, when the pass may be recorded (k3.c). */
+void record_stretch(Model *m);
 
-/* Rolls a KDA layer back to the state after the first n rows of the verify pass (n < T). */
-void kda_commit(const Model *m, LayerState *st, int n);
+/* Layer l's spine tensors readable (and rebound when they moved). */
+int model_acquire_layer(Model *m, int l);
 
-/* Allocates the KDA replay records of a State (once). */
-void state_prepare_verify(State *s);
+/* ---- the device's memory (devmem.c) ---- */
 
+/* The model's resources on dev: its scratch, its vectors, the spine it keeps, its expert cache.
+ * Replaces the previous device's (given back first). 0, or -1 with a message. */
+int devmem_open(Model *m, MatDevice *dev, HostExperts way, CachePolicy policy);
+void devmem_close(Model *m);
+/* Whether the device holds the current copy of W: a product of W then reads no host memory, so W
+ * may be used while its streamed layer is not acquired. */
+int devmem_holds(const Model *m, const Mat *W);
+/* Whether the device holds every matrix of layer l: a pass then need not acquire it. */
+int devmem_layer_held(const Model *m, int l);
+/* Makes the State's device copy current and able to hold T more positions. */
+int devmem_state_up(Model *m, State *s, int T);
+/* 1 when the State's verify records exist on the device (made at its first verify pass), 0 when they
+ * cannot be made (no room, with a message). */
+int devmem_records(Model *m, State *s);
+/* Brings the State's arrays up to date from its device copy (no-op when they are, and on the CPU
+ * device). 0, or -1 with the device's fault. */
+int state_to_host(State *s);
+/* The State's arrays changed on the host: its device copy is re-made before the next pass. */
+void state_host_changed(State *s);
+void devmem_state_free(State *s);
+
+/* ---- the host scratch and the State's arrays ---- */
+
+void scratch_alloc(Scratch *s, const K3Config *c);
+void scratch_free(Scratch *s, const K3Config *c);
+uint64_t scratch_bytes(const K3Config *c);
+/* What the device's scratch takes for a model of config c and max_context positions. */
+uint64_t devmem_scratch_bytes(const K3Config *c, MlaCacheMode mla, int max_context);
+/* What state.c allocates: a State holding `positions` positions (state_create plus the MLA cache
+ * grown to hold them), and a State's speculation replay records. */
+uint64_t state_bytes(const K3Config *c, MlaCacheMode mla, int positions);
+uint64_t state_verify_bytes(const K3Config *c);
 /* Ensures the MLA caches hold `need` positions (grows geometrically). */
 int state_reserve(State *s, int need);
-
-/* k3.c, for the device pass: layer l's spine tensors readable (and rebound when they moved); the
- * finite check of a forward's logits (positions rows[i] of n). */
-int model_acquire_layer(Model *m, int l);
-/* A pass's use of layer l: acquired (1: model_leave_layer releases it), or not acquired because the
- * layer pass's device holds every matrix of it (0); -1 on failure. */
-int model_enter_layer(Model *m, int l);
-void model_leave_layer(Model *m, int l, int entered);
-int model_check_logits(const Model *m, const float *logits, const int *rows, int n);
-
-/* devpass.c: a forward of T rows of one or more sequences (a decode step, a prefill chunk, a verify
- * pass, the server's batches) with the layers on the device, when devpass_takes says it can run it;
- * logits: NULL, or [n_out][vocab] for rows out_rows[0..n_out). The States' device copies. */
-int devpass_takes(const Model *m, int n_seqs, int T);
-/* Whether the layer pass's device holds the current copy of W: a product of W then reads no host
- * memory, so W may be used while its streamed layer is not acquired. */
-int devpass_holds(const Model *m, const Mat *W);
-/* Whether the layer pass's device holds every matrix of layer l: a pass on the host (a batch of
- * sequences) then need not acquire the layer either, as its products run on the device's copies. */
-int devpass_layer_held(const Model *m, int l);
-int devpass_forward(Model *m, const Seq *seqs, int n_seqs, const int *tokens, int T, const int *out_rows, int n_out,
-                    float *logits);
-/* 1 when the State's verify records are on the device (made at its first verify pass there), 0
- * when they are not and cannot be (no device copy yet, or no room: the verify pass then runs on
- * the host). */
-int devpass_records(Model *m, State *s);
-/* state_commit of a verify pass that ran on the device (dev_verify): replays its first n rows there. */
-void devpass_commit(State *s, int n);
-/* Brings the State's arrays up to date from its device copy (no-op when they are). 0, or -1 with
- * the device's fault. */
-int state_to_host(State *s);
-/* The State's arrays changed on the host: its device copy is re-made before the next device pass. */
-void state_host_changed(State *s);
-void devpass_state_free(State *s);
 
 #endif

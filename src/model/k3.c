@@ -1,15 +1,31 @@
-/* k3.c - one chunk of positions through the whole model, top to bottom (docs/MODEL.md 4.1):
- * embed; per layer { AttnRes -> attention (KDA or MLA), AttnRes -> FFN (dense or MoE) }; tail.
- * The storage and kernel details sit behind SpineSource, ExpertSource and the Mat products. */
+/* k3.c - one forward pass through the whole model, top to bottom (docs/MODEL.md 4.1): embed; per
+ * layer { AttnRes -> attention (KDA or MLA), AttnRes -> FFN (dense or MoE) }; the head.
+ *
+ * This is the only schedule. Its steps are the operations of kernels/devops.h on the model's device
+ * (m->dev): the CPU device (host memory, the compute pool) or an accelerator (model_use_device). A
+ * pass holds T rows of one or more sequences (a decode step, a prefill chunk, a verify pass, the
+ * server's batches); everything but the attention's state runs on all the rows at once, and the KDA
+ * recurrence and the MLA cache run sequence by sequence on their own rows (kda.c, mla.c). The FFN
+ * and the routed experts are in ffn.c and experts.c; the device's memory in devmem.c.
+ *
+ * What goes up per pass: the tokens' embedding rows (and, per MoE layer of a chunk, where each row's
+ * inputs go among its experts'). What comes back: each MoE layer's routing (the expert source must
+ * see the selections, and acquire the experts), and the logits. A spine layer the device holds is
+ * not acquired (a streamed one is not read again).
+ *
+ * Speculation. A verify pass keeps its replay records with the State's device copy (per KDA layer:
+ * the matrices and conv windows before the pass and each row's conv inputs, decay-gate and beta
+ * pre-activations), and state_commit of n rows replays the first n rows there with the same
+ * operation (kda_commit): a verify pass moves no state between host and device. The MLA rows past
+ * the kept ones are dropped by the State's length. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "kernels/device.h"
+#include "kernels/cpu/cpu_device.h"
 #include "kernels/mat.h"
+#include "kernels/vecops.h"
 #include "model/internal.h"
-#include "model/ops.h"
 #include "util/clock.h"
 #include "util/err.h"
 
@@ -20,12 +36,13 @@ int model_context(const K3Config *c, int asked) {
 
 ModelMemory model_memory(const K3Config *c, MlaCacheMode mla, int max_context) {
     int context = model_context(c, max_context);
-    ModelMemory mm = {sizeof(Model) + scratch_bytes(c, context), state_bytes(c, mla, context), state_verify_bytes(c)};
+    ModelMemory mm = {sizeof(Model) + scratch_bytes(c), devmem_scratch_bytes(c, mla, context), state_bytes(c, mla, context),
+                      state_verify_bytes(c)};
     return mm;
 }
 
 int model_create(Model **out, const Catalog *cat, SpineSource *spine, ExpertSource *experts, Pool *pool, ALogMode mode,
-                 int max_context) {
+                 int max_context, MlaCacheMode mla) {
     Model *m = df_calloc(1, sizeof *m);
     m->cfg = cat->cfg;
     m->cat = cat;
@@ -33,19 +50,24 @@ int model_create(Model **out, const Catalog *cat, SpineSource *spine, ExpertSour
     m->experts = experts;
     m->pool = pool;
     m->look_layer = -1;
+    m->mla_cache = mla;
     m->max_context = model_context(&m->cfg, max_context);
     if (weights_bind(&m->w, cat, spine, mode)) {
         free(m);
         return -1;
     }
-    scratch_alloc(&m->s, &m->cfg, m->max_context);
+    scratch_alloc(&m->s, &m->cfg);
+    m->cpu = cpu_device_create(pool, CPU_PRODUCTS_PROCESS);
+    if (devmem_open(m, m->cpu, HOST_EXPERTS_COPY, POLICY_CRF)) return model_destroy(m), -1;
     *out = m;
     return 0;
 }
 
 void model_destroy(Model *m) {
     if (!m) return;
-    model_release_device(m);
+    devmem_close(m);
+    cpu_device_destroy(m->cpu);
+    cpu_device_destroy(m->helper);
     weights_free(&m->w, &m->cfg);
     scratch_free(&m->s, &m->cfg);
     free(m);
@@ -54,90 +76,73 @@ void model_destroy(Model *m) {
 const K3Config *model_config(const Model *m) { return &m->cfg; }
 int model_max_context(const Model *m) { return m->max_context; }
 ModelStats *model_stats(Model *m) { return &m->stats; }
+MlaCacheMode model_mla_cache(const Model *m) { return m->mla_cache; }
 
-/* Each token's embedding row, widened exactly to fp32. */
-static void embed(Model *m, const int *tokens, int T) { mat_gather_rows(&m->w.embed, tokens, T, m->s.P); }
-
-/* x[t] = AttnRes over (anchors[0..n), P[t]) with pseudo-query q; with no anchors, x = P. */
-static void attn_res(Model *m, int n_anchors, const float *q, int T, float *x) {
-    const int H = m->cfg.hidden;
-    const float *values[K3_MAX_LAYERS + 2];
-    for (int t = 0; t < T; t++) {
-        for (int a = 0; a < n_anchors; a++) values[a] = m->s.anchors + ((size_t)a * MODEL_MAX_CHUNK + t) * H;
-        values[n_anchors] = m->s.P + (size_t)t * H;
-        if (n_anchors == 0) memcpy(x + (size_t)t * H, values[0], sizeof(float) * (size_t)H);
-        else op_attnres(x + (size_t)t * H, values, n_anchors + 1, q, H, m->cfg.rms_eps);
-    }
+/* x = AttnRes over (anchors, P) with query q for rows [row0, row0 + T) (x from its row 0); with no
+ * anchors, x = P. */
+static void attn_res(Model *m, int n_anchors, const float *q, int row0, int T, float *x) {
+    DevModel *g = m->dev;
+    const size_t H = (size_t)m->cfg.hidden;
+    const float *P = g->P + (size_t)row0 * H;
+    if (n_anchors == 0) g->ops->copy(g->dev, x, P, (size_t)T * H * sizeof(float));
+    else
+        g->ops->attnres(g->dev, x, g->anchors + (size_t)row0 * H, n_anchors, MODEL_MAX_CHUNK * H, P, q, (int)H, T,
+                        m->cfg.rms_eps, g->res_scores);
 }
 
-static void rmsnorm_rows(Model *m, float *x, const float *w, int T) {
-    const int H = m->cfg.hidden;
-    for (int t = 0; t < T; t++) op_rmsnorm(x + (size_t)t * H, x + (size_t)t * H, w, H, m->cfg.rms_eps);
-}
-
-static void add_rows(float *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] += src[i];
-}
-
-/* Attention half of layer l; returns the anchor count after it. */
+/* The attention half of layer l; returns the anchor count after it. At a block boundary the
+ * finished block's sum becomes a new anchor and P restarts from the attention's output. */
 static int attention_block(Model *m, const Seq *seqs, int n_seqs, int l, int n_anchors, int T) {
-    const LayerWeights *L = &m->w.layers[l];
-    Scratch *s = &m->s;
-    const size_t HT = (size_t)m->cfg.hidden * T;
-    double t0 = df_now();
-    attn_res(m, n_anchors, L->attn_res_q, T, s->xn);
+    DevModel *g = m->dev;
+    const DevLayer *D = &g->layers[l];
+    const size_t H = (size_t)m->cfg.hidden, HT = H * (size_t)T;
+    g->ops->mark(g->dev, DEV_PHASE_ATTENTION);
+    attn_res(m, n_anchors, D->attn_res_q, 0, T, g->xn);
     int boundary = l % m->cfg.attn_res_block == 0;
-    if (boundary) { /* snapshot the finished block's sum as a new anchor; P restarts */
-        for (int t = 0; t < T; t++)
-            memcpy(s->anchors + ((size_t)n_anchors * MODEL_MAX_CHUNK + t) * m->cfg.hidden, s->P + (size_t)t * m->cfg.hidden,
-                   sizeof(float) * (size_t)m->cfg.hidden);
-        n_anchors++;
-    }
-    rmsnorm_rows(m, s->xn, L->attn_norm, T);
-    if (L->kind == LAYER_MLA) mla_forward(m, L, l, seqs, n_seqs, s->xn, T, s->attn_out);
-    else kda_forward(m, L, l, seqs, n_seqs, s->xn, T, s->attn_out);
-    if (boundary) memcpy(s->P, s->attn_out, sizeof(float) * HT);
-    else add_rows(s->P, s->attn_out, HT);
-    m->stats.attention_s += df_now() - t0;
+    if (boundary) g->ops->copy(g->dev, g->anchors + (size_t)n_anchors++ * MODEL_MAX_CHUNK * H, g->P, HT * sizeof(float));
+    g->ops->rmsnorm(g->dev, g->xn, g->xn, D->attn_norm, (int)H, T, H, m->cfg.rms_eps, NULL);
+    if (m->w.layers[l].kind == LAYER_MLA) mla_attention(m, l, seqs, n_seqs, T);
+    else kda_attention(m, l, seqs, n_seqs, T);
+    if (boundary) g->ops->copy(g->dev, g->P, g->attn_out, HT * sizeof(float));
+    else g->ops->add(g->dev, g->P, g->attn_out, HT);
     return n_anchors;
 }
 
 static int ffn_block(Model *m, int l, int n_anchors, int T) {
-    const LayerWeights *L = &m->w.layers[l];
-    Scratch *s = &m->s;
-    double t0 = df_now();
-    attn_res(m, n_anchors, L->ffn_res_q, T, s->x);
-    rmsnorm_rows(m, s->x, L->ffn_norm, T);
-    if (L->moe) {
-        if (moe_forward(m, L, l, s->x, T, s->ffn_out)) return -1;
-    } else
-        mlp_forward(m, &L->dense, m->cfg.dense_inter, s->x, T, s->ffn_out);
-    add_rows(s->P, s->ffn_out, (size_t)m->cfg.hidden * T);
-    m->stats.ffn_s += df_now() - t0;
+    DevModel *g = m->dev;
+    const size_t H = (size_t)m->cfg.hidden;
+    g->ops->mark(g->dev, DEV_PHASE_FFN);
+    attn_res(m, n_anchors, g->layers[l].ffn_res_q, 0, T, g->x);
+    g->ops->rmsnorm(g->dev, g->x, g->x, g->layers[l].ffn_norm, (int)H, T, H, m->cfg.rms_eps, NULL);
+    if (ffn_forward(m, l, T)) return -1;
+    g->ops->add(g->dev, g->P, g->ffn_out, H * (size_t)T);
     return 0;
 }
 
-/* Final AttnRes and norm of every row, then lm_head for the n rows listed in out_rows (one
- * product over the gathered rows); logits: [n][vocab]. */
-static int tail(Model *m, int n_anchors, int T, const int *out_rows, int n, float *logits) {
-    Scratch *s = &m->s;
-    const int H = m->cfg.hidden;
-    double t0 = df_now();
-    attn_res(m, n_anchors, m->w.out_res_q, T, s->x);
-    rmsnorm_rows(m, s->x, m->w.final_norm, T);
-    const float *rows = s->x;
-    int gather = 0;
-    for (int i = 0; i < n; i++) gather |= out_rows[i] != i;
-    if (gather) { /* xn is free at the tail */
-        for (int i = 0; i < n; i++) memcpy(s->xn + (size_t)i * H, s->x + (size_t)out_rows[i] * H, sizeof(float) * (size_t)H);
-        rows = s->xn;
+/* The head for rows out_rows[0..n_out) of the pass: final AttnRes, norm and lm_head, into the
+ * device's logits. Consecutive rows run on their own; others (the last row of each of several
+ * sequences) take the tail of every row, then the asked-for rows gathered. */
+static void head(Model *m, int n_anchors, int T, const int *out_rows, int n_out) {
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    const size_t H = (size_t)c->hidden;
+    int consecutive = 1;
+    for (int i = 1; i < n_out; i++) consecutive &= out_rows[i] == out_rows[0] + i;
+    g->ops->mark(g->dev, DEV_PHASE_HEAD);
+    if (consecutive) { /* each row's tail is its own */
+        attn_res(m, n_anchors, g->out_res_q, out_rows[0], n_out, g->x);
+        g->ops->rmsnorm(g->dev, g->x, g->x, g->final_norm, c->hidden, n_out, H, c->rms_eps, NULL);
+        g->ops->mul(g->dev, g->logits, &m->w.lm_head, g->x, n_out);
+        return;
     }
-    mat_mul(m->pool, logits, &m->w.lm_head, rows, n);
-    m->stats.head_s += df_now() - t0;
-    return model_check_logits(m, logits, out_rows, n);
+    attn_res(m, n_anchors, g->out_res_q, 0, T, g->x);
+    g->ops->rmsnorm(g->dev, g->x, g->x, g->final_norm, c->hidden, T, H, c->rms_eps, NULL);
+    g->ops->put(g->dev, g->gather_idx, out_rows, sizeof(int) * (size_t)n_out);
+    g->ops->gather(g->dev, g->xn, g->x, g->gather_idx, n_out, c->hidden);
+    g->ops->mul(g->dev, g->logits, &m->w.lm_head, g->xn, n_out);
 }
 
-int model_check_logits(const Model *m, const float *logits, const int *rows, int n) {
+static int check_logits(const Model *m, const float *logits, const int *rows, int n) {
     const int V = m->cfg.vocab;
     for (size_t i = 0; i < (size_t)n * V; i++)
         if (!isfinite(logits[i]))
@@ -154,61 +159,73 @@ static int check_tokens(const Model *m, const int *tokens, int T) {
     return 0;
 }
 
-/* With a streamed spine, layer l's bytes may sit in a different buffer, or be other bytes, on
- * every pass: its Mats (and their residency keys) are asked for again. */
-int model_acquire_layer(Model *m, int l) {
-    if (!m->spine->acquire_layer) return 0;
-    double t0 = df_now();
-    int moved = m->spine->acquire_layer(m->spine, l);
-    m->stats.spine_wait_s += df_now() - t0;
-    if (moved < 0) return -1;
-    if (moved && weights_bind_layer_mats(&m->w, m->cat, l, m->spine)) {
-        m->spine->release_layer(m->spine, l);
-        return -1;
-    }
-    return 0;
-}
-
-int model_enter_layer(Model *m, int l) {
-    if (devpass_layer_held(m, l)) return 0; /* its products run on the device's copies */
+/* A pass's use of layer l: acquired (1: leave_layer releases it), or not acquired because the
+ * device holds every matrix of it (0); -1 on failure. */
+static int enter_layer(Model *m, int l) {
+    if (devmem_layer_held(m, l)) return 0;
     return model_acquire_layer(m, l) ? -1 : 1;
 }
 
-void model_leave_layer(Model *m, int l, int entered) {
+static void leave_layer(Model *m, int l, int entered) {
     if (entered > 0 && m->spine->release_layer) m->spine->release_layer(m->spine, l);
 }
 
-/* The pass itself: tokens[0..T) split into seqs, every layer, the states advanced. The caller
- * checked the arguments and reserved the states' room. A pass of one sequence goes to the device
- * when it takes it (devpass.c; out_rows are then consecutive: all rows, or the last); otherwise the
- * states' arrays are brought up to date first. */
+/* The device's phases of the pass into the model's stats. */
+static void add_phase_times(Model *m) {
+    double secs[DEV_N_PHASES] = {0};
+    m->dev->ops->phase_times(m->dev->dev, secs);
+    m->stats.attention_s += secs[DEV_PHASE_ATTENTION];
+    m->stats.ffn_s += secs[DEV_PHASE_FFN] + secs[DEV_PHASE_EXPERTS];
+    m->stats.experts_s += secs[DEV_PHASE_EXPERTS];
+    m->stats.head_s += secs[DEV_PHASE_HEAD];
+}
+
+/* The pass itself: tokens[0..T) split into seqs, every layer, the states advanced; logits: NULL, or
+ * [n_out][vocab] for rows out_rows[0..n_out). The caller checked the arguments and reserved the
+ * states' room. Decode steps (one row of one sequence, every spine weight on the device) are
+ * recorded stretch by stretch (devops.h record): such steps repeat the same launches token after
+ * token, so a device with graphs replays each stretch instead of launching its kernels one by one. */
 static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens, int T, const int *out_rows, int n_out,
                         float *logits) {
-    if (devpass_takes(m, n_seqs, T) && (!m->verifying || devpass_records(m, seqs[0].st)))
-        return devpass_forward(m, seqs, n_seqs, tokens, T, out_rows, n_out, logits);
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    const size_t H = (size_t)c->hidden;
+    for (int q = 0, row = 0; q < n_seqs; row += seqs[q++].rows) /* the sequences' rows tile the pass */
+        DF_INVARIANT(seqs[q].row0 == row && seqs[q].rows >= 1 && row + seqs[q].rows <= T && (q < n_seqs - 1 || row + seqs[q].rows == T),
+                     "sequence %d of %d: rows [%d, %d) in a pass of %d", q, n_seqs, seqs[q].row0, seqs[q].row0 + seqs[q].rows, T);
     for (int q = 0; q < n_seqs; q++) {
-        if (state_to_host(seqs[q].st)) return -1;
-        state_host_changed(seqs[q].st);
-        seqs[q].st->dev_verify = 0;
+        State *st = seqs[q].st;
+        if (devmem_state_up(m, st, seqs[q].rows)) return -1;
+        st->dev_newer = !g->host; /* from here on the device's copy is the State */
     }
-    embed(m, tokens, T);
+    mat_gather_rows(&m->w.embed, tokens, T, m->s.P);
+    g->ops->put(g->dev, g->P, m->s.P, sizeof(float) * H * (size_t)T);
+    g->recordable = g->whole_spine && T == 1 && n_seqs == 1 && !m->verifying;
+    g->n_recorded = 0;
+    record_stretch(m); /* up to the first MoE layer's routing */
     m->look_layer = -1;
     m->chunk_pos = seqs[0].st->len; /* trace replay (benchmark only) follows the first sequence */
     int n_anchors = 0;
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        const int entered = model_enter_layer(m, l);
-        if (entered < 0) return -1;
+    for (int l = 0; l < c->n_layers; l++) {
+        const int entered = enter_layer(m, l);
+        if (entered < 0) return g->ops->get(g->dev, NULL, NULL, 0), -1; /* (ends a recording) */
         n_anchors = attention_block(m, seqs, n_seqs, l, n_anchors, T);
         int rc = ffn_block(m, l, n_anchors, T);
-        model_leave_layer(m, l, entered);
+        leave_layer(m, l, entered);
         if (rc) return -1;
     }
     for (int q = 0; q < n_seqs; q++) seqs[q].st->len += seqs[q].rows;
     m->stats.positions += (uint64_t)T;
     m->stats.forwards++;
-    int rc = logits ? tail(m, n_anchors, T, out_rows, n_out, logits) : 0;
+    m->stats.dev_forwards += !g->host;
+    if (logits) head(m, n_anchors, T, out_rows, n_out);
+    g->ops->mark(g->dev, DEV_PHASE_IDLE);
+    int rc = g->ops->get(g->dev, logits, g->logits, logits ? sizeof(float) * (size_t)n_out * c->vocab : 0);
+    add_phase_times(m);
     const char *fault = device_fault(); /* a device that failed computed zeros: the forward fails */
-    return fault ? df_fail("%s", fault) : rc;
+    if (fault) return df_fail("%s", fault);
+    if (rc || !logits) return rc ? -1 : 0;
+    return check_logits(m, logits, out_rows, n_out);
 }
 
 int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, int all_rows) {
@@ -244,7 +261,9 @@ int model_forward_batch(Model *m, State *const *states, const int *tokens, const
 
 int model_forward_verify(Model *m, State *st, const int *tokens, int T, float *logits) {
     if (T > MODEL_MAX_VERIFY) return df_fail("verify: %d rows (at most %d)", T, MODEL_MAX_VERIFY);
-    state_prepare_verify(st);
+    if (check_tokens(m, tokens, T) || state_reserve(st, st->len + T) || devmem_state_up(m, st, T) ||
+        !devmem_records(m, st))
+        return -1;
     m->verifying = 1;
     int rc = model_forward(m, st, tokens, T, logits, 1);
     m->verifying = 0;
@@ -253,9 +272,6 @@ int model_forward_verify(Model *m, State *st, const int *tokens, int T, float *l
 }
 
 int model_argmax(const Model *m, const float *logits) { return op_argmax(logits, m->cfg.vocab); }
-
-void model_set_mla_cache(Model *m, MlaCacheMode mode) { m->mla_cache = mode; }
-MlaCacheMode model_mla_cache(const Model *m) { return m->mla_cache; }
 
 uint64_t model_mla_bytes_per_position(const K3Config *c, MlaCacheMode mode) {
     return state_bytes(c, mode, 1) - state_bytes(c, mode, 0);

@@ -4,8 +4,9 @@
  * only steers reads: layer l+1's own router still decides, so outputs do not change. Only
  * done when the expert source can use a guess (predict) and layer l+1's router is readable now:
  * a streamed spine layer's is not until it is acquired, unless the device holds its copy. */
-#include "model/internal.h"
 #include "kernels/mat.h"
+#include "kernels/vecops.h"
+#include "model/internal.h"
 
 /* How many of the layer's selections (distinct experts) the guess held. */
 static void score(Model *m, int T) {
@@ -28,10 +29,10 @@ void lookahead(Model *m, int layer, const float *u, int T) {
     int next = layer + 1;
     if (!m->experts->predict || next >= c->n_layers || !m->w.layers[next].moe) return;
     const MoeWeights *w = &m->w.layers[next].moe_w;
-    if (next >= m->spine->resident_layers && !devpass_holds(m, &w->router)) return;
+    if (next >= m->spine->resident_layers && !devmem_holds(m, &w->router)) return;
     mat_mul(m->pool, s->router, &w->router, u, T); /* the router scratch is free once sel is known */
     for (int t = 0; t < T; t++)
-        moe_route(s->router + (size_t)t * c->n_experts, w->score_bias, c->n_experts, c->top_k, s->look_sel + t * c->top_k,
+        op_route(s->router + (size_t)t * c->n_experts, w->score_bias, c->n_experts, c->top_k, s->look_sel + t * c->top_k,
                   s->look_w + t * c->top_k);
     m->experts->predict(m->experts, next, s->look_sel, T, c->top_k);
     m->look_layer = next;

@@ -103,11 +103,21 @@ typedef struct {
 typedef struct Model Model;
 typedef struct State State;
 
+/* How MLA layers cache past positions (docs/MODEL.md 4.4, 5.1). LATENT (the default): per position the
+ * normalised latent c and the raw k_pe (kv_lora + qk_rope floats: 2,304 B per layer on K3), with
+ * each head's query absorbed into kv_b's key rows and its output expanded through kv_b's value
+ * rows. EXPANDED: every head's full key and value (30,720 floats per layer on K3, 53x more), the
+ * reference layout. Both use the same exactly expanded fp32 weights; they differ only in fp32
+ * reduction order (each is deterministic, and both match the fp64 reference within tolerance). */
+typedef enum { MLA_CACHE_LATENT, MLA_CACHE_EXPANDED } MlaCacheMode;
+
 /* Borrows cat, the spine and the experts (their stores) and pool for its lifetime; binds every
  * spine tensor now (vectors are copied, so a store may free them after this). max_context:
- * positions a State may hold (model_context: clamped to max_position_embeddings). */
+ * positions a State may hold (model_context: clamped to max_position_embeddings); mla: how MLA
+ * layers cache past positions. The model runs its layers on the CPU device (kernels/cpu/) until
+ * model_use_device gives it an accelerator. */
 int model_create(Model **out, const Catalog *cat, SpineSource *spine, ExpertSource *experts, Pool *pool, ALogMode mode,
-                 int max_context);
+                 int max_context, MlaCacheMode mla);
 void model_destroy(Model *m);
 const K3Config *model_config(const Model *m);
 int model_max_context(const Model *m);
@@ -168,20 +178,20 @@ int model_forward_verify(Model *m, State *s, const int *tokens, int T, float *lo
  * bit-identical to one that was fed only those n tokens. No-op without a pending verification. */
 void state_commit(State *s, int n);
 
-/* Runs every forward (decode steps, prefill chunks, verify passes, batches of sequences) with every layer
- * on the process's device when it offers whole-layer operations (kernels/devops.h): allocates the
+/* Gives the model the process's accelerator (device_current) for its layers, when it offers
+ * whole-layer operations (kernels/devops.h) and supports the model's MLA layout: allocates the
  * activations there, copies the small vectors and the spine's matrices (a streamed layer is read
  * once for it: one the device keeps is not read again), and makes an expert cache of as many slots
  * as the device has room for (experts leave room for the spine, and take at most its expert_bytes),
  * run by `policy`, the host store's (model/devcache.h). When the source is in_place and every expert
- * fits, they are all copied now; otherwise the cache starts empty and takes the experts the layer
- * pass copies. The expanded MLA cache still runs the per-product path (which reads the experts the
- * cache holds). A State's arrays (and a verify pass's replay
- * records) then live on the device between forwards and come back whenever the host reads them.
- * Returns 0 (also when the device has no such operations: nothing changes), or -1 with a message.
- * model_release_device gives it all back (before the device closes; every State of the model must
- * be destroyed first). */
-/* How the layer pass runs routed experts its cache does not hold: copied into the cache (COPY),
+ * fits, they are all copied now; otherwise the cache starts empty and takes the experts the passes
+ * copy. A State's arrays (and a verify pass's replay records) then live on the device between
+ * forwards and come back whenever the host reads them. Without such an accelerator nothing changes:
+ * the CPU device runs the layers (its products on the process's device, if any). Call before any
+ * State of the model exists. Returns 0, or -1 with a message (the CPU device then runs the layers).
+ * model_release_device goes back to the CPU device (before the accelerator closes; every State of
+ * the model must be destroyed first). */
+/* How an accelerator runs routed experts its cache does not hold: copied into the cache (COPY),
  * computed by the CPU threads from host memory while the device computes the rest and copied into
  * the cache meanwhile (CPU), or split between the two in the proportion of their measured seconds
  * per expert, the policy's likeliest to be used again copied into the cache and the rest computed by
@@ -189,24 +199,16 @@ void state_commit(State *s, int n);
 typedef enum { HOST_EXPERTS_AUTO, HOST_EXPERTS_COPY, HOST_EXPERTS_CPU } HostExperts;
 int model_use_device(Model *m, HostExperts way, CachePolicy policy);
 void model_release_device(Model *m);
-/* Spine layers the layer pass's device holds (read at model_use_device), or -1 without one. */
-int devpass_spine_held(const Model *m);
-/* The layer pass's expert cache: its slots (0: none), or -1 when decode steps do not run on the
- * device; *holds_all: it holds every routed expert (copied at start-up). */
+/* Spine layers the accelerator holds (read at model_use_device), or -1 when the CPU device runs the
+ * layers. */
+int model_spine_held(const Model *m);
+/* The accelerator's expert cache: its slots (0: none), or -1 when the CPU device runs the layers;
+ * *holds_all: it holds every routed expert (copied at start-up). */
 int model_device_slots(const Model *m, int *holds_all);
 
 /* Greedy choice over logits: the largest, lowest index on ties. */
 int model_argmax(const Model *m, const float *logits);
 
-/* How MLA layers cache past positions (docs/MODEL.md 4.4, 5.1). LATENT (the default): per position the
- * normalised latent c and the raw k_pe (kv_lora + qk_rope floats: 2,304 B per layer on K3), with
- * each head's query absorbed into kv_b's key rows and its output expanded through kv_b's value
- * rows. EXPANDED: every head's full key and value (30,720 floats per layer on K3, 53x more), the
- * reference layout. Both use the same exactly expanded fp32 weights; they differ only in fp32
- * reduction order (each is deterministic, and both match the fp64 reference within tolerance). */
-typedef enum { MLA_CACHE_LATENT, MLA_CACHE_EXPANDED } MlaCacheMode;
-/* Call before any State of the model exists. */
-void model_set_mla_cache(Model *m, MlaCacheMode mode);
 MlaCacheMode model_mla_cache(const Model *m);
 /* Bytes one position adds to a State's MLA caches (all MLA layers). */
 uint64_t model_mla_bytes_per_position(const K3Config *c, MlaCacheMode mode);
@@ -215,7 +217,9 @@ uint64_t model_mla_bytes_per_position(const K3Config *c, MlaCacheMode mode);
  * filled to the context, and its first model_forward_verify allocate. The streaming memory plan
  * (store/stream.h) reserves these. */
 typedef struct {
-    uint64_t model;      /* the Model: its chunk scratch (activations of MODEL_MAX_CHUNK rows, scores) */
+    uint64_t model;      /* the Model and its host scratch (staging of MODEL_MAX_CHUNK rows) */
+    uint64_t scratch;    /* the device's scratch (activations of MODEL_MAX_CHUNK rows, scores): host
+                          * memory when the CPU device runs the layers */
     uint64_t state;      /* one State holding max_context positions: KDA windows and matrices, the MLA cache */
     uint64_t verify;     /* a State's speculation replay records */
 } ModelMemory;

@@ -1,5 +1,7 @@
-/* state.c - one sequence's decode state: per KDA layer the conv windows and recurrent matrices
- * (fixed size), per MLA layer the latent or expanded key/value cache (grows with the sequence). */
+/* state.c - one sequence's decode state in host memory: per KDA layer the conv windows and
+ * recurrent matrices (fixed size, one array), per MLA layer the latent or expanded key/value cache
+ * (grows with the sequence). The device's copy (devmem.c) is synchronised before the host reads the
+ * arrays (state_to_host) and after it writes them (state_host_changed). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,26 +9,17 @@
 #include "model/internal.h"
 #include "util/err.h"
 
-static size_t conv_floats(const K3Config *c) { return 3 * (size_t)config_kda_width(c) * (size_t)(c->conv_kernel - 1); }
-static size_t recurrent_floats(const K3Config *c) { return (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim; }
-static size_t key_floats(const K3Config *c) { return (size_t)c->mla_heads * config_mla_qk_dim(c); }
-static size_t value_floats(const K3Config *c) { return (size_t)c->mla_heads * c->v_head; }
-static size_t latent_floats(const K3Config *c) { return (size_t)(c->kv_lora + c->qk_rope); }
-/* Floats a verify pass records per KDA layer: raw conv inputs and the recurrence inputs per row. */
-static size_t verify_row_floats(const K3Config *c) {
-    const size_t W = (size_t)config_kda_width(c);
-    return 3 * MODEL_MAX_VERIFY * W + MODEL_MAX_VERIFY * (3 * W + (size_t)c->kda_heads);
-}
+static size_t latent_floats(const K3Config *c) { return latent_width(c); }
 
 uint64_t state_bytes(const K3Config *c, MlaCacheMode mla, int positions) {
-    uint64_t kda = sizeof(float) * (uint64_t)(conv_floats(c) + recurrent_floats(c));
+    uint64_t kda = sizeof(float) * (uint64_t)kda_floats(c);
     uint64_t per_position = mla == MLA_CACHE_LATENT ? latent_floats(c) : key_floats(c) + value_floats(c);
     return sizeof(State) + sizeof(LayerState) * (uint64_t)c->n_layers + kda * (uint64_t)c->n_kda_layers +
            sizeof(float) * per_position * (uint64_t)c->n_mla_layers * (uint64_t)positions;
 }
 
 uint64_t state_verify_bytes(const K3Config *c) {
-    return sizeof(float) * (uint64_t)(recurrent_floats(c) + conv_floats(c) + verify_row_floats(c)) * (uint64_t)c->n_kda_layers;
+    return sizeof(float) * (uint64_t)record_floats(c) * (uint64_t)c->n_kda_layers;
 }
 
 State *state_create(const Model *m) {
@@ -36,19 +29,17 @@ State *state_create(const Model *m) {
     s->layers = df_calloc((size_t)c->n_layers, sizeof *s->layers);
     for (int l = 0; l < c->n_layers; l++) {
         if (c->layer_kind[l] != LAYER_KDA) continue;
-        s->layers[l].conv = df_calloc(conv_floats(c), sizeof(float));
-        s->layers[l].S = df_calloc(recurrent_floats(c), sizeof(float));
+        s->layers[l].kda = df_calloc(kda_floats(c), sizeof(float));
     }
     return s;
 }
 
 void state_destroy(State *s) {
     if (!s) return;
-    devpass_state_free(s);
+    devmem_state_free(s);
     for (int l = 0; l < s->model->cfg.n_layers; l++) {
         LayerState *L = &s->layers[l];
-        free(L->conv), free(L->S), free(L->keys), free(L->values), free(L->latent);
-        free(L->v_S), free(L->v_conv), free(L->v_raw), free(L->v_step);
+        free(L->kda), free(L->keys), free(L->values), free(L->latent);
     }
     free(s->layers);
     free(s);
@@ -58,8 +49,7 @@ void state_reset(State *s) {
     const K3Config *c = &s->model->cfg;
     for (int l = 0; l < c->n_layers; l++) {
         LayerState *L = &s->layers[l];
-        if (L->conv) memset(L->conv, 0, conv_floats(c) * sizeof(float));
-        if (L->S) memset(L->S, 0, recurrent_floats(c) * sizeof(float));
+        if (L->kda) memset(L->kda, 0, kda_floats(c) * sizeof(float));
     }
     s->len = 0;
     s->verify_rows = 0;
@@ -107,8 +97,7 @@ int state_copy_from(State *dst, const State *src, int same) {
     for (int l = 0; l < c->n_layers; l++) {
         LayerState *d = &dst->layers[l];
         const LayerState *s = &src->layers[l];
-        if (s->conv) memcpy(d->conv, s->conv, conv_floats(c) * sizeof(float));
-        if (s->S) memcpy(d->S, s->S, recurrent_floats(c) * sizeof(float));
+        if (s->kda) memcpy(d->kda, s->kda, kda_floats(c) * sizeof(float));
         if (s->keys) {
             copy_rows(d->keys, s->keys, key_floats(c), same, src->len);
             copy_rows(d->values, s->values, value_floats(c), same, src->len);
@@ -131,7 +120,7 @@ int state_equal(const State *a, const State *b) {
     for (int l = 0; l < c->n_layers; l++) {
         const LayerState *x = &a->layers[l], *y = &b->layers[l];
         int same = c->layer_kind[l] == LAYER_KDA
-                       ? floats_equal(x->conv, y->conv, conv_floats(c)) && floats_equal(x->S, y->S, recurrent_floats(c))
+                       ? floats_equal(x->kda, y->kda, kda_floats(c))
                    : a->model->mla_cache == MLA_CACHE_LATENT
                        ? floats_equal(x->latent, y->latent, latent_floats(c) * n)
                        : floats_equal(x->keys, y->keys, key_floats(c) * n) && floats_equal(x->values, y->values, value_floats(c) * n);
@@ -140,32 +129,13 @@ int state_equal(const State *a, const State *b) {
     return 1;
 }
 
-void state_prepare_verify(State *s) {
-    const K3Config *c = &s->model->cfg;
-    const size_t W = (size_t)config_kda_width(c);
-    for (int l = 0; l < c->n_layers; l++) {
-        LayerState *L = &s->layers[l];
-        if (c->layer_kind[l] != LAYER_KDA || L->v_S) continue;
-        L->v_S = df_malloc(recurrent_floats(c) * sizeof(float));
-        L->v_conv = df_malloc(conv_floats(c) * sizeof(float));
-        L->v_raw = df_malloc(3 * MODEL_MAX_VERIFY * W * sizeof(float));
-        L->v_step = df_malloc(MODEL_MAX_VERIFY * (3 * W + (size_t)c->kda_heads) * sizeof(float)); /* verify_row_floats */
-    }
-}
-
 void state_commit(State *s, int n) {
-    const K3Config *c = &s->model->cfg;
     int T = s->verify_rows;
     s->verify_rows = 0;
     if (T == 0 || n >= T) return;
     if (n < 1) n = 1;
-    if (s->dev_verify) devpass_commit(s, n); /* its records are on the device */
-    else {
-        state_host_changed(s); /* (a verification ran on the host: the arrays are current) */
-        for (int l = 0; l < c->n_layers; l++)
-            if (c->layer_kind[l] == LAYER_KDA) kda_commit(s->model, &s->layers[l], n);
-    }
-    s->len -= T - n; /* MLA rows past the kept prefix are simply abandoned */
+    kda_commit(s, n); /* the replay records are with the device's copy */
+    s->len -= T - n;  /* MLA rows past the kept prefix are simply abandoned */
 }
 
 /* One layer's arrays in the order state_save writes them, with their float counts for len
@@ -174,9 +144,8 @@ static int layer_arrays(const State *s, int l, int len, float **arr, size_t *n) 
     const K3Config *c = &s->model->cfg;
     LayerState *L = &s->layers[l];
     if (c->layer_kind[l] == LAYER_KDA) {
-        arr[0] = L->conv, n[0] = conv_floats(c);
-        arr[1] = L->S, n[1] = recurrent_floats(c);
-        return 2;
+        arr[0] = L->kda, n[0] = kda_floats(c);
+        return 1;
     }
     if (s->model->mla_cache == MLA_CACHE_LATENT) {
         arr[0] = L->latent, n[0] = latent_floats(c) * (size_t)len;
@@ -190,7 +159,7 @@ static int layer_arrays(const State *s, int l, int len, float **arr, size_t *n) 
 uint64_t state_saved_bytes(const Model *m, int len) {
     const K3Config *c = &m->cfg;
     uint64_t per_position = m->mla_cache == MLA_CACHE_LATENT ? latent_floats(c) : key_floats(c) + value_floats(c);
-    return sizeof(float) * ((uint64_t)(conv_floats(c) + recurrent_floats(c)) * (uint64_t)c->n_kda_layers +
+    return sizeof(float) * ((uint64_t)kda_floats(c) * (uint64_t)c->n_kda_layers +
                             per_position * (uint64_t)c->n_mla_layers * (uint64_t)len);
 }
 

@@ -26,6 +26,16 @@ void df_escape_controls(char *dst, size_t cap, const char *src) {
     dst[o] = 0;
 }
 
+void df_invariant_broken(const char *file, int line, const char *cond, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "deltafin: invariant broken at %s:%d: %s: ", file, line, cond);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
 int df_fail(const char *fmt, ...) {
     char raw[sizeof err_buf];
     va_list ap;

@@ -8,7 +8,13 @@
  * Library code never ends the process, with one exception, the single abort point: running out
  * of memory in df_malloc and the allocators below prints "deltafin: out of memory allocating N
  * bytes" and exits with status 1. Every size is validated before it is allocated, so this means
- * the machine itself has no memory left, which no caller could handle better. */
+ * the machine itself has no memory left, which no caller could handle better.
+ *
+ * Invariants. What a header promises in prose about the program's own state (the tokens a Session
+ * holds and its State agree; a pass's rows add up) is checked by DF_INVARIANT in the sanitizer
+ * build (compiled with -DDF_CHECK_INVARIANTS, as `make asan` does): a broken one is a bug, not an
+ * input error, so it prints where and what, and aborts, like a sanitizer report. Elsewhere it
+ * compiles to nothing (the condition is not evaluated). */
 #ifndef DF_ERR_H
 #define DF_ERR_H
 
@@ -31,6 +37,14 @@ void df_escape_controls(char *dst, size_t cap, const char *src);
 /* The last message of this thread ("" if none). Valid until the next df_fail on this thread. */
 const char *df_errmsg(void);
 void df_errclear(void);
+
+#ifdef DF_CHECK_INVARIANTS
+#define DF_INVARIANT(cond, ...) ((cond) ? (void)0 : df_invariant_broken(__FILE__, __LINE__, #cond, __VA_ARGS__))
+#else
+#define DF_INVARIANT(cond, ...) ((void)0)
+#endif
+__attribute__((noreturn)) void df_invariant_broken(const char *file, int line, const char *cond, const char *fmt, ...)
+    DF_PRINTF(4, 5);
 
 /* Allocation that cannot fail: out of memory is the abort point above (sizes must be validated
  * before). */

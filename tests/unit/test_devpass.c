@@ -1,9 +1,10 @@
-/* The layer pass (model/devpass.c) on a device whose whole-layer operations (kernels/devops.h)
- * compute on the CPU with the model's own functions, in the model's order: "device memory" is host
- * memory. The pass must then reproduce the CPU path bit for bit, which checks its schedule (every
- * step of every layer, in order, on the right buffers, for one row and for chunks of rows: causal
- * MLA, the KDA convolution and recurrence over the rows, each chunk's experts gathered by expert and
- * scattered back) and its State handling: prefill chunks of several sizes, decode steps and
+/* The layer schedule (model/k3.c) on a stand-in accelerator: a device whose memory is its own (not
+ * the host's: States are copied up and back as to a GPU), which keeps copies of the spine's matrices
+ * under their residency keys, has expert slots and records stretches, and computes with the CPU
+ * device's operations (kernels/cpu/): the pass must then reproduce the CPU device's pass bit for
+ * bit, which checks what the schedule does for an accelerator (every step of every layer, in order,
+ * on the right buffers, for one row and for chunks of rows; each chunk's experts gathered by expert
+ * and scattered back) and its State handling: prefill chunks of several sizes, decode steps and
  * verify passes kept in full, in part and not at all, all on the device; copies, saves and
  * comparisons of States whose latest values live on the device; the verify passes' commits replayed
  * there without copying the State, for the mapped store and a streamed spine with a small,
@@ -22,10 +23,11 @@
 
 #include "check.h"
 #include "kernels/device.h"
+#include "kernels/cpu/cpu_device.h"
 #include "kernels/devops.h"
 #include "model/cache_index.h"
 #include "model/internal.h"
-#include "model/ops.h"
+#include "kernels/vecops.h"
 #include "model_fixture.h"
 
 static long n_ops, n_kept, n_gets; /* what the pass asked of the device */
@@ -125,97 +127,23 @@ static void h_tmul_heads(MatDevice *d, float *Y, const Mat *W, const MatHeads *h
     (void)d, mat_tmul_heads_cpu(NULL, Y, product_weights(W), hd, X, T);
 }
 
+/* The math: the CPU device's operations, on the stand-in's memory (host memory underneath). */
+static MatDevice *cpu_dev;
 static void h_rmsnorm(MatDevice *d, float *out, const float *x, const float *w, int n, int rows, size_t stride, float eps,
                       const float *gate) {
-    (void)d;
-    for (int r = 0; r < rows; r++) {
-        float *o = out + (size_t)r * stride;
-        op_rmsnorm(o, x + (size_t)r * stride, w, n, eps);
-        for (int i = 0; gate && i < n; i++) o[i] *= op_sigmoid(gate[(size_t)r * stride + i]);
-    }
+    (void)d, cpu_dev->ops->rmsnorm(cpu_dev, out, x, w, n, rows, stride, eps, gate);
 }
-
 static void h_attnres(MatDevice *d, float *out, const float *anchors, int n_anchors, size_t anchor_stride, const float *p,
                       const float *q, int dim, int rows, float eps, float *scores) {
-    const float *values[K3_MAX_LAYERS + 2];
-    (void)d, (void)scores;
-    for (int t = 0; t < rows; t++) {
-        for (int a = 0; a < n_anchors; a++) values[a] = anchors + (size_t)a * anchor_stride + (size_t)t * dim;
-        values[n_anchors] = p + (size_t)t * dim;
-        op_attnres(out + (size_t)t * dim, values, n_anchors + 1, q, dim, eps);
-    }
+    (void)d, cpu_dev->ops->attnres(cpu_dev, out, anchors, n_anchors, anchor_stride, p, q, dim, rows, eps, scores);
 }
-
-static void h_add(MatDevice *d, float *dst, const float *src, size_t n) {
-    (void)d;
-    for (size_t i = 0; i < n; i++) dst[i] += src[i];
-}
-static void h_gate(MatDevice *d, float *x, const float *g, size_t n) {
-    (void)d;
-    for (size_t i = 0; i < n; i++) x[i] *= op_sigmoid(g[i]);
-}
+static void h_add(MatDevice *d, float *dst, const float *src, size_t n) { (void)d, cpu_dev->ops->add(cpu_dev, dst, src, n); }
+static void h_gate(MatDevice *d, float *x, const float *g, size_t n) { (void)d, cpu_dev->ops->gate(cpu_dev, x, g, n); }
 static void h_situ(MatDevice *d, float *a, const float *b, size_t n, float beta, float beta_lin) {
-    (void)d;
-    for (size_t i = 0; i < n; i++) a[i] = op_situ(a[i], b[i], beta, beta_lin);
+    (void)d, cpu_dev->ops->situ(cpu_dev, a, b, n, beta, beta_lin);
 }
-
-/* kda.c's short_conv over the rows, then per row its normalisation, gate and delta_step. */
-static void h_kda(MatDevice *dv, const DevKda *a) {
-    const int D = a->head_dim, K = a->kernel, W = a->heads * D;
-    (void)dv;
-    for (int s = 0; s < 3; s++)
-        for (int c = 0; c < W; c++) {
-            float *h = a->conv + ((size_t)s * W + c) * (size_t)(K - 1);
-            const float *wc = a->conv_w[s] + (size_t)c * K;
-            for (int t = 0; t < a->rows; t++) {
-                float cur = a->raw[s][(size_t)t * W + c], acc = 0;
-                for (int j = 0; j < K - 1; j++) acc += wc[j] * h[j];
-                acc += wc[K - 1] * cur;
-                a->qkv[s][(size_t)t * W + c] = op_silu(acc);
-                memmove(h, h + 1, sizeof *h * (size_t)(K - 2));
-                h[K - 2] = cur;
-            }
-        }
-    for (int t = 0; t < a->rows; t++)
-        for (int hd = 0; hd < a->heads; hd++) {
-            const size_t row = (size_t)t * W + (size_t)hd * D;
-            float *q = a->qkv[0] + row, *k = a->qkv[1] + row, *v = a->qkv[2] + row;
-            float *S = a->S + (size_t)hd * D * D, *o = a->o + row, *decay = a->decay + row, pred[1024];
-            op_l2norm_scaled(q, D, 1.0f / sqrtf((float)D));
-            op_l2norm_scaled(k, D, 1.0f);
-            for (int j = 0; j < D; j++) {
-                float rate = a->per_channel ? a->decay_rate[j] : a->decay_rate[hd];
-                decay[j] = expf(a->gate_lower_bound * op_sigmoid(rate * (a->f[row + j] + a->dt_bias[hd * D + j])));
-            }
-            float beta = op_sigmoid(a->beta_raw[(size_t)t * a->heads + hd]);
-            for (int j = 0; j < D; j++) pred[j] = 0;
-            for (int i = 0; i < D; i++)
-                for (int j = 0; j < D; j++) S[i * D + j] *= decay[i], pred[j] += k[i] * S[i * D + j];
-            for (int j = 0; j < D; j++) pred[j] = beta * (v[j] - pred[j]), o[j] = 0;
-            for (int i = 0; i < D; i++)
-                for (int j = 0; j < D; j++) S[i * D + j] += k[i] * pred[j], o[j] += q[i] * S[i * D + j];
-        }
-}
-
-/* mla.c's mla_head_latent for each row, causal. */
-static void h_mla(MatDevice *d, const DevMla *a) {
-    const int R = a->kv_lora, KVW = R + a->qk_rope, QK = a->qk_nope + a->qk_rope, NH = a->heads;
-    (void)d;
-    for (int t = 0; t < a->rows; t++)
-        for (int h = 0; h < NH; h++) {
-            const int n = a->n + t;
-            float *score = a->scores + ((size_t)t * NH + h) * (size_t)(a->n + a->rows - 1);
-            float *lctx = a->lctx + ((size_t)t * NH + h) * R;
-            const float *q = a->qf + ((size_t)t * NH + h) * QK, *qlat = a->qlat + ((size_t)t * NH + h) * R;
-            for (int u = 0; u < n; u++) {
-                const float *lat = a->latent + (size_t)u * KVW;
-                score[u] = (op_dot(qlat, lat, R) + op_dot(q + a->qk_nope, lat + R, a->qk_rope)) * (1.0f / sqrtf((float)QK));
-            }
-            op_softmax(score, n);
-            for (int i = 0; i < R; i++) lctx[i] = 0;
-            for (int u = 0; u < n; u++) op_axpy(lctx, score[u], a->latent + (size_t)u * KVW, R);
-        }
-}
+static void h_kda(MatDevice *d, const DevKda *a) { (void)d, cpu_dev->ops->kda(cpu_dev, a); }
+static void h_mla(MatDevice *d, const DevMla *a) { (void)d, cpu_dev->ops->mla(cpu_dev, a); }
 
 /* Every routing call the device computed, in order (a forward's MoE layers one after the other):
  * call c routed call_rows[c] rows, their ids from routes[call_at[c]]. */
@@ -223,7 +151,7 @@ static int *routes, *call_rows, *call_at, n_calls, cap_calls, n_route_ids, cap_r
 
 static void h_route(MatDevice *d, const float *logits, const float *bias, int ne, int k, int rows, int *ids, float *weights) {
     (void)d;
-    for (int t = 0; t < rows; t++) moe_route(logits + (size_t)t * ne, bias, ne, k, ids + t * k, weights + t * k);
+    cpu_dev->ops->route(cpu_dev, logits, bias, ne, k, rows, ids, weights);
     if (n_calls == cap_calls)
         cap_calls = 2 * cap_calls + 64, call_rows = realloc(call_rows, sizeof(int) * (size_t)cap_calls),
         call_at = realloc(call_at, sizeof(int) * (size_t)cap_calls);
@@ -234,15 +162,14 @@ static void h_route(MatDevice *d, const float *logits, const float *bias, int ne
     n_route_ids += rows * k;
 }
 
-/* Expert w on rows of x into out; h: [2][h_rows][inter], this expert's rows at h_at. */
-static void h_expert(MatDevice *d, const Mat *w1, const Mat *w2, const Mat *w3, const float *x, int rows, float *h, int h_rows,
-                     int h_at, float *out, float beta, float beta_lin) {
-    const int inter = w1->rows;
-    float *h1 = h + (size_t)h_at * inter, *h3 = h + ((size_t)h_rows + h_at) * inter;
-    mat_mul_cpu(NULL, h1, w1, x, rows);
-    mat_mul_cpu(NULL, h3, w3, x, rows);
-    h_situ(d, h1, h3, (size_t)rows * inter, beta, beta_lin);
-    mat_mul_cpu(NULL, out, w2, h1, rows);
+/* Expert w on rows of x into out (h, the device's scratch for it, is not needed: the CPU device's
+ * expert works in its own). */
+static void h_expert(const Mat *w1, const Mat *w2, const Mat *w3, const float *x, int rows, float *out, float beta,
+                     float beta_lin) {
+    const int zero = 0;
+    float *h = malloc(sizeof(float) * 2 * (size_t)rows * (size_t)w1->rows);
+    cpu_dev->ops->experts_rows(cpu_dev, &w1, &w2, &w3, NULL, &zero, &rows, 1, x, h, rows, out, beta, beta_lin, 1);
+    free(h);
 }
 
 /* ---- expert slots ---- */
@@ -332,20 +259,18 @@ static void run_queued(void) {
         const Mat *meant[3] = {&e->w[0], &e->w[1], &e->w[2]};
         HostSlot *hs = read_slot(e->dslot, meant);
         if (!hs) continue;
-        float *h = malloc(sizeof(float) * 2 * (size_t)hs->copy[0].rows);
-        h_expert(NULL, &hs->copy[0], &hs->copy[1], &hs->copy[2], e->z, 1, h, 1, 0, e->out, e->beta, e->beta_lin);
-        free(h);
+        h_expert(&hs->copy[0], &hs->copy[1], &hs->copy[2], e->z, 1, e->out, e->beta, e->beta_lin);
     }
     n_queued = 0;
 }
 
 static void h_experts(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot,
                       const int *dslot, int n, const float *z, float *h, float *out, float beta, float beta_lin, int wait) {
-    (void)wait, not_recordable();
+    (void)d, (void)h, (void)wait, not_recordable();
     for (int i = 0; i < n; i++) {
         float *o = out + (size_t)slot[i] * w1[i]->cols;
         if (!dslot || dslot[i] < 0) { /* copied for this launch: done before it returns */
-            h_expert(d, w1[i], w2[i], w3[i], z, 1, h, n, i, o, beta, beta_lin);
+            h_expert(w1[i], w2[i], w3[i], z, 1, o, beta, beta_lin);
             continue;
         }
         CHECK(n_queued < 2 * K3_MAX_TOP_K);
@@ -358,7 +283,7 @@ static long n_expert_rows_calls; /* launches of experts with equal rows: experts
 static void h_experts_rows(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *dslot,
                            const int *at, const int *rows, int n, const float *X, float *h, int h_rows, float *out, float beta,
                            float beta_lin, int wait) {
-    (void)wait, not_recordable();
+    (void)d, (void)h, (void)wait, not_recordable();
     n_expert_rows_calls++;
     for (int i = 0; i < n; i++) {
         const size_t latent = (size_t)w1[i]->cols;
@@ -366,25 +291,18 @@ static void h_experts_rows(MatDevice *d, const Mat *const *w1, const Mat *const 
         CHECK(at[i] >= 0 && at[i] + rows[i] <= h_rows && (i == 0 || rows[i] >= rows[i - 1]));
         HostSlot *hs = dslot && dslot[i] >= 0 ? read_slot(dslot[i], w) : NULL;
         if (hs) w[0] = &hs->copy[0], w[1] = &hs->copy[1], w[2] = &hs->copy[2];
-        h_expert(d, w[0], w[1], w[2], X + (size_t)at[i] * latent, rows[i], h, h_rows, at[i], out + (size_t)at[i] * latent,
-                 beta, beta_lin);
+        h_expert(w[0], w[1], w[2], X + (size_t)at[i] * latent, rows[i], out + (size_t)at[i] * latent, beta, beta_lin);
     }
 }
 
 static void h_gather(MatDevice *d, float *dst, const float *src, const int *idx, int n, int width) {
-    (void)d;
-    for (int i = 0; i < n; i++) memcpy(dst + (size_t)i * width, src + (size_t)idx[i] * width, sizeof(float) * (size_t)width);
+    (void)d, cpu_dev->ops->gather(cpu_dev, dst, src, idx, n, width);
 }
 
 static void h_combine(MatDevice *d, float *y, const float *eo, const float *w, int k, int n, int rows) {
     (void)d;
     run_queued();
-    for (int t = 0; t < rows; t++) {
-        float *yt = y + (size_t)t * n;
-        for (int j = 0; j < n; j++) yt[j] = 0;
-        for (int i = 0; i < k; i++)
-            for (int j = 0; j < n; j++) yt[j] += w[t * k + i] * eo[((size_t)t * k + i) * n + j];
-    }
+    cpu_dev->ops->combine(cpu_dev, y, eo, w, k, n, rows);
 }
 
 static void h_mark(MatDevice *d, int phase) { (void)d, (void)phase; }
@@ -394,7 +312,7 @@ static void h_close(MatDevice *d) { (void)d, forget_kept(); }
 static const DevOps host_ops = {h_alloc, h_release, h_put, h_copy, h_get, h_keep, h_holds, h_mul, h_mul_heads, h_tmul_heads,
                                 h_rmsnorm, h_attnres, h_add, h_gate, h_situ, h_kda, h_mla, h_route, h_experts,
                                 h_experts_rows, h_gather, h_combine, h_mark, h_phase_times, h_expert_slots, h_slot_fill,
-                                h_fills_wait, h_record};
+                                h_fills_wait, h_record, NULL};
 
 /* The per-product path (prefill, verification, lookahead) reads kept copies too. */
 static void cpu_mul(MatDevice *d, Pool *pool, float *Y, const Mat *W, const float *X, int T) {
@@ -664,7 +582,7 @@ static void run_layout(const Layout *L) {
     n_ops = n_kept = n_gets = n_expert_rows_calls = 0, n_calls = n_route_ids = 0, n_fills = n_stale = 0, slot_room = L->room;
     n_recordings = n_broken = 0;
     CHECK_MSG(engine_open(&e, dir, &L->o) == 0, "%s: %s", L->what, df_errmsg());
-    CHECK_MSG(e.model->dev != NULL, "%s: the layer pass was not set up", L->what);
+    CHECK_MSG(model_spine_held(e.model) >= 0, "%s: the stand-in device does not run the layers", L->what);
     float *got = calloc((size_t)MAX_ROWS * (size_t)e.cat.cfg.vocab, sizeof(float));
     int equal = 0, moved = 1;
     CHECK_MSG(script(&e, L->chunk, got, &equal, &moved) == rows, "%s: %s", L->what, df_errmsg());
@@ -692,7 +610,8 @@ static void run_layout(const Layout *L) {
 }
 
 /* A streaming store (streamed spine layers), with fewest: its expert cache at its fewest slots
- * (twice top-k, the memory plan's minimum), so that its slots are refilled all the time. */
+ * (twice top-k, the memory plan's minimum), so that its slots are refilled all the time. The plan is
+ * the one made beside the stand-in device (the layers' scratch is then not host memory). */
 static EngineOptions streamed(int fewest) {
     EngineOptions o = fixture_options();
     o.store.kind = STORE_STREAM;
@@ -701,10 +620,13 @@ static EngineOptions streamed(int fewest) {
     o.store.ram_bytes = 300000000;
     if (!fewest) return o;
     Engine e;
+    install();
     CHECK_MSG(engine_open(&e, dir, &o) == 0, "%s", df_errmsg());
     const StreamPlan *p = &e.stream.plan;
     o.store.ram_bytes = p->fixed + p->globals + p->pinned_bytes + 2 * p->stream_buf + 2 * (uint64_t)e.cat.cfg.top_k * p->slot_bytes;
     engine_close(&e);
+    device_close();
+    free_slots();
     return o;
 }
 
@@ -743,7 +665,7 @@ static void test_layer_pass_is_the_cpu_pass(void) {
     Engine e;
     install();
     CHECK(engine_open(&e, dir, &o) == 0);
-    CHECK_MSG(e.model->dev == NULL, "K3_DEV_PASS=products set up the layer pass");
+    CHECK_MSG(model_spine_held(e.model) < 0, "K3_DEV_PASS=products gave the stand-in device the layers");
     engine_close(&e);
     device_close();
 }
@@ -767,7 +689,7 @@ static void test_device_keeps_the_streamed_spine(void) {
             e = &opened;
             CHECK_MSG(e->spine_on_device && e->stream.plan.pinned == 0, "spine on the device %d, %d layers pinned",
                       e->spine_on_device, e->stream.plan.pinned);
-            CHECK(devpass_spine_held(e->model) == e->cat.cfg.n_layers);
+            CHECK(model_spine_held(e->model) == e->cat.cfg.n_layers);
         }
         float *out = pass ? got : want;
         /* each streamed layer was read once, and none is read ahead for a pass that will not want it */
@@ -873,9 +795,11 @@ static void test_batches_run_on_the_device(void) {
 
 int main(void) {
     if (fixture_open(&base, dir, 5)) return 1;
+    cpu_dev = cpu_device_create(base.pool, CPU_PRODUCTS_CPU);
     RUN(test_layer_pass_is_the_cpu_pass);
     RUN(test_device_keeps_the_streamed_spine);
     RUN(test_batches_run_on_the_device);
+    cpu_device_destroy(cpu_dev);
     fixture_close(&base, dir);
     free(routes), free(call_rows), free(call_at);
     return check_summary();

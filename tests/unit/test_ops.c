@@ -4,7 +4,7 @@
 
 #include "check.h"
 #include "model/internal.h"
-#include "model/ops.h"
+#include "kernels/vecops.h"
 
 static void situ_of_zero_gate_is_zero(void) {
     for (float b = -50; b <= 50; b += 7.5f) CHECK(op_situ(0.0f, b, 4.0f, 25.0f) == 0.0f);
@@ -43,7 +43,7 @@ static void router_uses_bias_for_selection_only(void) {
     float bias[6] = {0, 0.5f, 0, 0, 0.9f, 0};
     int ids[2];
     float w[2];
-    moe_route(logits, bias, 6, 2, ids, w);
+    op_route(logits, bias, 6, 2, ids, w);
     /* choice = sigmoid + bias: e4 = 0.269+0.9 = 1.169, e1 = 0.731+0.5 = 1.231, e3 = 0.953 */
     CHECK(ids[0] == 1 && ids[1] == 4);
     double s1 = 1 / (1 + exp(-1.0)), s4 = 1 / (1 + exp(1.0));
@@ -56,7 +56,7 @@ static void router_ties_go_to_the_lowest_index(void) {
     float logits[8] = {0.3f, 0.7f, 0.7f, 0.1f, 0.7f, 0.7f, 0.2f, 0.0f}, bias[8] = {0};
     int ids[3];
     float w[3];
-    moe_route(logits, bias, 8, 3, ids, w);
+    op_route(logits, bias, 8, 3, ids, w);
     CHECK(ids[0] == 1 && ids[1] == 2 && ids[2] == 4);
 }
 

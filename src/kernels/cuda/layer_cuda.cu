@@ -267,7 +267,7 @@ __global__ void mla_context_kernel(DevMla a) {
 /* Whether (v, e) comes before (bv, be): larger first, lower index on ties. */
 __device__ __forceinline__ bool before(float v, int e, float bv, int be) { return v > bv || (v == bv && e < be); }
 
-/* moe_route for row blockIdx.x, in one block: k rounds of a block-wide choice of the best remaining
+/* op_route (kernels/vecops.h) for row blockIdx.x, in one block: k rounds of a block-wide choice of the best remaining
  * expert (chosen ones become NaN, which nothing prefers), then the weights in routing order. */
 __global__ void route_kernel(const float *logits, const float *bias, int ne, int k, int *ids, float *weights) {
     extern __shared__ float choice[];
@@ -644,6 +644,6 @@ void run_recording(CudaDevice *d) {
 const DevOps layer_ops = {op_alloc, op_release, op_put, op_copy, op_get, op_keep, op_holds, op_mul, op_mul_heads, op_tmul_heads,
                           op_rmsnorm, op_attnres, op_add, op_gate, op_situ, op_kda, op_mla, op_route, op_experts,
                           op_experts_rows, op_gather, op_combine, op_mark, op_phase_times, op_expert_slots, op_slot_fill,
-                          op_fills_wait, op_record};
+                          op_fills_wait, op_record, nullptr};
 
 } // namespace dfcuda

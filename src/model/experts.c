@@ -1,14 +1,16 @@
-/* devexperts.c - a layer's routed experts in the layer pass: acquired from the expert source in its
- * batches, each distinct expert once for all the rows of the pass that chose it; the hits of the
- * GPU's expert cache (model/devcache.h) run from their slots, the misses are copied into it on the
- * device's copy stream or computed by the CPU threads from host memory meanwhile (HostExperts: as
- * told, or split by the measured seconds per expert of each way); a chunk's rows are gathered by
- * expert on the device, each expert runs as one product of that many rows, and the outputs are
- * gathered back into each row's slot. */
+/* experts.c - a layer's routed experts: acquired from the expert source in its batches, each
+ * distinct expert once for all the rows of the pass that chose it, and run by the device. A decode
+ * step's experts each write their row's slot of eo; a chunk's rows are gathered by expert, each
+ * expert runs as one product of that many rows, and the outputs are gathered back into each row's
+ * slot.
+ *
+ * On an accelerator the hits of its expert cache (model/devcache.h) run from their slots, and the
+ * misses are copied into it on the device's copy stream or computed by the CPU threads from host
+ * memory meanwhile (HostExperts: as told, or split by the measured seconds per expert of each
+ * way). The CPU device has no cache: every expert runs from where the store put it. */
 #include <string.h>
 
-#include "model/devpass_int.h"
-#include "model/ops.h"
+#include "model/internal.h"
 #include "util/clock.h"
 #include "util/err.h"
 
@@ -33,16 +35,16 @@ static void note_cost(DevModel *g, int cpu, double secs, int n) {
     g->samples[cpu] += n;
 }
 
-/* One expert on the CPU threads (their kernels, not the device's) on `rows` rows of its input on the
- * host (x), its outputs sent to out on the device. */
+/* One expert on the CPU threads (the helper CPU device: the CPU kernels, not the accelerator's) on
+ * `rows` rows of its input on the host (x), its outputs sent to out on the accelerator. */
 static void cpu_expert(Model *m, const ExpertMats *w, const float *x, int rows, float *out) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
     Scratch *s = &m->s;
-    mat_mul_cpu(m->pool, s->ex_h1, &w->w1, x, rows);
-    mat_mul_cpu(m->pool, s->ex_h3, &w->w3, x, rows);
-    model_situ(m, s->ex_h1, s->ex_h3, (size_t)rows * c->moe_inter);
-    mat_mul_cpu(m->pool, s->ex_out, &w->w2, s->ex_h1, rows);
+    const Mat *w1 = &w->w1, *w2 = &w->w2, *w3 = &w->w3;
+    const int at = 0;
+    m->helper->ops->experts_rows(m->helper, &w1, &w2, &w3, NULL, &at, &rows, 1, x, s->ex_h, rows, s->ex_out, c->situ_beta,
+                                 c->situ_linear_beta, 1);
     g->ops->put(g->dev, out, s->ex_out, sizeof(float) * (size_t)rows * c->latent);
 }
 
@@ -103,7 +105,7 @@ static int ways_done(Model *m, const int *ids, int n, double t0, int n_copy, int
     }
     for (int i = 0; g->n_slots && i < n; i++) devcache_use(&g->cache, ids[i]);
     if (fills && !m->experts->in_place && g->ops->fills_wait(g->dev)) return -1;
-    m->stats.experts_cpu += (uint64_t)n_cpu, m->stats.experts_copied += (uint64_t)n_copy;
+    if (!g->host) m->stats.experts_cpu += (uint64_t)n_cpu, m->stats.experts_copied += (uint64_t)n_copy;
     return 0;
 }
 
@@ -203,9 +205,22 @@ static int run_batch_rows(Model *m, const ExpertMats *mats, const int *ids, int 
     return ways_done(m, ids, n, t0, n_copy, n_cpu, fills, 0); /* (the seconds per expert are a decode step's) */
 }
 
+int moe_distinct_experts(const Model *m, int T, int *ids) {
+    const K3Config *c = &m->cfg;
+    int n = 0;
+    for (int i = 0; i < T * c->top_k; i++) {
+        int e = m->s.sel[i], at = n;
+        while (at > 0 && ids[at - 1] > e) at--;
+        if (at > 0 && ids[at - 1] == e) continue;
+        memmove(ids + at + 1, ids + at, sizeof *ids * (size_t)(n - at));
+        ids[at] = e, n++;
+    }
+    return n;
+}
+
 /* The T rows' experts, acquired from the source in its batches, each distinct expert once: for one
  * row, expert i of the selection writes slot i of eo; for a chunk, the gathered rows (above). */
-int devpass_routed(Model *m, int layer, int T, int hybrid) {
+int routed_experts(Model *m, int layer, int T, int hybrid) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
     ExpertSource *src = m->experts;
@@ -225,7 +240,9 @@ int devpass_routed(Model *m, int layer, int T, int hybrid) {
         int count = n - at < batch ? n - at : batch;
         int ready = src->ready_first ? src->ready_first(src, layer, ids + at, n - at) : 1;
         double t0 = df_now();
+        if (g->host) g->ops->mark(g->dev, DEV_PHASE_IDLE); /* (the CPU waits: it computes nothing meanwhile) */
         if (src->acquire(src, layer, ids + at, count, mats)) return -1;
+        if (g->host) g->ops->mark(g->dev, DEV_PHASE_EXPERTS);
         double wait = df_now() - t0;
         m->stats.expert_wait_s += wait;
         if (!ready && !waited) m->stats.first_wait_s += wait, waited = 1;

@@ -1,7 +1,8 @@
-/* ops.h - the model's small vector operations (docs/MODEL.md 4.0), in fp32 with a fixed
- * evaluation order. They act on one row (one position) at a time. */
-#ifndef DF_OPS_H
-#define DF_OPS_H
+/* vecops.h - the model's small vector operations (docs/MODEL.md 4.0), in fp32 with a fixed
+ * evaluation order: what the CPU device (kernels/cpu/) computes besides the matrix products. They act
+ * on one row (one position) at a time. */
+#ifndef DF_VECOPS_H
+#define DF_VECOPS_H
 
 /* out = w * (x / sqrt(mean(x^2) + eps)); w may be NULL (weightless). out may alias x. */
 void op_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
@@ -21,6 +22,10 @@ static inline void op_axpy(float *y, float a, const float *x, int n);
 void op_softmax(float *x, int n);
 /* Index of the largest value; the lowest index wins ties. */
 int op_argmax(const float *x, int n);
+/* MoE routing of one row (docs/MODEL.md 4.6): the top k of n_experts by sigmoid(logit) + bias,
+ * largest first, lowest index on ties, into ids; their weights the unbiased sigmoids renormalised
+ * over their sum. */
+void op_route(const float *logits, const float *bias, int n_experts, int k, int *ids, float *weights);
 
 #include <math.h>
 

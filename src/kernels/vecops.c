@@ -1,4 +1,4 @@
-#include "model/ops.h"
+#include "kernels/vecops.h"
 
 #include <math.h>
 
@@ -60,4 +60,24 @@ void op_attnres(float *out, const float *const *values, int n, const float *w, i
         for (int i = 0; i < n; i++) acc += score[i] * values[i][d];
         out[d] = acc;
     }
+}
+
+void op_route(const float *logits, const float *bias, int n_experts, int k, int *ids, float *weights) {
+    /* selection by score + bias, largest first, lowest index on ties; k is small, so insertion */
+    float best[K3_MAX_TOP_K];
+    int n = 0;
+    for (int e = 0; e < n_experts; e++) {
+        float choice = op_sigmoid(logits[e]) + bias[e];
+        if (n == k && !(choice > best[k - 1])) continue;
+        int at = n < k ? n++ : k - 1;
+        while (at > 0 && choice > best[at - 1]) {
+            best[at] = best[at - 1], ids[at] = ids[at - 1];
+            at--;
+        }
+        best[at] = choice, ids[at] = e;
+    }
+    double sum = 0;
+    for (int i = 0; i < k; i++) sum += (weights[i] = op_sigmoid(logits[ids[i]]));
+    float denom = (float)sum + 1e-20f;
+    for (int i = 0; i < k; i++) weights[i] /= denom;
 }

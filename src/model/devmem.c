@@ -1,15 +1,18 @@
-/* devmodel.c - the layer pass's device memory: the Model's (its scratch of MODEL_MAX_CHUNK rows of
+/* devmem.c - the model's memory on its device: the Model's (its scratch of MODEL_MAX_CHUNK rows of
  * every activation, a device copy of its small vectors, the spine's matrices kept under their
- * residency keys, the expert cache's slots), made once by model_use_device and given back by
- * model_release_device; and each State's device copy (DevState: its KDA windows and matrices, its
- * MLA latent cache, a verify pass's replay records), made at its first device pass, brought back
- * whenever the host reads the State (state_to_host) and sent up again after the host wrote it
+ * residency keys, the expert cache's slots), made by devmem_open for the CPU device at model_create
+ * and for an accelerator by model_use_device; and each State's device copy (DevState: its KDA
+ * windows and matrices, its MLA cache, a verify pass's replay records), made at its first pass. On
+ * the CPU device a State's copy is its own arrays; an accelerator's copy is brought back whenever
+ * the host reads the State (state_to_host) and sent up again after the host wrote it
  * (state_host_changed). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/devpass_int.h"
+#include "kernels/cpu/cpu_device.h"
+#include "model/internal.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 /* Carving one allocation into buffers: a first pass (base NULL) counts, a second assigns. Each
@@ -26,8 +29,9 @@ static float *carve(Carve *cv, size_t floats) {
 }
 
 /* The scratch for chunks of MODEL_MAX_CHUNK rows; the MLA scores hold one row's heads over the whole
- * context (a chunk's rows take turns when they do not fit together). */
-static void carve_scratch(DevModel *g, const K3Config *c, int max_context, Carve *cv) {
+ * context (a chunk's rows take turns when they do not fit together); the expanded MLA cache's
+ * expansion of the rows' latents (kvf) only for that layout. */
+static void carve_scratch(DevModel *g, const K3Config *c, MlaCacheMode mla, int max_context, Carve *cv) {
     const size_t H = (size_t)c->hidden, W = (size_t)config_kda_width(c), NH = (size_t)c->mla_heads;
     const size_t ffn = c->dense_inter > c->shared_inter ? (size_t)c->dense_inter : (size_t)c->shared_inter;
     const size_t R = MODEL_MAX_CHUNK, RK = R * (size_t)c->top_k;
@@ -42,6 +46,7 @@ static void carve_scratch(DevModel *g, const K3Config *c, int max_context, Carve
     g->qf = carve(cv, R * NH * (size_t)config_mla_qk_dim(c)), g->ckv = carve(cv, R * latent_width(c));
     g->qlat = carve(cv, R * NH * c->kv_lora), g->lctx = carve(cv, R * NH * c->kv_lora), g->att = carve(cv, R * NH * c->v_head);
     g->scores = carve(cv, NH * (size_t)max_context);
+    g->kvf = mla == MLA_CACHE_EXPANDED ? carve(cv, R * NH * (size_t)(c->qk_nope + c->v_head)) : NULL;
     g->h1 = carve(cv, R * ffn), g->h3 = carve(cv, R * ffn), g->router = carve(cv, R * c->n_experts);
     g->z = carve(cv, R * c->latent), g->y = carve(cv, R * c->latent);
     g->eo = carve(cv, RK * c->latent), g->eh = carve(cv, 2 * RK * c->moe_inter);
@@ -93,6 +98,31 @@ static void carve_vectors(Model *m, DevModel *g, Carve *cv, int put) {
     }
 }
 
+/* ---- the spine layers a pass reads, and recordings ---- */
+
+/* With a streamed spine, layer l's bytes may sit in a different buffer, or be other bytes, on
+ * every pass: its Mats (and their residency keys) are asked for again. */
+int model_acquire_layer(Model *m, int l) {
+    if (!m->spine->acquire_layer) return 0;
+    double t0 = df_now();
+    int moved = m->spine->acquire_layer(m->spine, l);
+    m->stats.spine_wait_s += df_now() - t0;
+    if (moved < 0) return -1;
+    if (moved && weights_bind_layer_mats(&m->w, m->cat, l, m->spine)) {
+        m->spine->release_layer(m->spine, l);
+        return -1;
+    }
+    return 0;
+}
+
+/* Records what is queued from here to the next wait, when the pass may be recorded. */
+void record_stretch(Model *m) {
+    DevModel *g = m->dev;
+    if (!g->recordable) return;
+    if (g->dev->graphs) g->ops->mark(g->dev, DEV_PHASE_IDLE);
+    m->stats.dev_graphs += (uint64_t)g->ops->record(g->dev, g->n_recorded++);
+}
+
 /* ---- weights made resident ---- */
 
 /* The layer's matrices (attention, then the FFN's); returns how many (at most 16). */
@@ -121,7 +151,7 @@ static int keep_layer_mats(DevModel *g, const LayerWeights *L) {
     return kept;
 }
 
-int devpass_holds_layer(const DevModel *g, const LayerWeights *L) {
+static int holds_layer(const DevModel *g, const LayerWeights *L) {
     const Mat *mats[16];
     int n = layer_mats(L, mats);
     for (int i = 0; i < n; i++)
@@ -192,19 +222,25 @@ static int make_cache(Model *m, DevModel *g, CachePolicy policy) {
 
 /* ---- the model's device resources ---- */
 
+uint64_t devmem_scratch_bytes(const K3Config *c, MlaCacheMode mla, int max_context) {
+    DevModel g;
+    Carve cv = {NULL, 0};
+    carve_scratch(&g, c, mla, max_context, &cv);
+    return cv.used;
+}
+
 static int dims_supported(const K3Config *c) {
     return c->n_experts <= 8192 && c->top_k <= K3_MAX_TOP_K && c->kda_head_dim <= 1024;
 }
 
-int model_use_device(Model *m, HostExperts way, CachePolicy policy) {
-    MatDevice *dev = device_current();
-    if (m->dev || !dev || !dev->ops || !dims_supported(&m->cfg)) return 0;
+int devmem_open(Model *m, MatDevice *dev, HostExperts way, CachePolicy policy) {
+    devmem_close(m);
     DevModel *g = df_calloc(1, sizeof *g);
-    g->dev = dev, g->ops = dev->ops, g->way = way;
+    g->dev = dev, g->ops = dev->ops, g->host = dev->host_memory, g->way = way;
     g->layers = df_calloc((size_t)m->cfg.n_layers, sizeof *g->layers);
     g->route_host = df_malloc(2 * sizeof(float) * MODEL_MAX_CHUNK * (size_t)m->cfg.top_k);
     Carve cv = {NULL, 0};
-    carve_scratch(g, &m->cfg, m->max_context, &cv);
+    carve_scratch(g, &m->cfg, m->mla_cache, m->max_context, &cv);
     g->scratch_bytes = cv.used;
     g->scratch = g->ops->alloc(dev, cv.used);
     Carve vv = {NULL, 0};
@@ -212,22 +248,18 @@ int model_use_device(Model *m, HostExperts way, CachePolicy policy) {
     g->vec_bytes = vv.used;
     g->vecs = g->scratch ? g->ops->alloc(dev, vv.used) : NULL;
     m->dev = g;
-    if (!g->vecs) return model_release_device(m), -1;
+    if (!g->vecs) return devmem_close(m), -1;
     cv = (Carve){g->scratch, 0}, vv = (Carve){g->vecs, 0};
-    carve_scratch(g, &m->cfg, m->max_context, &cv);
+    carve_scratch(g, &m->cfg, m->mla_cache, m->max_context, &cv);
     carve_vectors(m, g, &vv, 1);
-    if (keep_spine(m, g)) return model_release_device(m), -1;
+    if (g->host) return 0; /* the CPU reads every weight where its store put it: nothing to keep */
+    if (keep_spine(m, g)) return devmem_close(m), -1;
     g->whole_spine = g->ops->keep(dev, &m->w.lm_head) && g->layers_held == m->cfg.n_layers;
-    if (make_cache(m, g, policy) || g->ops->get(dev, NULL, NULL, 0)) return model_release_device(m), -1;
+    if (make_cache(m, g, policy) || g->ops->get(dev, NULL, NULL, 0)) return devmem_close(m), -1;
     return 0;
 }
 
-int model_device_slots(const Model *m, int *holds_all) {
-    *holds_all = m->dev && m->dev->n_slots && m->dev->all_kept;
-    return m->dev ? m->dev->n_slots : -1;
-}
-
-void model_release_device(Model *m) {
+void devmem_close(Model *m) {
     DevModel *g = m->dev;
     if (!g) return;
     if (g->n_slots) g->ops->expert_slots(g->dev, 0, 0), devcache_free(&g->cache);
@@ -239,29 +271,55 @@ void model_release_device(Model *m) {
     m->dev = NULL;
 }
 
-int devpass_takes(const Model *m, int n_seqs, int T) {
-    return m->dev && n_seqs >= 1 && T >= 1 && T <= MODEL_MAX_CHUNK && m->mla_cache == MLA_CACHE_LATENT;
+int model_use_device(Model *m, HostExperts way, CachePolicy policy) {
+    MatDevice *dev = device_current();
+    if (!dev || !dev->ops || !m->dev->host || !dims_supported(&m->cfg)) return 0;
+    if (m->mla_cache == MLA_CACHE_EXPANDED && !dev->ops->mla_expanded) return 0; /* (its products still run there) */
+    if (!m->helper) m->helper = cpu_device_create(m->pool, CPU_PRODUCTS_CPU);
+    if (devmem_open(m, dev, way, policy) == 0) return 0;
+    devmem_open(m, m->cpu, HOST_EXPERTS_COPY, policy); /* (cannot fail: host memory) */
+    return -1;
 }
 
-int devpass_holds(const Model *m, const Mat *W) { return m->dev && m->dev->ops->holds(m->dev->dev, W); }
+void model_release_device(Model *m) {
+    if (!m->dev || m->dev->host) return;
+    devmem_open(m, m->cpu, HOST_EXPERTS_COPY, POLICY_CRF);
+}
 
-int devpass_spine_held(const Model *m) { return m->dev ? m->dev->layers_held : -1; }
+int model_device_slots(const Model *m, int *holds_all) {
+    *holds_all = !m->dev->host && m->dev->n_slots && m->dev->all_kept;
+    return m->dev->host ? -1 : m->dev->n_slots;
+}
 
-int devpass_layer_held(const Model *m, int l) { return m->dev && devpass_holds_layer(m->dev, &m->w.layers[l]); }
+int devmem_holds(const Model *m, const Mat *W) { return m->dev->ops->holds(m->dev->dev, W); }
+
+int model_spine_held(const Model *m) { return m->dev->host ? -1 : m->dev->layers_held; }
+
+int devmem_layer_held(const Model *m, int l) { return !m->dev->host && holds_layer(m->dev, &m->w.layers[l]); }
 
 /* ---- a State's device copy ---- */
 
-void devpass_state_free(State *s) {
+/* The per-layer arrays of a DevState, in the order devmem_state_free releases them. */
+static float ***state_arrays(DevState *ds, int i) {
+    float ***arr[5] = {&ds->kda, &ds->latent, &ds->keys, &ds->values, &ds->rec};
+    return arr[i];
+}
+
+void devmem_state_free(State *s) {
     DevState *ds = s->dev;
     const Model *m = s->model;
     if (!ds) return;
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        if (!m->dev) break; /* (the device was given back first: its memory went with it) */
-        m->dev->ops->release(m->dev->dev, ds->kda[l], kda_floats(&m->cfg) * sizeof(float));
-        m->dev->ops->release(m->dev->dev, ds->latent[l], latent_width(&m->cfg) * (size_t)ds->cap * sizeof(float));
-        m->dev->ops->release(m->dev->dev, ds->rec[l], record_floats(&m->cfg) * sizeof(float));
+    const K3Config *c = &m->cfg;
+    for (int l = 0; ds->on == m->dev->dev && l < c->n_layers; l++) { /* (else its memory went with its device) */
+        const DevModel *g = m->dev;
+        if (!g->host) {
+            g->ops->release(g->dev, ds->kda[l], kda_floats(c) * sizeof(float));
+            g->ops->release(g->dev, ds->latent[l], latent_width(c) * (size_t)ds->cap * sizeof(float));
+        }
+        g->ops->release(g->dev, ds->rec[l], record_floats(c) * sizeof(float));
     }
-    free(ds->kda), free(ds->latent), free(ds->rec), free(ds);
+    for (int i = 0; i < 5; i++) free(*state_arrays(ds, i));
+    free(ds);
     s->dev = NULL;
 }
 
@@ -271,19 +329,16 @@ int state_to_host(State *s) {
     const Model *m = s->model;
     if (!s->dev_newer) return 0;
     const DevModel *g = m->dev;
-    if (!g) { /* the device was given back with the State's newest copy on it */
+    const K3Config *c = &m->cfg;
+    if (s->dev->on != g->dev) { /* the device was given back with the State's newest copy on it */
         s->dev_newer = 0, s->dev_stale = 1;
         return df_fail("the decode state was on the GPU, which is closed");
     }
-    const K3Config *c = &m->cfg;
     for (int l = 0; l < c->n_layers; l++) {
         LayerState *L = &s->layers[l];
         int rc = 0;
-        if (c->layer_kind[l] == LAYER_KDA) {
-            rc |= g->ops->get(g->dev, L->conv, s->dev->kda[l], conv_floats(c) * sizeof(float));
-            rc |= g->ops->get(g->dev, L->S, s->dev->kda[l] + conv_floats(c), (kda_floats(c) - conv_floats(c)) * sizeof(float));
-        } else
-            rc |= g->ops->get(g->dev, L->latent, s->dev->latent[l], latent_width(c) * (size_t)s->len * sizeof(float));
+        if (c->layer_kind[l] == LAYER_KDA) rc = g->ops->get(g->dev, L->kda, s->dev->kda[l], kda_floats(c) * sizeof(float));
+        else rc = g->ops->get(g->dev, L->latent, s->dev->latent[l], latent_width(c) * (size_t)s->len * sizeof(float));
         if (rc) return -1;
     }
     s->dev_newer = 0;
@@ -291,53 +346,79 @@ int state_to_host(State *s) {
     return 0;
 }
 
-int devpass_state_up(Model *m, State *s, int T) {
+/* The CPU device's copy of a State is its arrays (which state_reserve may have moved). */
+static void point_at_arrays(State *s) {
+    const K3Config *c = &s->model->cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerState *L = &s->layers[l];
+        s->dev->kda[l] = L->kda, s->dev->latent[l] = L->latent, s->dev->keys[l] = L->keys, s->dev->values[l] = L->values;
+    }
+    s->dev->cap = s->cap, s->dev_stale = 0;
+}
+
+/* An accelerator's copy able to hold T more positions: its MLA caches grown alike when the host's
+ * grew (state_reserve), keeping their rows. */
+static int grow_copy(Model *m, State *s, int T) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
     const size_t KVW = latent_width(c);
-    if (!s->dev) {
-        s->dev = df_calloc(1, sizeof *s->dev);
-        s->dev->kda = df_calloc((size_t)c->n_layers, sizeof(float *));
-        s->dev->latent = df_calloc((size_t)c->n_layers, sizeof(float *));
-        s->dev->rec = df_calloc((size_t)c->n_layers, sizeof(float *));
-        for (int l = 0; l < c->n_layers; l++)
-            if (c->layer_kind[l] == LAYER_KDA && !(s->dev->kda[l] = g->ops->alloc(g->dev, kda_floats(c) * sizeof(float))))
-                return -1;
-        s->dev_stale = 1;
-    }
     DevState *ds = s->dev;
-    if (ds->cap < s->len + T) { /* the host cache grew (state_reserve): grow alike, keeping the rows */
-        for (int l = 0; l < c->n_layers; l++) {
-            if (c->layer_kind[l] != LAYER_MLA) continue;
-            float *grown = g->ops->alloc(g->dev, KVW * (size_t)s->cap * sizeof(float));
-            if (!grown) return -1;
-            if (ds->latent[l] && !s->dev_stale) g->ops->copy(g->dev, grown, ds->latent[l], KVW * (size_t)s->len * sizeof(float));
-            g->ops->release(g->dev, ds->latent[l], KVW * (size_t)ds->cap * sizeof(float));
-            ds->latent[l] = grown;
-        }
-        ds->cap = s->cap;
-    }
-    if (!s->dev_stale) return 0;
+    if (ds->cap >= s->len + T) return 0;
     for (int l = 0; l < c->n_layers; l++) {
-        const LayerState *L = &s->layers[l];
-        if (c->layer_kind[l] == LAYER_KDA) {
-            g->ops->put(g->dev, ds->kda[l], L->conv, conv_floats(c) * sizeof(float));
-            g->ops->put(g->dev, ds->kda[l] + conv_floats(c), L->S, (kda_floats(c) - conv_floats(c)) * sizeof(float));
-        } else if (s->len)
-            g->ops->put(g->dev, ds->latent[l], L->latent, KVW * (size_t)s->len * sizeof(float));
+        if (c->layer_kind[l] != LAYER_MLA) continue;
+        float *grown = g->ops->alloc(g->dev, KVW * (size_t)s->cap * sizeof(float));
+        if (!grown) return -1;
+        if (ds->latent[l] && !s->dev_stale) g->ops->copy(g->dev, grown, ds->latent[l], KVW * (size_t)s->len * sizeof(float));
+        g->ops->release(g->dev, ds->latent[l], KVW * (size_t)ds->cap * sizeof(float));
+        ds->latent[l] = grown;
     }
-    s->dev_stale = 0;
-    m->stats.state_syncs++;
+    ds->cap = s->cap;
     return 0;
 }
 
-int devpass_records(Model *m, State *s) {
+/* An accelerator's copy made current from the host's arrays. */
+static void send_up(Model *m, State *s) {
+    DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
-    if (!s->dev) return 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerState *L = &s->layers[l];
+        if (c->layer_kind[l] == LAYER_KDA) g->ops->put(g->dev, s->dev->kda[l], L->kda, kda_floats(c) * sizeof(float));
+        else if (s->len)
+            g->ops->put(g->dev, s->dev->latent[l], L->latent, latent_width(c) * (size_t)s->len * sizeof(float));
+    }
+    s->dev_stale = 0;
+    m->stats.state_syncs++;
+}
+
+int devmem_state_up(Model *m, State *s, int T) {
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    if (s->dev && s->dev->on != g->dev) { /* made on a device the model no longer uses */
+        if (s->dev_newer) return state_to_host(s); /* (fails: its newest copy went with that device) */
+        devmem_state_free(s);
+    }
+    if (!s->dev) {
+        DevState *ds = s->dev = df_calloc(1, sizeof *s->dev);
+        ds->on = g->dev;
+        for (int i = 0; i < 5; i++) *state_arrays(ds, i) = df_calloc((size_t)c->n_layers, sizeof(float *));
+        for (int l = 0; !g->host && l < c->n_layers; l++)
+            if (c->layer_kind[l] == LAYER_KDA && !(ds->kda[l] = g->ops->alloc(g->dev, kda_floats(c) * sizeof(float))))
+                return -1;
+        s->dev_stale = 1;
+    }
+    if (g->host) point_at_arrays(s);
+    else if (grow_copy(m, s, T)) return -1;
+    else if (s->dev_stale) send_up(m, s);
+    DF_INVARIANT(s->dev->cap >= s->len + T && s->cap >= s->len + T && !s->dev_stale,
+                 "a State's device copy holds %d positions (the host's %d) for %d + %d", s->dev->cap, s->cap, s->len, T);
+    return 0;
+}
+
+int devmem_records(Model *m, State *s) {
+    const K3Config *c = &m->cfg;
     for (int l = 0; l < c->n_layers; l++)
         if (c->layer_kind[l] == LAYER_KDA && !s->dev->rec[l] &&
             !(s->dev->rec[l] = m->dev->ops->alloc(m->dev->dev, record_floats(c) * sizeof(float))))
-            return 0;
+            return df_fail("no room on the device for a verify pass's replay records (layer %d)", l), 0;
     return 1;
 }
-
