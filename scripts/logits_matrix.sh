@@ -9,7 +9,7 @@
 #
 # MODELS_DIR (default: OUTDIR/../models) caches the synth models between runs. The cases: the
 # bundled k3-mini and synth tiny, small and big (0.1 GB, streamed under a small budget) models;
-# chunk sizes 1, 7 and 64; 1 and 2 threads; the latent and the expanded MLA cache; a mapped and a
+# chunk sizes 1, 7, 64 and the default; 1 and 2 threads; the latent and the expanded MLA cache; a mapped and a
 # streamed store; and generated text (speculation on and off, a batch of sequences is covered by
 # the unit tests).
 set -euo pipefail
@@ -52,6 +52,7 @@ for m in k3mini tiny small big; do
             run_case "$m-c$chunk-t$t" "$dir" K3_THREADS=$t -- --chunk $chunk
         done
     done
+    run_case "$m-default" "$dir" -- # the default chunking (the prefill window, where there is one)
     run_case "$m-expanded-c7" "$dir" K3_MLA_CACHE=expanded -- --chunk 7
     run_case "$m-stream-c7" "$dir" K3_STORE=stream K3_CONTEXT=1024 K3_RAM_GB=0.3 -- --chunk 7
 done

@@ -75,7 +75,7 @@ static void free_base(BenchArgs *a) {
 
 static void parse_args(Settings *set, int argc, char **argv, BenchArgs *a) {
     memset(a, 0, sizeof *a);
-    a->max_new = 16, a->runs = 3, a->chunk = 64;
+    a->max_new = 16, a->runs = 3, a->chunk = 0;
     const CliOpt opts[] = {
         CLI_STR("prompt", 'p', &a->text, "TEXT", "the prompt as text"),
         CLI_STR("tokens", 0, &a->tokens, "IDS", "the prompt as token ids, space-separated"),
@@ -86,7 +86,7 @@ static void parse_args(Settings *set, int argc, char **argv, BenchArgs *a) {
         CLI_FLAG("warmup", 0, &a->warmup, "one unmeasured round first"),
         CLI_LIST("config", 0, &a->configs, "NAME=VALUE[,...]",
          "K3_*/DELTAFIN_* settings of one configuration; the first is the baseline"),
-        CLI_INT("chunk", 0, &a->chunk, "N", "prompt positions per pass (default 64)", 1, 64),
+        CLI_INT("chunk", 0, &a->chunk, "N", "prompt positions per pass (default 0: the prefill window)", 0, MODEL_MAX_WINDOW),
         CLI_STR("json", 0, &a->json, "FILE", "also write the results as JSON to FILE"),
     };
     static const char about[] =

@@ -29,12 +29,12 @@ static int keep_rows(void *ctx, size_t at, int T, const float *rows) {
 
 int cmd_logits(Settings *set, int argc, char **argv) {
     const char *tokens = NULL, *text = NULL, *out = NULL;
-    int64_t chunk = MODEL_MAX_CHUNK;
+    int64_t chunk = 0;
     const CliOpt opts[] = {
         CLI_STR("tokens", 0, &tokens, "IDS", "token ids, space-separated"),
         CLI_STR("text", 0, &text, "TEXT", "text to encode with the model's tokenizer (instead of --tokens)"),
         CLI_STR("out", 'o', &out, "FILE", "output file: little-endian fp32 [T][vocab]"),
-        CLI_INT("chunk", 0, &chunk, "N", "positions per forward pass (default 64)", 1, MODEL_MAX_CHUNK),
+        CLI_INT("chunk", 0, &chunk, "N", "positions per forward pass (default 0: the prefill window)", 0, MODEL_MAX_WINDOW),
     };
     static const char about[] =
         "Writes the fp32 logits of every position of a token sequence: row t is the prediction after token t. The "
@@ -59,7 +59,9 @@ int cmd_logits(Settings *set, int argc, char **argv) {
     float *rows = df_malloc(sizeof *rows * (size_t)n * V);
     State *st = state_create(e.model);
     FeedTarget all = {rows, V};
-    FeedOptions fo = {(int)chunk, 1, df_malloc(sizeof(float) * (size_t)chunk * V), NULL, NULL, keep_rows, &all};
+    const int per_pass = chunk ? (int)chunk : model_max_rows(e.model);
+    FeedOptions fo = {(int)chunk, 1, df_malloc(sizeof(float) * (size_t)(per_pass < n ? per_pass : n) * V), NULL, NULL,
+                      keep_rows, &all};
     if (engine_feed(&e, st, ids, (size_t)n, &fo)) df_die("%s", df_errmsg());
     free(fo.rows);
     if (file_write_atomic(out, rows, sizeof *rows * (size_t)n * V)) df_die("%s", df_errmsg());

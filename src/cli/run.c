@@ -145,7 +145,7 @@ static void write_stats_json(Engine *e, const GenResult *res, const Printer *p, 
 
 int cmd_run(Settings *set, int argc, char **argv) {
     const char *tokens = NULL, *text = NULL, *stats_json = NULL;
-    int64_t max_new = -1, chunk = MODEL_MAX_CHUNK;
+    int64_t max_new = -1, chunk = 0;
     int stats = 0, chat = 0;
     CliOpt opts[7 + SAMPLE_ARG_SPECS] = {
         CLI_STR("prompt", 'p', &text, "TEXT", "the prompt as text (output: text)"),
@@ -156,7 +156,8 @@ int cmd_run(Settings *set, int argc, char **argv) {
         CLI_INT_ALIAS("max-new", 'n', &max_new, "N",
                       "tokens to generate (default 256; with --chat until the answer ends or the context is full)", 0,
                       1 << 24, "n-predict"),
-        CLI_INT("chunk", 0, &chunk, "N", "prompt positions per forward pass (default 64)", 1, MODEL_MAX_CHUNK),
+        CLI_INT("chunk", 0, &chunk, "N", "prompt positions per forward pass (default 0: the prefill window)", 0,
+                MODEL_MAX_WINDOW),
         CLI_FLAG("stats", 0, &stats, "print speed and a per-phase breakdown"),
         CLI_STR("stats-json", 0, &stats_json, "FILE", "write the ids and the --stats numbers as JSON to FILE (for bench)"),
     };

@@ -137,6 +137,8 @@ static const Setting table[] = {
      .help = "with K3_REPLAY and K3_LOOKAHEAD=1: simulate router lookahead of this recall (percent) on the replayed routing"},
     {.name = "K3_CONTEXT", .flag = "ctx-size", .short_flag = 'c', .alias = "context", .kind = SET_INT, .offset = F(engine.context), .lo = 1, .hi = 1 << 24, .what = "a position count", .def_text = "65536 (4096 with K3_MLA_CACHE=expanded)",
      .help = "positions a sequence may hold (within the model's limit)"},
+    {.name = "K3_PREFILL_WINDOW", .flag = "prefill-window", .kind = SET_INT, .offset = F(engine.window), .lo = 0, .hi = MODEL_MAX_WINDOW, .what = "a row count", .def = "0",
+     .help = "prefill window: the most prompt positions one pass reads each routed expert for (0: sized from the memory plan)"},
     {.name = "K3_MLA_CACHE", .flag = "mla-cache", .kind = SET_CHOICE, .offset = F(engine.mla_cache), .choices = mla_caches, .what = "a cache layout", .def = "latent",
      .help = "MLA attention cache layout: latent (normalised latent and k_pe) or expanded (every head's key and value)"},
     {.name = "K3_HF_HOST", .arg = "URL", .flag = "hf-host", .kind = SET_TEXT, .offset = F(engine.fetch.host), .check = check_host, .what = "a host", .def = "huggingface.co",

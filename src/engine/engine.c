@@ -98,10 +98,38 @@ static int layers_on_device(const Engine *e) {
  * replay records (one sequence speculates at a time), and with several slots the scheduler's
  * logits of a pass. */
 static uint64_t compute_bytes(const Engine *e) {
-    ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context);
-    uint64_t batch = e->slots > 1 ? sizeof(float) * (uint64_t)e->cat.cfg.vocab * MODEL_MAX_CHUNK : 0;
-    uint64_t scratch = layers_on_device(e) ? 0 : mm.scratch;
-    return mm.model + scratch + slot_bytes(e, &mm) * (uint64_t)e->slots + (e->opt.spec ? mm.verify : 0) + batch;
+    ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context, e->window);
+    uint64_t batch = e->slots > 1 ? sizeof(float) * (uint64_t)e->cat.cfg.vocab * MODEL_BATCH_ROWS : 0;
+    uint64_t layers = layers_on_device(e) ? mm.hybrid : mm.scratch; /* (an accelerator's scratch is its own memory) */
+    return mm.model + layers + slot_bytes(e, &mm) * (uint64_t)e->slots + (e->opt.spec ? mm.verify : 0) + batch;
+}
+
+/* The prefill window (EngineOptions.window): as given, or as many rows as fit in an eighth of the
+ * memory budget (the CPU device's activations are host memory) or, when an accelerator runs the
+ * layers, in half the device memory the spine and the States leave (its expert cache takes the
+ * rest), at most WINDOW_AUTO_MAX and at least MODEL_BATCH_ROWS; never more than the context. */
+#define WINDOW_AUTO_MAX 16384
+static uint64_t device_state_bytes(const Engine *e);
+static size_t spine_matrix_bytes(const Engine *e);
+static int choose_window(Engine *e) {
+    const K3Config *c = &e->cat.cfg;
+    if (e->opt.window > 0) return e->window = model_window(c, e->max_context, e->opt.window), 0;
+    uint64_t budget;
+    char how[160];
+    if (budget_detect(e->opt.store.ram_bytes, &budget, how, sizeof how)) return -1;
+    const int device = layers_on_device(e);
+    uint64_t rows = budget / 8 / (model_row_bytes(c, e->opt.mla_cache, device) + 1);
+    if (device) { /* the device's scratch: half of what the spine and the States leave */
+        const MatDevice *dev = device_current();
+        const ModelMemory one = model_memory(c, e->opt.mla_cache, e->max_context, 1);
+        const uint64_t taken = (uint64_t)spine_matrix_bytes(e) + device_state_bytes(e) + one.scratch;
+        const uint64_t left = dev->weight_room > taken ? (dev->weight_room - taken) / 2 : 0;
+        const uint64_t per = model_memory(c, e->opt.mla_cache, e->max_context, 2).scratch - one.scratch;
+        if (left / (per + 1) < rows) rows = left / (per + 1);
+    }
+    if (rows > WINDOW_AUTO_MAX) rows = WINDOW_AUTO_MAX;
+    e->window = model_window(c, e->max_context, rows < MODEL_BATCH_ROWS ? MODEL_BATCH_ROWS : (int)rows);
+    return 0;
 }
 
 /* EngineOptions.slots: as given, or as many as a quarter of the memory budget holds (the rest is
@@ -115,7 +143,7 @@ static int choose_slots(Engine *e) {
     uint64_t budget;
     char how[160];
     if (budget_detect(e->opt.store.ram_bytes, &budget, how, sizeof how)) return -1;
-    ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context);
+    ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context, MODEL_BATCH_ROWS);
     uint64_t per = slot_bytes(e, &mm), fit = budget / 4 / (per ? per : 1);
     e->slots = fit < 1 ? 1 : fit > ENGINE_SLOTS_AUTO_MAX ? ENGINE_SLOTS_AUTO_MAX : (int)fit;
     snprintf(e->slots_how, sizeof e->slots_how, "a quarter of the %.2f GB budget at %.0f MB a slot", budget / 1e9, per / 1e6);
@@ -130,7 +158,13 @@ static int open_store(Engine *e) {
     StreamNeeds needs = {.int8_spine = e->spine_int8, .compute_bytes = compute_bytes(e), .spine_on_device = e->spine_on_device};
     if (stream_wanted(&e->cat, &needs, &e->opt.store, &e->streaming)) return -1;
     if (e->streaming) {
-        if (stream_open(&e->stream, &e->cat, &needs, &e->opt.store)) return -1;
+        int rc;
+        while ((rc = stream_open(&e->stream, &e->cat, &needs, &e->opt.store)) && !e->opt.window && e->window > MODEL_BATCH_ROWS) {
+            /* the automatic window left the plan too little: a smaller one (the same results, more passes) */
+            e->window = e->window / 2 > MODEL_BATCH_ROWS ? e->window / 2 : MODEL_BATCH_ROWS;
+            needs.compute_bytes = compute_bytes(e);
+        }
+        if (rc) return -1;
         e->spine = &e->stream.spine.src;
         e->experts = &e->stream.experts.src;
     } else {
@@ -182,7 +216,7 @@ static int open_device(Engine *e) {
 /* What the layer pass's States take on the device: every slot's States filled to the context (their
  * KDA state and MLA cache), and speculation's replay records (one sequence speculates at a time). */
 static uint64_t device_state_bytes(const Engine *e) {
-    ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context);
+    ModelMemory mm = model_memory(&e->cat.cfg, e->opt.mla_cache, e->max_context, MODEL_BATCH_ROWS);
     return mm.state * (uint64_t)(1 + e->opt.extra_states) * (uint64_t)e->slots + (e->opt.spec ? mm.verify : 0);
 }
 
@@ -241,12 +275,14 @@ int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
     e->max_context = o->context ? o->context : default_context(o->mla_cache);
     if (kern_select(o->kernels)) return df_failctx("K3_KERNELS=%s", o->kernels);
     if (catalog_open(&e->cat, dir)) return -1;
-    if (apply_top_k(e) || spine_choice(e) || choose_slots(e) || open_device(e)) return engine_close(e), -1;
+    if (apply_top_k(e) || spine_choice(e) || choose_slots(e) || open_device(e) || choose_window(e))
+        return engine_close(e), -1;
     e->spine_on_device = spine_fits_device(e);
     if (open_store(e)) return engine_close(e), -1;
     e->pool = pool_create(o->threads);
     e->threads = pool_threads(e->pool);
-    if (model_create(&e->model, &e->cat, e->spine, e->experts, e->pool, e->opt.a_log, e->max_context, e->opt.mla_cache)) {
+    if (model_create(&e->model, &e->cat, e->spine, e->experts, e->pool, e->opt.a_log, e->max_context, e->opt.mla_cache,
+                     e->window)) {
         engine_close(e);
         return -1;
     }
@@ -299,10 +335,11 @@ static int chunk_at(size_t at, size_t n, int chunk) {
 }
 
 int engine_feed(Engine *e, State *st, const int32_t *tokens, size_t n, const FeedOptions *o) {
-    if (o->chunk < 1 || o->chunk > MODEL_MAX_CHUNK) return df_fail("chunk size %d outside 1..%d", o->chunk, MODEL_MAX_CHUNK);
+    const int window = model_max_rows(e->model), chunk = o->chunk ? o->chunk : window;
+    if (chunk < 1 || chunk > window) return df_fail("chunk size %d outside 1..%d (the prefill window)", chunk, window);
     for (size_t at = 0; at < n;) {
         if (o->cancel && o->cancel(o->cancel_ctx)) return 1;
-        int T = chunk_at(at, n, o->chunk);
+        int T = chunk_at(at, n, chunk);
         if (model_forward(e->model, st, tokens + at, T, o->rows, o->all_rows)) return -1;
         if (o->chunk_done && o->chunk_done(o->ctx, at, T, o->rows)) return -1;
         at += (size_t)T;

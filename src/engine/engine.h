@@ -30,6 +30,7 @@ typedef enum { SPINE_AUTO, SPINE_INT8, SPINE_BF16 } SpineChoice;
 typedef struct {
     int threads;             /* K3_THREADS: compute threads; 0: every core */
     int context;             /* K3_CONTEXT: positions a sequence may hold; 0: the MLA layout's default */
+    int window;              /* K3_PREFILL_WINDOW: the most rows of a prefill pass; 0: sized from the memory plan */
     MlaCacheMode mla_cache;  /* K3_MLA_CACHE */
     ALogMode a_log;          /* K3_A_LOG */
     int top_k;               /* K3_MOE_TOP_K: experts per token (at most the model's); 0: the model's */
@@ -84,6 +85,7 @@ typedef struct {
     Model *model;
     int threads;             /* compute threads the pool has */
     int max_context;         /* positions a State may hold (K3_CONTEXT, within the model's limit) */
+    int window;              /* the most rows of a prefill pass (K3_PREFILL_WINDOW, or from the memory plan) */
     int device_open;         /* K3_DEV opened an accelerator (device.h), closed with the engine */
     int spine_on_device;     /* the layer pass's device has room for the whole spine: a streaming
                               * store pins none of it in RAM (the device keeps every layer) */
@@ -121,7 +123,7 @@ typedef int (*CancelFn)(void *ctx);
 
 /* How engine_feed walks a token sequence. */
 typedef struct {
-    int chunk;          /* positions per forward, 1..MODEL_MAX_CHUNK */
+    int chunk;          /* positions per forward, 1..the prefill window (model_max_rows); 0: the window */
     int all_rows;       /* 1: logits of every position of a chunk; 0: of its last position only */
     float *rows;        /* where each chunk's logits go: [chunk][vocab] (all_rows) or [vocab]; NULL: none */
     CancelFn cancel;    /* polled before each chunk, or NULL */

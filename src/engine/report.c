@@ -36,14 +36,14 @@ void engine_print_settings(const Engine *e, FILE *f) {
     else if (dev) snprintf(device, sizeof device, "%s%s", dev->desc, cache);
     else snprintf(device, sizeof device, "cpu (%s kernels)", kern_isa());
     fprintf(f, "deltafin: model %s%s%s%s (%d layers, %d experts, top-%d) | device %s | threads %d | "
-               "spine %s | experts local %llu/%llu (%s)%s | context %d (MLA cache %s) | A_log %s | speculation %s | "
+               "spine %s | experts local %llu/%llu (%s)%s | context %d (MLA cache %s), prefill window %d | A_log %s | speculation %s | "
                "fp32 %s\n",
             e->cat.dir, e->opt.model_note ? " [" : "", e->opt.model_note ? e->opt.model_note : "",
             e->opt.model_note ? "]" : "", c->n_layers, c->n_experts, e->top_k_full, device, e->threads,
             e->spine_int8 ? "int8 (lossy)" : "bf16 (exact)",
             (unsigned long long)local,
             (unsigned long long)total, e->streaming ? "streamed" : "mapped", topk, e->max_context,
-            e->opt.mla_cache == MLA_CACHE_LATENT ? "latent" : "expanded",
+            e->opt.mla_cache == MLA_CACHE_LATENT ? "latent" : "expanded", e->window,
             e->opt.a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)",
             e->opt.spec ? "n-gram (lossless)" : "off", e->opt.decoding ? e->opt.decoding : "greedy");
     if (e->streaming) stream_print_plan(&e->stream, f);

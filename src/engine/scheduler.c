@@ -57,7 +57,8 @@ struct Scheduler {
     double pass_s;          /* seconds of the latest decode pass */
     Spec spec;              /* speculation's policy for lone steps, shared by the slots: whether
                              * drafts pay is a property of the model and the machine, not of a slot */
-    float *logits;          /* [MODEL_MAX_CHUNK][vocab] */
+    float *logits;          /* [MODEL_BATCH_ROWS][vocab]: a pass's last row of each sequence */
+    int32_t *pass_tokens;   /* [the model's max_rows] a pass's tokens */
 };
 
 /* --- the job's side (any thread) --- */
@@ -280,12 +281,12 @@ static void note_pass(Scheduler *s, double seconds) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* The rows of one pass. */
+/* The rows of one pass: n sequences (at most MODEL_BATCH_ROWS), T rows (at most the model's window). */
 typedef struct {
-    State *states[MODEL_MAX_CHUNK];
-    int rows[MODEL_MAX_CHUNK];
-    Job *jobs[MODEL_MAX_CHUNK];
-    int32_t tokens[MODEL_MAX_CHUNK];
+    State *states[MODEL_BATCH_ROWS];
+    int rows[MODEL_BATCH_ROWS];
+    Job *jobs[MODEL_BATCH_ROWS];
+    int32_t *tokens;
     int n, T;
 } Pass;
 
@@ -311,7 +312,9 @@ static void decode_rows(Scheduler *s, Pass *p) {
 
 /* Jobs reading their prompt, oldest first, share what rows are left. */
 static void prefill_rows(Scheduler *s, Pass *p) {
-    int budget = MODEL_MAX_CHUNK - p->T;
+    /* alone, a prompt takes a whole window (each routed expert read once for all of it); beside
+     * decoding jobs, a small share, so that they are not held up long */
+    int budget = p->T ? MODEL_BATCH_ROWS - p->T : model_max_rows(s->e->model);
     if (p->T && budget > s->o.prefill_rows) budget = s->o.prefill_rows;
     for (;;) {
         Job *first = NULL;
@@ -332,7 +335,7 @@ static void prefill_rows(Scheduler *s, Pass *p) {
 /* One pass over every running job. */
 static void run_pass(Scheduler *s) {
     const int V = s->e->cat.cfg.vocab;
-    Pass p = {.n = 0, .T = 0};
+    Pass p = {.tokens = s->pass_tokens, .n = 0, .T = 0};
     int running = 0;
     Job *only = NULL;
     for (int i = 0; i < s->o.parallel; i++)
@@ -464,9 +467,10 @@ static void *model_loop(void *arg) {
 }
 
 Scheduler *sched_start(Engine *e, const SchedOptions *o) {
-    if (o->parallel < 1 || o->parallel > MODEL_MAX_CHUNK) return df_fail("--parallel %d is outside 1..%d", o->parallel, MODEL_MAX_CHUNK), NULL;
-    if (o->prefill_rows < 1 || o->prefill_rows > MODEL_MAX_CHUNK)
-        return df_fail("prefill rows per pass %d is outside 1..%d", o->prefill_rows, MODEL_MAX_CHUNK), NULL;
+    if (o->parallel < 1 || o->parallel > MODEL_BATCH_ROWS)
+        return df_fail("--parallel %d is outside 1..%d", o->parallel, MODEL_BATCH_ROWS), NULL;
+    if (o->prefill_rows < 1 || o->prefill_rows > MODEL_BATCH_ROWS)
+        return df_fail("prefill rows per pass %d is outside 1..%d", o->prefill_rows, MODEL_BATCH_ROWS), NULL;
     Scheduler *s = df_calloc(1, sizeof *s);
     s->e = e;
     s->o = *o;
@@ -476,7 +480,8 @@ Scheduler *sched_start(Engine *e, const SchedOptions *o) {
         if (o->snapshots) session_keep_snapshots(&s->slots[i].sess);
     }
     s->spec = s->slots[0].sess.spec;
-    s->logits = df_malloc(sizeof *s->logits * (size_t)e->cat.cfg.vocab * MODEL_MAX_CHUNK);
+    s->logits = df_malloc(sizeof *s->logits * (size_t)e->cat.cfg.vocab * MODEL_BATCH_ROWS);
+    s->pass_tokens = df_malloc(sizeof *s->pass_tokens * (size_t)model_max_rows(e->model));
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
     if (pthread_create(&s->thread, NULL, model_loop, s)) {
@@ -507,7 +512,7 @@ void sched_stop(Scheduler *s) {
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);
     free(s->slots);
-    free(s->logits);
+    free(s->logits), free(s->pass_tokens);
     free(s);
 }
 

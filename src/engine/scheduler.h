@@ -10,8 +10,9 @@
  *
  * A pass. Jobs join at the next pass (between passes, never during one). Each decoding job
  * contributes the row of its last pick; a job reading its prompt contributes a chunk of it: up
- * to MODEL_MAX_CHUNK rows when nothing else runs, else at most `prefill_rows`, so a long prompt
- * delays the running decodes by a small chunk per pass, not by its whole prefill. After the
+ * to the model's window (model_max_rows) when nothing else runs, so that each routed expert is
+ * read once for the whole window, else at most `prefill_rows`, so a long prompt delays the running
+ * decodes by a small chunk per pass, not by its whole prefill. After the
  * pass each job whose prompt is complete, or that was decoding, picks its next token (its own
  * Sampler and position: the same choice as alone) and hands it over. A lone decoding job (nothing
  * else running) takes Session's speculative step instead (n-gram drafts verified in one pass,
@@ -46,9 +47,9 @@ typedef struct Scheduler Scheduler;
 typedef struct Job Job;
 
 typedef struct {
-    int parallel;       /* slots: sequences decoded together (1..MODEL_MAX_CHUNK) */
+    int parallel;       /* slots: sequences decoded together (1..MODEL_BATCH_ROWS) */
     int snapshots;      /* each slot keeps a prompt-boundary snapshot */
-    int prefill_rows;   /* rows of a prompt per pass while other jobs decode (1..MODEL_MAX_CHUNK) */
+    int prefill_rows;   /* rows of a prompt per pass while other jobs decode (1..MODEL_BATCH_ROWS) */
 } SchedOptions;
 
 typedef struct {

@@ -14,7 +14,7 @@ void session_init(Session *s, Engine *e) {
     s->rows = df_malloc(sizeof *s->rows * (size_t)e->cat.cfg.vocab * MODEL_MAX_VERIFY);
     s->ready = 1;
     s->pending = -1;
-    s->chunk = MODEL_MAX_CHUNK;
+    s->chunk = 0; /* the prefill window */
 }
 
 uint64_t session_bytes(const K3Config *c, int context, int snapshot) {

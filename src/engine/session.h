@@ -44,7 +44,7 @@ typedef struct {
     int ready, at;   /* rows [0, ready) hold predictions; the next pick comes from row at */
     int have_logits;
     int pending;     /* picked but not yet fed, or -1 */
-    int chunk;       /* prefill positions per forward (MODEL_MAX_CHUNK unless the caller changes it) */
+    int chunk;       /* prefill positions per forward (0: the prefill window, unless the caller changes it) */
     Sampler *sampler; /* what picked the pending token (NULL: greedy), borrowed until the next pick */
     uint64_t pending_pos; /* the pending token's position in its completion */
     Spec spec;

@@ -12,9 +12,9 @@
 /* The largest values of the config fields that size fixed arrays: config_load refuses anything
  * beyond them, and the model and the store size their arrays by them, so the check and the
  * arrays cannot drift apart. */
-#define K3_MAX_LAYERS 1024        /* num_hidden_layers: AttnRes values per row (model/ops.c, k3.c) */
-#define K3_MAX_KDA_HEAD_DIM 1024  /* linear_attn_config.head_dim: a KDA head's vectors on the stack (model/kda.c) */
-#define K3_MAX_TOP_K 64           /* num_experts_per_token: routing (model/moe.c); MODEL_MAX_ROUTED (model.h) */
+#define K3_MAX_LAYERS 1024        /* num_hidden_layers: AttnRes values per row (kernels/vecops.c, cpu/) */
+#define K3_MAX_KDA_HEAD_DIM 1024  /* linear_attn_config.head_dim: a KDA head's vectors on the stack (kernels/cpu/) */
+#define K3_MAX_TOP_K 64           /* num_experts_per_token: routing (kernels/vecops.c), a decode step's experts */
 #define K3_MAX_CONV_KERNEL 64     /* linear_attn_config.short_conv_kernel_size */
 #define K3_MAX_SHARED_EXPERTS 64  /* num_shared_experts */
 

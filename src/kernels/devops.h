@@ -142,11 +142,11 @@ typedef struct DevOps {
      * file). */
     void (*experts)(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *slot,
                     const int *dslot, int n, const float *z, float *h, float *out, float beta, float beta_lin, int wait);
-    /* Routed experts of a chunk, each on the rows that chose it (gathered): expert i reads rows
-     * [at[i], at[i] + rows[i]) of X [.][latent] and writes the same rows of out [.][latent];
+    /* Routed experts of a pass of several rows, each on the rows that chose it (gathered): expert i
+     * reads rows [at[i], at[i] + rows[i]) of X [.][latent] and writes the same rows of out [.][latent];
      * out = w2 . SiTU(w1 . x, w3 . x) row by row. h: scratch [2][h_rows][inter], h_rows at least
-     * the sum of rows[]. Experts of equal rows[] next to each other share a launch. Weights (dslot
-     * included) and wait as for experts. */
+     * the sum of rows[] (the caller splits a layer's experts into calls that fit). Experts of equal
+     * rows[] next to each other share a launch. Weights (dslot included) and wait as for experts. */
     void (*experts_rows)(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *dslot, const int *at,
                          const int *rows, int n, const float *X, float *h, int h_rows, float *out, float beta,
                          float beta_lin, int wait);
@@ -187,6 +187,9 @@ typedef struct DevOps {
     /* MLA with the expanded cache (DevMlaExpanded), or NULL: a device without it cannot run a model
      * that keeps that layout, which then runs on the CPU device (its products on this one). */
     void (*mla_expanded)(MatDevice *d, const DevMlaExpanded *a);
+    /* dst row idx[i] = src row i (each width floats), i < n: gather's inverse; idx is device memory
+     * and names each dst row at most once. */
+    void (*scatter)(MatDevice *d, float *dst, const float *src, const int *idx, int n, int width);
 } DevOps;
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/* devmem.c - the model's memory on its device: the Model's (its scratch of MODEL_MAX_CHUNK rows of
+/* devmem.c - the model's memory on its device: the Model's (its scratch of a window of rows of
  * every activation, a device copy of its small vectors, the spine's matrices kept under their
  * residency keys, the expert cache's slots), made by devmem_open for the CPU device at model_create
  * and for an accelerator by model_use_device; and each State's device copy (DevState: its KDA
@@ -28,30 +28,50 @@ static float *carve(Carve *cv, size_t floats) {
     return p;
 }
 
-/* The scratch for chunks of MODEL_MAX_CHUNK rows; the MLA scores hold one row's heads over the whole
- * context (a chunk's rows take turns when they do not fit together); the expanded MLA cache's
- * expansion of the rows' latents (kvf) only for that layout. */
-static void carve_scratch(DevModel *g, const K3Config *c, MlaCacheMode mla, int max_context, Carve *cv) {
+enum { MLP_ROWS = 512, ATTN_ROWS = 512 };
+
+/* The scratch for passes of up to `rows` rows. What lives through a whole pass: the residual
+ * stream and AttnRes anchors, the routing, the gather indices, the logits of up to
+ * MODEL_LOGIT_ROWS rows (the head runs in groups of that many). A layer's attention buffers and
+ * its FFN's share their memory (the attention is done before the FFN starts): each region starts
+ * where the other does. A layer's attention runs in groups of at most ATTN_ROWS rows (its buffers
+ * hold one group), the dense and shared-expert MLPs in groups of at most MLP_ROWS rows,
+ * and the routed experts' hidden activations (eh) hold at least one expert's rows of the pass
+ * (launches are split to fit). The MLA scores hold one row's heads over the whole context (a
+ * pass's rows take turns when they do not fit together); kvf, the expanded MLA cache's expansion
+ * of the rows' latents, only for that layout. */
+static void carve_scratch(DevModel *g, const K3Config *c, MlaCacheMode mla, int max_context, int rows, Carve *cv) {
     const size_t H = (size_t)c->hidden, W = (size_t)config_kda_width(c), NH = (size_t)c->mla_heads;
     const size_t ffn = c->dense_inter > c->shared_inter ? (size_t)c->dense_inter : (size_t)c->shared_inter;
-    const size_t R = MODEL_MAX_CHUNK, RK = R * (size_t)c->top_k;
-    g->P = carve(cv, R * H), g->x = carve(cv, R * H), g->xn = carve(cv, R * H);
-    g->attn_out = carve(cv, R * H), g->ffn_out = carve(cv, R * H);
+    const size_t R = (size_t)rows, RK = R * (size_t)c->top_k;
+    g->rows = rows;
+    g->mlp_rows = rows < MLP_ROWS ? rows : MLP_ROWS;
+    g->eh_rows = RK < MODEL_BATCH_ROWS * (size_t)c->top_k ? (int)RK : rows > MODEL_BATCH_ROWS * c->top_k ? rows : MODEL_BATCH_ROWS * c->top_k;
+    g->logit_rows = rows < MODEL_LOGIT_ROWS ? rows : MODEL_LOGIT_ROWS;
+    g->attn_rows = rows < ATTN_ROWS ? rows : ATTN_ROWS;
+    const size_t A = (size_t)g->attn_rows;
+    g->P = carve(cv, R * H), g->x = carve(cv, R * H), g->xn = carve(cv, R * H), g->ffn_out = carve(cv, R * H);
     g->anchors = carve(cv, R * H * (size_t)max_anchors(c)), g->res_scores = carve(cv, R * ((size_t)max_anchors(c) + 1));
-    for (int i = 0; i < 3; i++) g->raw[i] = carve(cv, R * W), g->qkv[i] = carve(cv, R * W);
-    g->g = carve(cv, R * (W > NH * c->v_head ? W : NH * c->v_head));
-    g->fa = carve(cv, R * c->kda_head_dim), g->f = carve(cv, R * W), g->beta_raw = carve(cv, R * c->kda_heads);
-    g->decay = carve(cv, R * W), g->beta = carve(cv, R * c->kda_heads), g->o = carve(cv, R * W);
-    g->cq = carve(cv, R * (size_t)(c->q_lora > c->kv_lora ? c->q_lora : c->kv_lora));
-    g->qf = carve(cv, R * NH * (size_t)config_mla_qk_dim(c)), g->ckv = carve(cv, R * latent_width(c));
-    g->qlat = carve(cv, R * NH * c->kv_lora), g->lctx = carve(cv, R * NH * c->kv_lora), g->att = carve(cv, R * NH * c->v_head);
+    g->route_out = carve(cv, 2 * RK), g->gather_idx = (int *)carve(cv, 2 * (size_t)g->eh_rows);
+    g->logits = carve(cv, (size_t)g->logit_rows * c->vocab);
     g->scores = carve(cv, NH * (size_t)max_context);
-    g->kvf = mla == MLA_CACHE_EXPANDED ? carve(cv, R * NH * (size_t)(c->qk_nope + c->v_head)) : NULL;
-    g->h1 = carve(cv, R * ffn), g->h3 = carve(cv, R * ffn), g->router = carve(cv, R * c->n_experts);
-    g->z = carve(cv, R * c->latent), g->y = carve(cv, R * c->latent);
-    g->eo = carve(cv, RK * c->latent), g->eh = carve(cv, 2 * RK * c->moe_inter);
-    g->xi = carve(cv, RK * c->latent), g->xo = carve(cv, RK * c->latent), g->gather_idx = (int *)carve(cv, 2 * RK);
-    g->route_out = carve(cv, 2 * RK), g->logits = carve(cv, R * c->vocab);
+    const size_t shared = cv->used; /* the attention region (A rows), then the FFN region from the same place */
+    g->attn_out = carve(cv, A * H);
+    for (int i = 0; i < 3; i++) g->raw[i] = carve(cv, A * W), g->qkv[i] = carve(cv, A * W);
+    g->g = carve(cv, A * (W > NH * c->v_head ? W : NH * c->v_head));
+    g->fa = carve(cv, A * c->kda_head_dim), g->f = carve(cv, A * W), g->beta_raw = carve(cv, A * c->kda_heads);
+    g->decay = carve(cv, A * W), g->beta = carve(cv, A * c->kda_heads), g->o = carve(cv, A * W);
+    g->cq = carve(cv, A * (size_t)(c->q_lora > c->kv_lora ? c->q_lora : c->kv_lora));
+    g->qf = carve(cv, A * NH * (size_t)config_mla_qk_dim(c)), g->ckv = carve(cv, A * latent_width(c));
+    g->qlat = carve(cv, A * NH * c->kv_lora), g->lctx = carve(cv, A * NH * c->kv_lora), g->att = carve(cv, A * NH * c->v_head);
+    g->kvf = mla == MLA_CACHE_EXPANDED ? carve(cv, A * NH * (size_t)(c->qk_nope + c->v_head)) : NULL;
+    const size_t attention_end = cv->used;
+    cv->used = shared;
+    g->h1 = carve(cv, (size_t)g->mlp_rows * ffn), g->h3 = carve(cv, (size_t)g->mlp_rows * ffn);
+    g->router = carve(cv, R * c->n_experts), g->z = carve(cv, R * c->latent), g->y = carve(cv, R * c->latent);
+    g->eo = carve(cv, RK * c->latent), g->eh = carve(cv, 2 * (size_t)g->eh_rows * c->moe_inter);
+    g->xi = carve(cv, (size_t)g->eh_rows * c->latent), g->xo = carve(cv, (size_t)g->eh_rows * c->latent);
+    if (cv->used < attention_end) cv->used = attention_end;
 }
 
 /* The vectors of layer l (or the globals, l < 0) with their lengths: pointers to the host copy
@@ -180,9 +200,9 @@ static int keep_spine(Model *m, DevModel *g) {
 static int fill_cache(Model *m, DevModel *g) {
     const K3Config *c = &m->cfg;
     ExpertSource *src = m->experts;
-    int ids[MODEL_MAX_ROUTED];
-    ExpertMats mats[MODEL_MAX_ROUTED];
-    const int batch = src->max_batch > 0 && src->max_batch < MODEL_MAX_ROUTED ? src->max_batch : MODEL_MAX_ROUTED;
+    int *ids = m->s.routed.order;
+    ExpertMats *mats = m->s.routed.mats; /* (both hold every expert of a layer) */
+    const int batch = src->max_batch > 0 && src->max_batch < c->n_experts ? src->max_batch : c->n_experts;
     for (int l = 0; l < c->n_layers; l++) {
         if (!m->w.layers[l].moe) continue;
         devcache_layer(&g->cache, l);
@@ -222,10 +242,10 @@ static int make_cache(Model *m, DevModel *g, CachePolicy policy) {
 
 /* ---- the model's device resources ---- */
 
-uint64_t devmem_scratch_bytes(const K3Config *c, MlaCacheMode mla, int max_context) {
+uint64_t devmem_scratch_bytes(const K3Config *c, MlaCacheMode mla, int max_context, int rows) {
     DevModel g;
     Carve cv = {NULL, 0};
-    carve_scratch(&g, c, mla, max_context, &cv);
+    carve_scratch(&g, c, mla, max_context, rows, &cv);
     return cv.used;
 }
 
@@ -238,9 +258,9 @@ int devmem_open(Model *m, MatDevice *dev, HostExperts way, CachePolicy policy) {
     DevModel *g = df_calloc(1, sizeof *g);
     g->dev = dev, g->ops = dev->ops, g->host = dev->host_memory, g->way = way;
     g->layers = df_calloc((size_t)m->cfg.n_layers, sizeof *g->layers);
-    g->route_host = df_malloc(2 * sizeof(float) * MODEL_MAX_CHUNK * (size_t)m->cfg.top_k);
+    g->route_host = df_malloc(2 * sizeof(float) * (size_t)m->max_rows * (size_t)m->cfg.top_k);
     Carve cv = {NULL, 0};
-    carve_scratch(g, &m->cfg, m->mla_cache, m->max_context, &cv);
+    carve_scratch(g, &m->cfg, m->mla_cache, m->max_context, m->max_rows, &cv);
     g->scratch_bytes = cv.used;
     g->scratch = g->ops->alloc(dev, cv.used);
     Carve vv = {NULL, 0};
@@ -250,7 +270,7 @@ int devmem_open(Model *m, MatDevice *dev, HostExperts way, CachePolicy policy) {
     m->dev = g;
     if (!g->vecs) return devmem_close(m), -1;
     cv = (Carve){g->scratch, 0}, vv = (Carve){g->vecs, 0};
-    carve_scratch(g, &m->cfg, m->mla_cache, m->max_context, &cv);
+    carve_scratch(g, &m->cfg, m->mla_cache, m->max_context, m->max_rows, &cv);
     carve_vectors(m, g, &vv, 1);
     if (g->host) return 0; /* the CPU reads every weight where its store put it: nothing to keep */
     if (keep_spine(m, g)) return devmem_close(m), -1;
@@ -276,6 +296,7 @@ int model_use_device(Model *m, HostExperts way, CachePolicy policy) {
     if (!dev || !dev->ops || !m->dev->host || !dims_supported(&m->cfg)) return 0;
     if (m->mla_cache == MLA_CACHE_EXPANDED && !dev->ops->mla_expanded) return 0; /* (its products still run there) */
     if (!m->helper) m->helper = cpu_device_create(m->pool, CPU_PRODUCTS_CPU);
+    scratch_alloc(&m->s, &m->cfg, m->max_rows, 1); /* the helper's buffers */
     if (devmem_open(m, dev, way, policy) == 0) return 0;
     devmem_open(m, m->cpu, HOST_EXPERTS_COPY, policy); /* (cannot fail: host memory) */
     return -1;

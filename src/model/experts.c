@@ -1,8 +1,8 @@
 /* experts.c - a layer's routed experts: acquired from the expert source in its batches, each
  * distinct expert once for all the rows of the pass that chose it, and run by the device. A decode
- * step's experts each write their row's slot of eo; a chunk's rows are gathered by expert, each
- * expert runs as one product of that many rows, and the outputs are gathered back into each row's
- * slot.
+ * step's experts each write their row's slot of eo; a pass of several rows runs its experts in calls
+ * that each gather their experts' rows (each expert one product of that many rows) and scatter the
+ * outputs into the rows' slots, so the device holds one call's rows, not every row's top-k.
  *
  * On an accelerator the hits of its expert cache (model/devcache.h) run from their slots, and the
  * misses are copied into it on the device's copy stream or computed by the CPU threads from host
@@ -76,7 +76,7 @@ static int admit(DevModel *g, const ExpertMats *w, int id) {
 static int expert_ways(Model *m, const ExpertMats *mats, const int *ids, int n, int hybrid, int *way, int *where,
                        int *n_copy, int *n_cpu) {
     DevModel *g = m->dev;
-    int miss[MODEL_MAX_ROUTED], n_miss = 0, fills = 0;
+    int *miss = m->s.routed.miss, n_miss = 0, fills = 0;
     for (int i = 0; i < n; i++) {
         where[i] = g->n_slots ? devcache_find(&g->cache, ids[i], &mats[i].w1.key) : -1;
         way[i] = where[i] >= 0 ? 0 : 1;
@@ -109,10 +109,11 @@ static int ways_done(Model *m, const int *ids, int n, double t0, int n_copy, int
     return 0;
 }
 
-/* Runs one acquired batch of a layer's experts (expert ids[i] writing slot slots[i] of eo): the
- * cache's hits in one launch; the misses to copy, admitted into the cache (their copies run on the
- * copy stream while the compute stream works through what was queued before, the hits' launch
- * included), in a second launch that waits for them; the rest on the CPU threads. */
+/* Runs one acquired batch of a layer's experts for a decode step (expert ids[i] writing slot
+ * slots[i] of eo): the cache's hits in one launch; the misses to copy, admitted into the cache
+ * (their copies run on the copy stream while the compute stream works through what was queued
+ * before, the hits' launch included), in a second launch that waits for them; the rest on the CPU
+ * threads. */
 static int run_batch(Model *m, const ExpertMats *mats, const int *ids, const int *slots, int n, int hybrid) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
@@ -134,114 +135,155 @@ static int run_batch(Model *m, const ExpertMats *mats, const int *ids, const int
     return ways_done(m, ids, n, t0, n_copy, n_cpu, fills, 1);
 }
 
-/* A chunk's routed experts by expert: the distinct ones ascending (ids), expert j on the gathered
- * rows [at[j], at[j] + rows[j]); gathered row r holds z row src[r]. */
-typedef struct {
-    int ids[MODEL_MAX_ROUTED], at[MODEL_MAX_ROUTED], rows[MODEL_MAX_ROUTED], src[MODEL_MAX_ROUTED];
-    int n;
-} Gathered;
-
-static int expert_index(const Gathered *gr, int e) {
-    int lo = 0, hi = gr->n - 1;
+/* Where expert e sits among the pass's distinct experts (ascending). */
+static int expert_index(const Routed *r, int e) {
+    int lo = 0, hi = r->n - 1;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
-        if (gr->ids[mid] < e) lo = mid + 1;
+        if (r->ids[mid] < e) lo = mid + 1;
         else hi = mid;
     }
     return lo;
 }
 
-/* Lays the chunk's T rows out by expert (each expert's rows in row order, as moe.c runs them), sends
- * the layout up and gathers z's rows into xi: the gathered row of selection (t, i) is what the
- * experts' outputs are gathered back from, into eo[t][i]. */
-static void gather_inputs(Model *m, int T, Gathered *gr) {
-    DevModel *g = m->dev;
+/* Lays the pass's T rows out by expert (each expert's rows in row order): expert j's rows are the
+ * gathered rows [at[j], at[j] + rows[j]), gathered row q holding selection sel_of[q] = t * top_k + i
+ * of pass row src[q] = t. (On the host only: the experts run in calls that gather their own rows.) */
+static void lay_out_rows(Model *m, int T) {
     const K3Config *c = &m->cfg;
+    Routed *r = &m->s.routed;
     const int TK = T * c->top_k;
-    int *idx = (int *)(void *)g->route_host, fill[MODEL_MAX_ROUTED]; /* (the routing is in m->s by now) */
-    for (int j = 0; j < gr->n; j++) gr->rows[j] = 0;
-    for (int p = 0; p < TK; p++) gr->rows[expert_index(gr, m->s.sel[p])]++;
-    for (int j = 0, at = 0; j < gr->n; at += gr->rows[j++]) gr->at[j] = fill[j] = at;
+    for (int j = 0; j < r->n; j++) r->rows[j] = 0;
+    for (int p = 0; p < TK; p++) r->rows[expert_index(r, m->s.sel[p])]++;
+    for (int j = 0, at = 0; j < r->n; at += r->rows[j++]) r->at[j] = r->fill[j] = at;
     for (int p = 0; p < TK; p++) { /* p = t * top_k + i: rows in order */
-        int r = fill[expert_index(gr, m->s.sel[p])]++;
-        gr->src[r] = idx[r] = p / c->top_k;
-        idx[TK + p] = r;
+        int q = r->fill[expert_index(r, m->s.sel[p])]++;
+        r->src[q] = p / c->top_k, r->sel_of[q] = p;
     }
-    g->ops->put(g->dev, g->gather_idx, idx, 2 * (size_t)TK * sizeof(int));
-    g->ops->gather(g->dev, g->xi, g->z, g->gather_idx, TK, c->latent);
 }
 
-/* Runs one acquired batch of a chunk's experts (mats[i] is expert ids[i]) on their gathered rows:
- * as run_batch, the held ones and those to copy each in launches of experts with equal rows, then
- * those for the CPU threads. */
-static int run_batch_rows(Model *m, const ExpertMats *mats, const int *ids, int n, const Gathered *gr, int T, int hybrid) {
+/* A call of experts on their rows, as they are added (call_add) and run (call_run): the call's rows
+ * gathered from z into xi in the order of its experts, the experts on them into xo, their outputs
+ * scattered into eo, each to its selection's slot. The layout goes up from the host staging
+ * (route_host as ints: z rows, then eo rows). */
+typedef struct {
+    int k, rows;                 /* experts and rows so far */
+    int *in, *out;               /* host staging: [eh_rows] each */
+} Call;
+
+static Call call_begin(Model *m) {
+    int *idx = (int *)(void *)m->dev->route_host;
+    Call call = {0, 0, idx, idx + m->dev->eh_rows};
+    return call;
+}
+
+/* The gathered rows [a, a + rows) into the call's layout. */
+static void call_rows(const Model *m, Call *call, int a, int rows) {
+    const Routed *r = &m->s.routed;
+    for (int q = a; q < a + rows; q++) call->in[call->rows] = r->src[q], call->out[call->rows++] = r->sel_of[q];
+}
+
+/* The call's layout up, its rows gathered into xi: the device holds the staging's indices from here. */
+static void call_gather(Model *m, const Call *call) {
+    DevModel *g = m->dev;
+    g->ops->put(g->dev, g->gather_idx, call->in, sizeof(int) * (size_t)call->rows);
+    g->ops->put(g->dev, g->gather_idx + g->eh_rows, call->out, sizeof(int) * (size_t)call->rows);
+    g->ops->gather(g->dev, g->xi, g->z, g->gather_idx, call->rows, m->cfg.latent);
+}
+
+static void call_run(Model *m, Call *call) {
+    DevModel *g = m->dev;
+    const K3Config *c = &m->cfg;
+    Routed *r = &m->s.routed;
+    if (!call->k) return;
+    call_gather(m, call);
+    g->ops->experts_rows(g->dev, r->w1, r->w2, r->w3, r->dslot, r->l_at, r->l_rows, call->k, g->xi, g->eh, g->eh_rows, g->xo,
+                         c->situ_beta, c->situ_linear_beta, !m->experts->in_place);
+    g->ops->scatter(g->dev, g->eo, g->xo, g->gather_idx + g->eh_rows, call->rows, c->latent);
+    call->k = call->rows = 0;
+}
+
+/* Launches of a batch's `b`-way experts (mats[i] is the batch's expert i, way[i], gathered index
+ * index[i]) in order of their row counts, equal counts side by side (a device runs those together),
+ * each call holding at most the device's eh rows. */
+static void launch_rows(Model *m, const ExpertMats *mats, int n, int b, int T) {
+    DevModel *g = m->dev;
+    Routed *r = &m->s.routed;
+    Call call = call_begin(m);
+    for (int rows = 1; rows <= T; rows++)
+        for (int i = 0; i < n; i++) {
+            if (r->way[i] != b || r->rows[r->index[i]] != rows) continue;
+            if (call.rows + rows > g->eh_rows) call_run(m, &call); /* the call is full */
+            const int k = call.k++;
+            r->w1[k] = &mats[i].w1, r->w2[k] = &mats[i].w2, r->w3[k] = &mats[i].w3, r->dslot[k] = r->where[i];
+            r->l_at[k] = call.rows, r->l_rows[k] = rows;
+            call_rows(m, &call, r->at[r->index[i]], rows);
+        }
+    call_run(m, &call);
+}
+
+/* Runs one acquired batch of a pass's experts (mats[i] is expert ids[i]) on their rows: as
+ * run_batch, the held ones and those to copy each in calls of experts with equal rows side by side,
+ * then those for the CPU threads (their rows gathered on the host; each output sent up into xo and
+ * scattered from there). */
+static int run_batch_rows(Model *m, const ExpertMats *mats, const int *ids, int n, int T, int hybrid) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
     Scratch *s = &m->s;
-    const Mat *w1[MODEL_MAX_ROUTED], *w2[MODEL_MAX_ROUTED], *w3[MODEL_MAX_ROUTED];
-    int way[MODEL_MAX_ROUTED], where[MODEL_MAX_ROUTED], dslot[MODEL_MAX_ROUTED], at[MODEL_MAX_ROUTED];
-    int rows[MODEL_MAX_ROUTED], j[MODEL_MAX_ROUTED], n_copy, n_cpu;
-    for (int i = 0; i < n; i++) j[i] = expert_index(gr, ids[i]);
-    int fills = expert_ways(m, mats, ids, n, hybrid, way, where, &n_copy, &n_cpu); /* 0 hit, 1 copied, 2 on the CPU */
+    Routed *r = &s->routed;
+    int n_copy, n_cpu;
+    for (int i = 0; i < n; i++) r->index[i] = expert_index(r, ids[i]);
+    int fills = expert_ways(m, mats, ids, n, hybrid, r->way, r->where, &n_copy, &n_cpu); /* 0 hit, 1 copied, 2 on the CPU */
     double t0 = df_now();
-    for (int b = 0; b < 2; b++) {
-        int k = 0;
-        for (int r = 1; r <= T; r++) /* grouped by row count */
-            for (int i = 0; i < n; i++)
-                if (way[i] == b && gr->rows[j[i]] == r)
-                    w1[k] = &mats[i].w1, w2[k] = &mats[i].w2, w3[k] = &mats[i].w3, dslot[k] = where[i],
-                    at[k] = gr->at[j[i]], rows[k++] = r;
-        if (k)
-            g->ops->experts_rows(g->dev, w1, w2, w3, dslot, at, rows, k, g->xi, g->eh, T * c->top_k, g->xo, c->situ_beta,
-                                 c->situ_linear_beta, !m->experts->in_place);
-    }
+    for (int b = 0; b < 2; b++) launch_rows(m, mats, n, b, T);
     for (int i = 0; i < n; i++) {
-        if (way[i] != 2) continue;
-        const int a = gr->at[j[i]], r = gr->rows[j[i]];
-        for (int q = 0; q < r; q++)
-            memcpy(s->ex_in + (size_t)q * c->latent, s->z + (size_t)gr->src[a + q] * c->latent, sizeof(float) * (size_t)c->latent);
-        cpu_expert(m, &mats[i], s->ex_in, r, g->xo + (size_t)a * c->latent);
+        if (r->way[i] != 2) continue;
+        const int a = r->at[r->index[i]], rows = r->rows[r->index[i]];
+        Call call = call_begin(m);
+        call_rows(m, &call, a, rows);
+        for (int q = 0; q < rows; q++)
+            memcpy(s->ex_in + (size_t)q * c->latent, s->z + (size_t)call.in[q] * c->latent, sizeof(float) * (size_t)c->latent);
+        cpu_expert(m, &mats[i], s->ex_in, rows, g->xo);
+        g->ops->put(g->dev, g->gather_idx + g->eh_rows, call.out, sizeof(int) * (size_t)rows);
+        g->ops->scatter(g->dev, g->eo, g->xo, g->gather_idx + g->eh_rows, rows, c->latent);
     }
     return ways_done(m, ids, n, t0, n_copy, n_cpu, fills, 0); /* (the seconds per expert are a decode step's) */
 }
 
-int moe_distinct_experts(const Model *m, int T, int *ids) {
+/* The distinct experts the pass's T rows selected (s->sel), ascending, into r->ids (r->n of them). */
+static void distinct_experts(Model *m, int T) {
     const K3Config *c = &m->cfg;
-    int n = 0;
-    for (int i = 0; i < T * c->top_k; i++) {
-        int e = m->s.sel[i], at = n;
-        while (at > 0 && ids[at - 1] > e) at--;
-        if (at > 0 && ids[at - 1] == e) continue;
-        memmove(ids + at + 1, ids + at, sizeof *ids * (size_t)(n - at));
-        ids[at] = e, n++;
-    }
-    return n;
+    Routed *r = &m->s.routed;
+    for (int i = 0; i < T * c->top_k; i++) r->seen[m->s.sel[i]] = 1;
+    r->n = 0;
+    for (int e = 0; e < c->n_experts; e++)
+        if (r->seen[e]) r->ids[r->n++] = e, r->seen[e] = 0;
 }
 
 /* The T rows' experts, acquired from the source in its batches, each distinct expert once: for one
- * row, expert i of the selection writes slot i of eo; for a chunk, the gathered rows (above). */
+ * row, expert i of the selection writes slot i of eo; for a pass of several rows, the gathered rows
+ * (above). */
 int routed_experts(Model *m, int layer, int T, int hybrid) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
     ExpertSource *src = m->experts;
+    Routed *r = &m->s.routed;
     const int K = c->top_k;
-    Gathered gr;
-    int ids[MODEL_MAX_ROUTED], slot[K3_MAX_TOP_K];
-    ExpertMats mats[MODEL_MAX_ROUTED];
-    const int n = moe_distinct_experts(m, T, ids); /* ascending, as the host pass acquires them */
-    if (T > 1) {
-        memcpy(gr.ids, ids, sizeof(int) * (size_t)n), gr.n = n;
-        gather_inputs(m, T, &gr);
-    }
-    const int batch = src->max_batch > 0 ? src->max_batch : n;
+    int slot[K3_MAX_TOP_K];
+    distinct_experts(m, T);
+    const int n = r->n;
+    int *ids = r->order; /* acquired ascending, unless the source puts those it has first (ready_first) */
+    memcpy(ids, r->ids, sizeof *ids * (size_t)n);
+    if (T > 1) lay_out_rows(m, T);
+    const int batch = src->max_batch > 0 && src->max_batch < n ? src->max_batch : n;
     int waited = 0;
-    if (m->dev->n_slots) devcache_layer(&m->dev->cache, layer);
+    if (g->n_slots) devcache_layer(&g->cache, layer);
     for (int at = 0; at < n; at += batch) {
         int count = n - at < batch ? n - at : batch;
         int ready = src->ready_first ? src->ready_first(src, layer, ids + at, n - at) : 1;
         double t0 = df_now();
         if (g->host) g->ops->mark(g->dev, DEV_PHASE_IDLE); /* (the CPU waits: it computes nothing meanwhile) */
-        if (src->acquire(src, layer, ids + at, count, mats)) return -1;
+        if (src->acquire(src, layer, ids + at, count, r->mats)) return -1;
         if (g->host) g->ops->mark(g->dev, DEV_PHASE_EXPERTS);
         double wait = df_now() - t0;
         m->stats.expert_wait_s += wait;
@@ -250,11 +292,9 @@ int routed_experts(Model *m, int layer, int T, int hybrid) {
             for (int i = 0; i < count; i++)
                 for (int k = 0; k < K; k++)
                     if (m->s.sel[k] == ids[at + i]) slot[i] = k;
-        if (T == 1 ? run_batch(m, mats, ids + at, slot, count, hybrid) : run_batch_rows(m, mats, ids + at, count, &gr, T, hybrid))
+        if (T == 1 ? run_batch(m, r->mats, ids + at, slot, count, hybrid) : run_batch_rows(m, r->mats, ids + at, count, T, hybrid))
             return -1;
     }
-    if (T > 1) g->ops->gather(g->dev, g->eo, g->xo, g->gather_idx + T * K, T * K, c->latent);
     m->stats.expert_bytes += (uint64_t)n * m->cat->expert_bytes;
     return 0;
 }
-

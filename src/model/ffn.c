@@ -12,12 +12,18 @@
 #include "model/internal.h"
 #include "util/clock.h"
 
+/* A SiTU MLP of T rows ([T][hidden] in u and out), in groups of the device's mlp_rows rows: its
+ * hidden activations are the widest of a pass (layer 0's dense MLP), and a group's are all it holds. */
 static void mlp(Model *m, const MlpWeights *w, int width, const float *u, int T, float *out) {
     DevModel *g = m->dev;
-    g->ops->mul(g->dev, g->h1, &w->gate, u, T);
-    g->ops->mul(g->dev, g->h3, &w->up, u, T);
-    g->ops->situ(g->dev, g->h1, g->h3, (size_t)T * width, m->cfg.situ_beta, m->cfg.situ_linear_beta);
-    g->ops->mul(g->dev, out, &w->down, g->h1, T);
+    const size_t H = (size_t)m->cfg.hidden;
+    for (int t0 = 0, n; t0 < T; t0 += n) {
+        n = T - t0 < g->mlp_rows ? T - t0 : g->mlp_rows;
+        g->ops->mul(g->dev, g->h1, &w->gate, u + (size_t)t0 * H, n);
+        g->ops->mul(g->dev, g->h3, &w->up, u + (size_t)t0 * H, n);
+        g->ops->situ(g->dev, g->h1, g->h3, (size_t)n * width, m->cfg.situ_beta, m->cfg.situ_linear_beta);
+        g->ops->mul(g->dev, out + (size_t)t0 * H, &w->down, g->h1, n);
+    }
 }
 
 /* The layer's routing of T rows, brought to the host in one copy (the expert source sees it, and
@@ -46,7 +52,7 @@ static int route(Model *m, const LayerWeights *L, int layer, int T) {
         m->stats.route_s += df_now() - t0;
     }
     /* the lookahead reads this layer's FFN input on the host only when the source takes guesses */
-    if (m->experts->predict && g->ops->get(g->dev, s->x, g->x, sizeof(float) * (size_t)c->hidden * T)) return -1;
+    if (lookahead_wanted(m, T) && g->ops->get(g->dev, s->x, g->x, sizeof(float) * (size_t)c->hidden * T)) return -1;
     lookahead(m, layer, s->x, T);
     return 0;
 }

@@ -43,18 +43,38 @@ struct State {
     int dev_newer, dev_stale;
 };
 
-/* Host buffers for MODEL_MAX_CHUNK rows: what the schedule stages between the host and the device,
- * and what the CPU threads compute with beside an accelerator. */
+/* A layer's routed experts in a pass: the distinct ones (ascending), how the pass's rows are laid
+ * out by expert (expert j on the gathered rows [at[j], at[j] + rows[j]), gathered row q holding the
+ * pass's row src[q]), and the arrays a batch of them is run with. Sized for the model's experts and
+ * its largest pass. */
+typedef struct {
+    int *ids, n;               /* [n_experts] the distinct experts, ascending; n of them */
+    int *order;                /* [n_experts] the order they are acquired in */
+    int *at, *rows, *fill;     /* [n_experts] per distinct expert: its gathered rows */
+    int *src, *sel_of;         /* [rows * top_k] the pass row and the selection (row * top_k + i) of each gathered row */
+    int *index, *way, *where, *miss; /* [n_experts] per expert of a batch: its place in ids, how it runs, its slot */
+    int *dslot, *l_at, *l_rows; /* [n_experts] a launch's experts */
+    const Mat **w1, **w2, **w3; /* [n_experts] a launch's matrices */
+    ExpertMats *mats;          /* [n_experts] an acquired batch */
+    unsigned char *seen;       /* [n_experts] zero between passes */
+} Routed;
+
+/* Host buffers for a pass of up to the model's max_rows rows: what the schedule stages between the
+ * host and the device, and what the CPU threads compute with beside an accelerator (hybrid: z and
+ * ex_*, allocated by model_use_device). Router lookahead runs on passes of at most
+ * MODEL_MAX_VERIFY rows (x, router, look_*). */
 typedef struct {
     float *P;       /* [rows][hidden]: the tokens' embedding rows, sent up */
-    float *x;       /* [rows][hidden]: a MoE layer's FFN input, brought back for router lookahead */
-    float *router;  /* [rows][n_experts]: lookahead's router logits */
-    float *z;       /* [rows][latent]: the routed experts' input, brought back for the CPU threads */
-    float *ex_in, *ex_h, *ex_out; /* one expert on the CPU threads: its rows, [2][rows][moe_inter], its output */
+    float *x;       /* [MODEL_MAX_VERIFY][hidden]: a MoE layer's FFN input, brought back for router lookahead */
+    float *router;  /* [MODEL_MAX_VERIFY][n_experts]: lookahead's router logits */
     int *sel;       /* [rows][top_k] selected experts */
     float *sel_w;   /* [rows][top_k] their weights */
-    int *look_sel;  /* [rows][top_k] router lookahead's guess at the next layer's selections */
-    float *look_w;  /* [rows][top_k] (unused weights of the guess) */
+    int *look_sel;  /* [MODEL_MAX_VERIFY][top_k] router lookahead's guess at the next layer's selections */
+    float *look_w;  /* [MODEL_MAX_VERIFY][top_k] (unused weights of the guess) */
+    int *out_rows;  /* [rows] the rows whose logits a pass returns */
+    Routed routed;
+    float *z;       /* hybrid: [rows][latent] the routed experts' input, brought back for the CPU threads */
+    float *ex_in, *ex_h, *ex_out; /* hybrid: one expert on the CPU threads: its rows, [2][rows][moe_inter], its output */
 } Scratch;
 
 struct Model {
@@ -66,6 +86,7 @@ struct Model {
     Pool *pool;
     Scratch s;
     int max_context;
+    int max_rows;   /* the most rows a pass may have: the prefill window (model_max_rows) */
     int look_layer; /* the layer look_sel guesses at, -1 for none */
     int verifying;  /* the current forward records KDA replay data (model_forward_verify) */
     int chunk_pos;  /* position of the current forward's first row */
@@ -91,13 +112,19 @@ struct DevModel {
     int host;                  /* the device's memory is the host's (the CPU device) */
     void *scratch, *vecs;      /* the two allocations everything below points into */
     size_t scratch_bytes, vec_bytes;
-    /* activations of MODEL_MAX_CHUNK rows ([row][width] each; anchors [anchor][row][hidden]) */
+    int rows;                  /* the most rows of a pass (the model's max_rows) */
+    int mlp_rows;              /* rows of h1, h3: the dense and shared MLPs run in groups of this many */
+    int eh_rows;               /* rows of each half of eh: one call's experts' rows together at most */
+    int logit_rows;            /* rows of logits: the head runs in groups of this many */
+    int attn_rows;             /* rows of the attention buffers: a layer's attention runs in groups of this many */
+    /* activations of a pass ([row][width] each; anchors [anchor][row][hidden]) */
     float *P, *x, *xn, *attn_out, *ffn_out, *anchors, *res_scores;
     float *raw[3], *qkv[3], *g, *fa, *f, *beta_raw, *decay, *beta, *o;
     float *cq, *qf, *ckv, *qlat, *lctx, *att, *scores, *kvf;
     float *h1, *h3, *router, *z, *y, *eo, *eh, *logits;
-    float *xi, *xo;            /* a chunk's expert inputs and outputs, gathered by expert [rows x top_k][latent] */
-    int *gather_idx;           /* [2][rows x top_k]: z row of each gathered input; gathered row of each (row, slot) */
+    float *xi, *xo;            /* a call's experts' inputs and outputs, gathered by expert [eh_rows][latent] */
+    int *gather_idx;           /* [2][eh_rows]: a call's z row of each gathered input, then the eo row of each output
+                                * (the head's rows gather with the first half) */
     float *route_out;          /* rows x k ids (as int), then rows x k weights */
     float *route_host;         /* host staging: the routing back in one copy, then a chunk's expert layout up */
     DevLayer *layers;
@@ -155,10 +182,12 @@ static inline size_t record_floats(const K3Config *c) {
 /* One sequence's rows in a forward pass: rows [row0, row0 + rows) of the pass belong to st, after
  * its st->len positions. A pass over several sequences runs every weight product once over all
  * rows; only attention's per-sequence part (KDA conv windows and recurrence, the MLA cache) runs
- * sequence by sequence on its own rows. */
+ * sequence by sequence on its own rows. Attention runs on groups of the pass's rows at a time (the
+ * device's attn_rows): a group's part of each sequence is a Seq of its own. */
 typedef struct {
     State *st;
     int row0, rows;
+    int pos;        /* the State position of row row0 (its length before the pass, or more for a later group) */
 } Seq;
 
 /* ---- the schedule's parts ---- */
@@ -176,8 +205,9 @@ int routed_experts(Model *m, int layer, int T, int hybrid);
 /* Router lookahead, called once layer's selections (s->sel) are known: scores the guess made
  * for this layer and guesses the next layer's from u (this layer's FFN input, on the host). */
 void lookahead(Model *m, int layer, const float *u, int T);
-/* The distinct experts the pass's T rows selected (s->sel), ascending, into ids; returns how many. */
-int moe_distinct_experts(const Model *m, int T, int *ids);
+/* Whether a pass of T rows guesses ahead (the source takes guesses, and the pass is a decode step or
+ * a verify pass). */
+int lookahead_wanted(const Model *m, int T);
 /* Records what is queued from here to the next wait, when the pass may be recorded (k3.c). */
 void record_stretch(Model *m);
 
@@ -209,11 +239,14 @@ void devmem_state_free(State *s);
 
 /* ---- the host scratch and the State's arrays ---- */
 
-void scratch_alloc(Scratch *s, const K3Config *c);
+/* Allocates what is not allocated yet of the buffers for passes of up to `rows` rows (hybrid: the
+ * CPU threads' too); scratch_bytes is what that takes in all. */
+void scratch_alloc(Scratch *s, const K3Config *c, int rows, int hybrid);
 void scratch_free(Scratch *s, const K3Config *c);
-uint64_t scratch_bytes(const K3Config *c);
-/* What the device's scratch takes for a model of config c and max_context positions. */
-uint64_t devmem_scratch_bytes(const K3Config *c, MlaCacheMode mla, int max_context);
+uint64_t scratch_bytes(const K3Config *c, int rows, int hybrid);
+/* What the device's scratch takes for a model of config c, max_context positions and passes of up
+ * to `rows` rows. */
+uint64_t devmem_scratch_bytes(const K3Config *c, MlaCacheMode mla, int max_context, int rows);
 /* What state.c allocates: a State holding `positions` positions (state_create plus the MLA cache
  * grown to hold them), and a State's speculation replay records. */
 uint64_t state_bytes(const K3Config *c, MlaCacheMode mla, int positions);

@@ -34,15 +34,27 @@ int model_context(const K3Config *c, int asked) {
     return (int64_t)asked > c->max_positions ? (int)c->max_positions : asked;
 }
 
-ModelMemory model_memory(const K3Config *c, MlaCacheMode mla, int max_context) {
-    int context = model_context(c, max_context);
-    ModelMemory mm = {sizeof(Model) + scratch_bytes(c), devmem_scratch_bytes(c, mla, context), state_bytes(c, mla, context),
-                      state_verify_bytes(c)};
+int model_window(const K3Config *c, int max_context, int max_rows) {
+    int context = model_context(c, max_context), rows = max_rows > 0 ? max_rows : MODEL_BATCH_ROWS;
+    if (rows > MODEL_MAX_WINDOW) rows = MODEL_MAX_WINDOW;
+    return rows < context ? rows : context;
+}
+
+ModelMemory model_memory(const K3Config *c, MlaCacheMode mla, int max_context, int max_rows) {
+    int context = model_context(c, max_context), rows = model_window(c, max_context, max_rows);
+    ModelMemory mm = {sizeof(Model) + scratch_bytes(c, rows, 0), scratch_bytes(c, rows, 1) - scratch_bytes(c, rows, 0),
+                      devmem_scratch_bytes(c, mla, context, rows), state_bytes(c, mla, context), state_verify_bytes(c)};
     return mm;
 }
 
+uint64_t model_row_bytes(const K3Config *c, MlaCacheMode mla, int hybrid) {
+    enum { A = 1024, B = 2048 }; /* (both inside any context: the difference is per row) */
+    const ModelMemory a = model_memory(c, mla, B, A), b = model_memory(c, mla, B, B);
+    return (b.model + b.scratch + (hybrid ? b.hybrid : 0) - a.model - a.scratch - (hybrid ? a.hybrid : 0)) / (B - A);
+}
+
 int model_create(Model **out, const Catalog *cat, SpineSource *spine, ExpertSource *experts, Pool *pool, ALogMode mode,
-                 int max_context, MlaCacheMode mla) {
+                 int max_context, MlaCacheMode mla, int max_rows) {
     Model *m = df_calloc(1, sizeof *m);
     m->cfg = cat->cfg;
     m->cat = cat;
@@ -52,11 +64,12 @@ int model_create(Model **out, const Catalog *cat, SpineSource *spine, ExpertSour
     m->look_layer = -1;
     m->mla_cache = mla;
     m->max_context = model_context(&m->cfg, max_context);
+    m->max_rows = model_window(&m->cfg, max_context, max_rows);
     if (weights_bind(&m->w, cat, spine, mode)) {
         free(m);
         return -1;
     }
-    scratch_alloc(&m->s, &m->cfg);
+    scratch_alloc(&m->s, &m->cfg, m->max_rows, 0);
     m->cpu = cpu_device_create(pool, CPU_PRODUCTS_PROCESS);
     if (devmem_open(m, m->cpu, HOST_EXPERTS_COPY, POLICY_CRF)) return model_destroy(m), -1;
     *out = m;
@@ -75,6 +88,7 @@ void model_destroy(Model *m) {
 
 const K3Config *model_config(const Model *m) { return &m->cfg; }
 int model_max_context(const Model *m) { return m->max_context; }
+int model_max_rows(const Model *m) { return m->max_rows; }
 ModelStats *model_stats(Model *m) { return &m->stats; }
 MlaCacheMode model_mla_cache(const Model *m) { return m->mla_cache; }
 
@@ -86,26 +100,45 @@ static void attn_res(Model *m, int n_anchors, const float *q, int row0, int T, f
     const float *P = g->P + (size_t)row0 * H;
     if (n_anchors == 0) g->ops->copy(g->dev, x, P, (size_t)T * H * sizeof(float));
     else
-        g->ops->attnres(g->dev, x, g->anchors + (size_t)row0 * H, n_anchors, MODEL_MAX_CHUNK * H, P, q, (int)H, T,
+        g->ops->attnres(g->dev, x, g->anchors + (size_t)row0 * H, n_anchors, (size_t)g->rows * H, P, q, (int)H, T,
                         m->cfg.rms_eps, g->res_scores);
 }
 
-/* The attention half of layer l; returns the anchor count after it. At a block boundary the
- * finished block's sum becomes a new anchor and P restarts from the attention's output. */
+/* The part of each sequence that falls in the pass's rows [g0, g0 + n) (rows counted from g0) into
+ * part; returns how many sequences have rows there. */
+static int seqs_in_group(const Seq *seqs, int n_seqs, int g0, int n, Seq *part) {
+    int k = 0;
+    for (int q = 0; q < n_seqs; q++) {
+        const int a = seqs[q].row0 > g0 ? seqs[q].row0 : g0, b = seqs[q].row0 + seqs[q].rows < g0 + n ? seqs[q].row0 + seqs[q].rows : g0 + n;
+        if (a < b) part[k++] = (Seq){seqs[q].st, a - g0, b - a, seqs[q].pos + (a - seqs[q].row0)};
+    }
+    return k;
+}
+
+/* The attention half of layer l, in groups of the device's attn_rows rows (the KDA recurrence and
+ * the MLA cache advance group after group, as row after row); returns the anchor count after it. At
+ * a block boundary the finished block's sum becomes a new anchor and P restarts from the
+ * attention's output. */
 static int attention_block(Model *m, const Seq *seqs, int n_seqs, int l, int n_anchors, int T) {
     DevModel *g = m->dev;
     const DevLayer *D = &g->layers[l];
-    const size_t H = (size_t)m->cfg.hidden, HT = H * (size_t)T;
+    const size_t H = (size_t)m->cfg.hidden;
+    const int boundary = l % m->cfg.attn_res_block == 0;
     g->ops->mark(g->dev, DEV_PHASE_ATTENTION);
-    attn_res(m, n_anchors, D->attn_res_q, 0, T, g->xn);
-    int boundary = l % m->cfg.attn_res_block == 0;
-    if (boundary) g->ops->copy(g->dev, g->anchors + (size_t)n_anchors++ * MODEL_MAX_CHUNK * H, g->P, HT * sizeof(float));
-    g->ops->rmsnorm(g->dev, g->xn, g->xn, D->attn_norm, (int)H, T, H, m->cfg.rms_eps, NULL);
-    if (m->w.layers[l].kind == LAYER_MLA) mla_attention(m, l, seqs, n_seqs, T);
-    else kda_attention(m, l, seqs, n_seqs, T);
-    if (boundary) g->ops->copy(g->dev, g->P, g->attn_out, HT * sizeof(float));
-    else g->ops->add(g->dev, g->P, g->attn_out, HT);
-    return n_anchors;
+    for (int g0 = 0, n; g0 < T; g0 += n) {
+        Seq part[MODEL_BATCH_ROWS];
+        n = T - g0 < g->attn_rows ? T - g0 : g->attn_rows;
+        const int n_part = seqs_in_group(seqs, n_seqs, g0, n, part);
+        float *P = g->P + (size_t)g0 * H;
+        attn_res(m, n_anchors, D->attn_res_q, g0, n, g->xn);
+        if (boundary) g->ops->copy(g->dev, g->anchors + ((size_t)n_anchors * (size_t)g->rows + (size_t)g0) * H, P, (size_t)n * H * sizeof(float));
+        g->ops->rmsnorm(g->dev, g->xn, g->xn, D->attn_norm, (int)H, n, H, m->cfg.rms_eps, NULL);
+        if (m->w.layers[l].kind == LAYER_MLA) mla_attention(m, l, part, n_part, n);
+        else kda_attention(m, l, part, n_part, n);
+        if (boundary) g->ops->copy(g->dev, P, g->attn_out, (size_t)n * H * sizeof(float));
+        else g->ops->add(g->dev, P, g->attn_out, (size_t)n * H);
+    }
+    return n_anchors + boundary;
 }
 
 static int ffn_block(Model *m, int l, int n_anchors, int T) {
@@ -119,9 +152,10 @@ static int ffn_block(Model *m, int l, int n_anchors, int T) {
     return 0;
 }
 
-/* The head for rows out_rows[0..n_out) of the pass: final AttnRes, norm and lm_head, into the
- * device's logits. Consecutive rows run on their own; others (the last row of each of several
- * sequences) take the tail of every row, then the asked-for rows gathered. */
+/* The head for rows out_rows[0..n_out) of the pass (n_out <= the device's logit_rows): final
+ * AttnRes, norm and lm_head, into the device's logits. Consecutive rows run on their own; others
+ * (the last row of each of several sequences) take the tail of every row, then the asked-for rows
+ * gathered. */
 static void head(Model *m, int n_anchors, int T, const int *out_rows, int n_out) {
     DevModel *g = m->dev;
     const K3Config *c = &m->cfg;
@@ -142,6 +176,22 @@ static void head(Model *m, int n_anchors, int T, const int *out_rows, int n_out)
     g->ops->mul(g->dev, g->logits, &m->w.lm_head, g->xn, n_out);
 }
 
+/* The logits of rows out_rows[0..n_out) into logits ([n_out][vocab]), the head run in groups of the
+ * device's logit_rows, each brought back; the last group's copy is the pass's end (the caller's
+ * get). Returns 0, or -1 with the device's fault. */
+static int head_groups(Model *m, int n_anchors, int T, const int *out_rows, int n_out, float *logits, int *last_group) {
+    DevModel *g = m->dev;
+    const size_t V = (size_t)m->cfg.vocab;
+    int at = 0;
+    for (; n_out - at > g->logit_rows; at += g->logit_rows) {
+        head(m, n_anchors, T, out_rows + at, g->logit_rows);
+        if (g->ops->get(g->dev, logits + (size_t)at * V, g->logits, sizeof(float) * (size_t)g->logit_rows * V)) return -1;
+    }
+    head(m, n_anchors, T, out_rows + at, n_out - at);
+    *last_group = at;
+    return 0;
+}
+
 static int check_logits(const Model *m, const float *logits, const int *rows, int n) {
     const int V = m->cfg.vocab;
     for (size_t i = 0; i < (size_t)n * V; i++)
@@ -152,7 +202,7 @@ static int check_logits(const Model *m, const float *logits, const int *rows, in
 }
 
 static int check_tokens(const Model *m, const int *tokens, int T) {
-    if (T < 1 || T > MODEL_MAX_CHUNK) return df_fail("forward: chunk of %d positions (1..%d allowed)", T, MODEL_MAX_CHUNK);
+    if (T < 1 || T > m->max_rows) return df_fail("forward: a pass of %d positions (1..%d allowed)", T, m->max_rows);
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= m->cfg.vocab)
             return df_fail("token id %d is outside the vocabulary (0..%d)", tokens[t], m->cfg.vocab - 1);
@@ -218,9 +268,11 @@ static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens
     m->stats.positions += (uint64_t)T;
     m->stats.forwards++;
     m->stats.dev_forwards += !g->host;
-    if (logits) head(m, n_anchors, T, out_rows, n_out);
+    int last = 0, rc = logits ? head_groups(m, n_anchors, T, out_rows, n_out, logits, &last) : 0;
     g->ops->mark(g->dev, DEV_PHASE_IDLE);
-    int rc = g->ops->get(g->dev, logits, g->logits, logits ? sizeof(float) * (size_t)n_out * c->vocab : 0);
+    const size_t V = (size_t)c->vocab;
+    rc |= g->ops->get(g->dev, logits ? logits + (size_t)last * V : NULL, g->logits,
+                      logits ? sizeof(float) * (size_t)(n_out - last) * V : 0);
     add_phase_times(m);
     const char *fault = device_fault(); /* a device that failed computed zeros: the forward fails */
     if (fault) return df_fail("%s", fault);
@@ -231,24 +283,24 @@ static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens
 int model_forward(Model *m, State *st, const int *tokens, int T, float *logits, int all_rows) {
     if (check_tokens(m, tokens, T) || state_reserve(st, st->len + T)) return -1;
     st->verify_rows = 0;
-    Seq seq = {st, 0, T};
-    int rows[MODEL_MAX_CHUNK];
+    Seq seq = {st, 0, T, st->len};
+    int *rows = m->s.out_rows;
     for (int t = 0; t < T; t++) rows[t] = all_rows ? t : T - 1;
     return forward_rows(m, &seq, 1, tokens, T, rows, all_rows ? T : 1, logits);
 }
 
 int model_forward_batch(Model *m, State *const *states, const int *tokens, const int *rows_per_state, int n,
                         float *logits, int all_rows) {
-    Seq seqs[MODEL_MAX_CHUNK];
-    int out[MODEL_MAX_CHUNK], T = 0, n_out = 0;
-    if (n < 1 || n > MODEL_MAX_CHUNK) return df_fail("forward: %d sequences in one pass (1..%d allowed)", n, MODEL_MAX_CHUNK);
+    Seq seqs[MODEL_BATCH_ROWS];
+    int *out = m->s.out_rows, T = 0, n_out = 0;
+    if (n < 1 || n > MODEL_BATCH_ROWS) return df_fail("forward: %d sequences in one pass (1..%d allowed)", n, MODEL_BATCH_ROWS);
     for (int q = 0; q < n; q++) {
         int r = rows_per_state[q];
-        if (r < 1 || T + r > MODEL_MAX_CHUNK)
-            return df_fail("forward: %d rows for sequence %d (1 or more, %d in all at most)", r, q, MODEL_MAX_CHUNK);
+        if (r < 1 || T + r > m->max_rows)
+            return df_fail("forward: %d rows for sequence %d (1 or more, %d in all at most)", r, q, m->max_rows);
         for (int p = 0; p < q; p++)
             if (states[p] == states[q]) return df_fail("forward: sequence %d is given twice in one pass", q);
-        seqs[q] = (Seq){states[q], T, r};
+        seqs[q] = (Seq){states[q], T, r, states[q]->len};
         T += r;
         for (int t = all_rows ? seqs[q].row0 : T - 1; t < T; t++) out[n_out++] = t;
     }

@@ -3,7 +3,9 @@
  * to start reading them while layer l's experts are still being read and computed. The guess
  * only steers reads: layer l+1's own router still decides, so outputs do not change. Only
  * done when the expert source can use a guess (predict) and layer l+1's router is readable now:
- * a streamed spine layer's is not until it is acquired, unless the device holds its copy. */
+ * a streamed spine layer's is not until it is acquired, unless the device holds its copy. Only for
+ * decode steps and verify passes: a prefill pass routes to most of a layer's experts, which its
+ * store reads once each (a guess would read some of the next layer's before their turn, or twice). */
 #include "kernels/mat.h"
 #include "kernels/vecops.h"
 #include "model/internal.h"
@@ -21,13 +23,15 @@ static void score(Model *m, int T) {
     }
 }
 
+int lookahead_wanted(const Model *m, int T) { return m->experts->predict && T <= MODEL_MAX_VERIFY; }
+
 void lookahead(Model *m, int layer, const float *u, int T) {
     const K3Config *c = &m->cfg;
     Scratch *s = &m->s;
     if (m->look_layer == layer) score(m, T);
     m->look_layer = -1;
     int next = layer + 1;
-    if (!m->experts->predict || next >= c->n_layers || !m->w.layers[next].moe) return;
+    if (!lookahead_wanted(m, T) || next >= c->n_layers || !m->w.layers[next].moe) return;
     const MoeWeights *w = &m->w.layers[next].moe_w;
     if (next >= m->spine->resident_layers && !devmem_holds(m, &w->router)) return;
     mat_mul(m->pool, s->router, &w->router, u, T); /* the router scratch is free once sel is known */

@@ -42,7 +42,7 @@ static void latent_attention(Model *m, const MlaWeights *w, int l, const Seq *se
     const int NH = c->mla_heads, V = c->v_head, R = c->kv_lora;
     const size_t KVW = latent_width(c);
     for (int q = 0; q < n_seqs; q++) {
-        float *rows = seqs[q].st->dev->latent[l] + KVW * (size_t)seqs[q].st->len;
+        float *rows = seqs[q].st->dev->latent[l] + KVW * (size_t)seqs[q].pos;
         o->copy(d, rows, g->ckv + KVW * (size_t)seqs[q].row0, sizeof(float) * KVW * (size_t)seqs[q].rows);
         o->rmsnorm(d, rows, rows, g->layers[l].kv_a_norm, R, seqs[q].rows, KVW, c->rms_eps, NULL);
     }
@@ -50,7 +50,7 @@ static void latent_attention(Model *m, const MlaWeights *w, int l, const Seq *se
     const MatHeads keys = {NH, 0, c->qk_nope + V, c->qk_nope, config_mla_qk_dim(c)};
     const MatHeads values = {NH, c->qk_nope, c->qk_nope + V, V, R};
     o->tmul_heads(d, g->qlat, &w->kv_b, &keys, g->qf, T);
-    for (int q = 0; q < n_seqs; q++) attend_latent(m, seqs[q].st, l, seqs[q].st->len, seqs[q].row0, seqs[q].rows);
+    for (int q = 0; q < n_seqs; q++) attend_latent(m, seqs[q].st, l, seqs[q].pos, seqs[q].row0, seqs[q].rows);
     o->mul_heads(d, g->att, &w->kv_b, &values, g->lctx, T);
 }
 
@@ -62,7 +62,7 @@ static void expanded_attention(Model *m, const MlaWeights *w, int l, const Seq *
     const size_t NH = (size_t)c->mla_heads, QK = (size_t)config_mla_qk_dim(c);
     for (int q = 0; q < n_seqs; q++) {
         const size_t r0 = (size_t)seqs[q].row0;
-        DevMlaExpanded a = {c->mla_heads, c->kv_lora, c->qk_nope, c->qk_rope, c->v_head, seqs[q].st->len, seqs[q].rows,
+        DevMlaExpanded a = {c->mla_heads, c->kv_lora, c->qk_nope, c->qk_rope, c->v_head, seqs[q].pos, seqs[q].rows,
                             c->rms_eps, &w->kv_b, g->layers[l].kv_a_norm, g->ckv + r0 * latent_width(c),
                             g->qf + r0 * NH * QK, g->cq, g->kvf, seqs[q].st->dev->keys[l], seqs[q].st->dev->values[l],
                             g->scores, g->att + r0 * NH * (size_t)c->v_head};

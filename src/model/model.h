@@ -28,11 +28,13 @@ typedef struct {
  * one's matrices in out[i]; they stay valid until the next acquire. Returns 0, or -1 with a
  * message (the forward then fails). max_batch > 0 caps n (the model then acquires a layer's
  * experts in several batches); 0 means no cap. route, when not NULL, is told each layer's
- * selections before its experts are acquired: sel[t][k] for the chunk's T rows (router traces).
+ * selections before its experts are acquired: sel[t][k] for the pass's T rows (router traces);
+ * the model then acquires each distinct expert once, ascending (unless ready_first reorders).
  * predict, when not NULL, is told a guess at a later layer's selections (router lookahead), in the
- * same form; the source may start reading them, and must keep serving the current layer's
- * experts as if it had not been told. replace, when not NULL, overwrites the router's selections
- * (distinct ids per row) and weights before route sees them, for the chunk's rows at positions
+ * same form, for passes of at most MODEL_MAX_VERIFY rows; the source may start reading them, and
+ * must keep serving the current layer's experts as if it had not been told. replace, when not
+ * NULL, overwrites the router's selections (distinct ids per row) and weights before route sees
+ * them, for the pass's rows at positions
  * pos .. pos + T - 1: a benchmark that drives the store with recorded routing (replay.h); the
  * model's output is then meaningless. ready_first, when not NULL, may reorder ids[0..n) (a
  * layer's experts not yet acquired) so that those readable without waiting come first: the model
@@ -96,9 +98,14 @@ typedef struct {
     DevCacheCounts dev_cache;
 } ModelStats;
 
-#define MODEL_MAX_CHUNK 64
-/* The most distinct experts one chunk routes to in a layer (every row its own top-k). */
-#define MODEL_MAX_ROUTED (MODEL_MAX_CHUNK * K3_MAX_TOP_K)
+/* The rows of a pass. A prefill pass takes up to the model's window (model_max_rows, chosen at
+ * model_create: the memory plan sizes it), so that each layer reads each routed expert once for the
+ * whole window; decode steps take one row, verify passes at most MODEL_MAX_VERIFY, and a batch of
+ * several sequences (the server's) at most MODEL_BATCH_ROWS. MODEL_LOGIT_ROWS: the logits a pass
+ * computes at a time (a pass that wants more computes them in groups). */
+#define MODEL_BATCH_ROWS 64
+#define MODEL_LOGIT_ROWS 64
+#define MODEL_MAX_WINDOW 65535 /* (an accelerator launches some of a pass's row loops as one grid dimension) */
 
 typedef struct Model Model;
 typedef struct State State;
@@ -114,10 +121,13 @@ typedef enum { MLA_CACHE_LATENT, MLA_CACHE_EXPANDED } MlaCacheMode;
 /* Borrows cat, the spine and the experts (their stores) and pool for its lifetime; binds every
  * spine tensor now (vectors are copied, so a store may free them after this). max_context:
  * positions a State may hold (model_context: clamped to max_position_embeddings); mla: how MLA
- * layers cache past positions. The model runs its layers on the CPU device (kernels/cpu/) until
+ * layers cache past positions; max_rows: the most rows of a pass (model_window). The model runs its layers on the CPU device (kernels/cpu/) until
  * model_use_device gives it an accelerator. */
 int model_create(Model **out, const Catalog *cat, SpineSource *spine, ExpertSource *experts, Pool *pool, ALogMode mode,
-                 int max_context, MlaCacheMode mla);
+                 int max_context, MlaCacheMode mla, int max_rows);
+/* The most rows a pass may have (1..MODEL_MAX_WINDOW, at least MODEL_BATCH_ROWS unless the context
+ * is smaller): model_create's max_rows within the context. */
+int model_max_rows(const Model *m);
 void model_destroy(Model *m);
 const K3Config *model_config(const Model *m);
 int model_max_context(const Model *m);
@@ -152,14 +162,15 @@ int state_save(const State *s, int (*put)(void *ctx, const void *p, size_t n), v
  * with a message (s is then reset). */
 int state_load(State *s, int len, int (*get)(void *ctx, void *p, size_t n), void *ctx);
 
-/* Runs tokens[0..T) (1 <= T <= MODEL_MAX_CHUNK) after the state's current positions and advances
+/* Runs tokens[0..T) (1 <= T <= model_max_rows) after the state's current positions and advances
  * it. logits: NULL, or [T][vocab] when all_rows, else [vocab] for the last position only.
  * Fails (state unchanged only on argument errors) on a bad token id, a full context, an expert
  * that cannot be read, a device fault (device.h), or non-finite logits. */
 int model_forward(Model *m, State *s, const int *tokens, int T, float *logits, int all_rows);
 
 /* Several sequences in one pass: states[q] is fed its rows_per_state[q] tokens, taken in order
- * from tokens (sequence 0's first), sum of rows 1..MODEL_MAX_CHUNK, each state at most once.
+ * from tokens (sequence 0's first), sum of rows 1..model_max_rows, n at most MODEL_BATCH_ROWS, each
+ * state at most once.
  * Every weight product runs once over all the rows, each routed expert is acquired once for all
  * the rows that chose it; attention (KDA recurrence, MLA cache) runs per sequence on its own
  * rows. A row's logits are bit-identical to those a model_forward of its sequence alone gives
@@ -217,13 +228,20 @@ uint64_t model_mla_bytes_per_position(const K3Config *c, MlaCacheMode mode);
  * filled to the context, and its first model_forward_verify allocate. The streaming memory plan
  * (store/stream.h) reserves these. */
 typedef struct {
-    uint64_t model;      /* the Model and its host scratch (staging of MODEL_MAX_CHUNK rows) */
-    uint64_t scratch;    /* the device's scratch (activations of MODEL_MAX_CHUNK rows, scores): host
-                          * memory when the CPU device runs the layers */
+    uint64_t model;      /* the Model and its host scratch (staging of a pass's rows, routing) */
+    uint64_t hybrid;     /* beside an accelerator: the CPU threads' buffers for the experts it misses */
+    uint64_t scratch;    /* the device's scratch (activations of a pass's rows, scores): host memory
+                          * when the CPU device runs the layers */
     uint64_t state;      /* one State holding max_context positions: KDA windows and matrices, the MLA cache */
     uint64_t verify;     /* a State's speculation replay records */
 } ModelMemory;
-/* For a model of config c with the MLA layout mla and max_context positions (model_context). */
-ModelMemory model_memory(const K3Config *c, MlaCacheMode mla, int max_context);
+/* For a model of config c with the MLA layout mla, max_context positions (model_context) and passes
+ * of up to max_rows rows (model_window). */
+ModelMemory model_memory(const K3Config *c, MlaCacheMode mla, int max_context, int max_rows);
+/* The rows of a pass model_create takes for max_rows (0: MODEL_BATCH_ROWS) within max_context. */
+int model_window(const K3Config *c, int max_context, int max_rows);
+/* Bytes one more row of the window adds to model_memory's model + scratch (+ hybrid when asked):
+ * what the memory plan sizes the window with. */
+uint64_t model_row_bytes(const K3Config *c, MlaCacheMode mla, int hybrid);
 
 #endif

@@ -21,6 +21,7 @@ struct ExpertSlot {
     uint64_t gen;            /* fills of this slot so far: its Mats' residency key generation */
     int layer, expert;
     int state, pinned, origin;
+    int pending;             /* routed by the pass in progress and not acquired yet: never evicted */
     char err[384];
 };
 
@@ -34,7 +35,13 @@ static ExpertMats slot_mats(const ExpertSlot *s) {
 }
 
 static void set_locked(ExpertStore *es, int i) {
-    cidx_lock(&es->ci, i, es->slots[i].pinned || es->slots[i].state == SLOT_LOADING);
+    const ExpertSlot *s = &es->slots[i];
+    cidx_lock(&es->ci, i, s->pinned || s->pending || s->state == SLOT_LOADING);
+}
+
+static void set_pending(ExpertStore *es, int i, int on) {
+    es->slots[i].pending = on;
+    set_locked(es, i);
 }
 
 static void describe_slot(const IoJob *job, char *what, size_t n) {
@@ -101,6 +108,7 @@ static int claim_cached(ExpertStore *es, int layer, int expert) {
     s->origin = FOR_DONE;
     if (s->state == SLOT_LOADING) iopool_promote(es->io, &s->job);
     cidx_use(&es->ci, key, i);
+    s->pending = 0;
     pin(es, i);
     return i;
 }
@@ -141,7 +149,7 @@ static void prefetch_next(ExpertStore *es, int layer) {
     const K3Config *c = &es->cat->cfg;
     int next = next_moe_layer(c, layer), n = 0;
     const int *want = es->predict + (size_t)next * c->top_k;
-    IoJob *jobs[MODEL_MAX_ROUTED];
+    IoJob *jobs[K3_MAX_TOP_K];
     for (int j = 0; j < c->top_k && want[j] >= 0; j++) {
         if (cidx_lookup(&es->ci, next * c->n_experts + want[j]) >= 0) continue;
         int i = cidx_victim(&es->ci, layer);
@@ -165,45 +173,52 @@ static int distinct(const int *sel, int n_sel, int *ids) {
     return n;
 }
 
-/* Locks the cached ones among experts ids[0..n) of layer so that reads started now cannot evict
- * them; returns how many it locked (held[], for set_locked afterwards). */
-static int hold_cached(ExpertStore *es, int layer, const int *ids, int n, int *held) {
-    int n_held = 0;
-    for (int j = 0; j < n; j++) {
-        int i = cidx_lookup(&es->ci, layer * es->cat->cfg.n_experts + ids[j]);
-        if (i < 0 || es->slots[i].state == SLOT_FAILED) continue;
-        if (es->slots[i].state == SLOT_LOADING) iopool_promote(es->io, &es->slots[i].job);
-        if (!es->ci.locked[i]) cidx_lock(&es->ci, i, 1), held[n_held++] = i;
+/* Starts urgent reads of the routed experts not cached yet, from the cursor on in their order, into
+ * slots that no routed expert waits in, while no more than `ahead` routed experts are on their way
+ * or waiting to be acquired. A read expert stays pending (locked) until acquired. */
+static void read_ahead(ExpertStore *es, int layer, int ahead) {
+    const K3Config *c = &es->cat->cfg;
+    int n_jobs = 0, waiting = 0;
+    for (int i = 0; i < es->ci.n_slots; i++) waiting += es->slots[i].pending;
+    for (; es->next_read < es->n_routed && waiting < ahead; es->next_read++) {
+        const int e = es->routed[es->next_read], key = layer * c->n_experts + e;
+        if (es->acquired[e]) continue; /* read on demand before its turn, and used */
+        int i = cidx_lookup(&es->ci, key);
+        if (i >= 0 && es->slots[i].state != SLOT_FAILED) continue; /* cached: made pending at route */
+        if (i < 0 && (i = cidx_victim(&es->ci, layer)) < 0) break;
+        es->jobs[n_jobs++] = start_read(es, i, layer, e, 1);
+        set_pending(es, i, 1);
+        waiting++;
     }
-    return n_held;
+    iopool_submit_many(es->io, es->jobs, n_jobs, IO_URGENT);
 }
 
-/* The model announces a layer's selections before acquiring them: start reading every one that
- * is missing now (urgent), so the model can compute each expert as it arrives while the others
- * are still on their way; then guess at the next layer. Up to half the cache is used this way. */
+/* The model announces a layer's selections before acquiring them: every routed expert that is
+ * cached is kept (pending) until acquired, and the missing ones are read in order, as many ahead as
+ * half the cache (a pass routes to more experts than that: the rest are read as the acquires free
+ * slots), so the model computes each expert as it arrives while the others are on their way, and
+ * reads each routed expert once per pass however many rows chose it. A decode step's pass (no more
+ * distinct experts than top-k) then guesses at the next layer. */
 static void experts_route(ExpertSource *src, int layer, const int *sel, int T, int k) {
     ExpertStore *es = (ExpertStore *)src;
     const K3Config *c = &es->cat->cfg;
-    int ids[MODEL_MAX_ROUTED], n = distinct(sel, T * k, ids);
+    int n = distinct(sel, T * k, es->routed);
     pthread_mutex_lock(&es->mu);
     if (layer <= es->routed_layer) cidx_next_pass(&es->ci); /* a new forward began */
+    for (int i = 0; i < es->ci.n_slots; i++)
+        if (es->slots[i].pending) set_pending(es, i, 0); /* (a pass that ended before acquiring them) */
     int *p = es->predict + (size_t)layer * c->top_k;
-    for (int j = 0; j < c->top_k; j++) p[j] = j < n ? ids[j] : -1;
-    memcpy(es->routed, ids, sizeof *ids * (size_t)n);
-    es->n_routed = n, es->routed_layer = layer;
-    /* hold what is cached while the missing ones (and the guesses) look for slots */
-    int held[MODEL_MAX_ROUTED], reads = es->ci.n_slots / 2, n_jobs = 0;
-    int n_held = hold_cached(es, layer, ids, n, held);
-    IoJob *jobs[MODEL_MAX_ROUTED];
-    for (int j = 0; j < n && n_jobs < reads; j++) {
-        int i = cidx_lookup(&es->ci, layer * c->n_experts + ids[j]);
-        if (i >= 0 && es->slots[i].state != SLOT_FAILED) continue;
-        if (i < 0 && (i = cidx_victim(&es->ci, layer)) < 0) break;
-        jobs[n_jobs++] = start_read(es, i, layer, ids[j], 1);
+    for (int j = 0; j < c->top_k; j++) p[j] = j < n ? es->routed[j] : -1;
+    es->n_routed = n, es->routed_layer = layer, es->next_read = 0;
+    memset(es->acquired, 0, (size_t)c->n_experts);
+    for (int j = 0; j < n; j++) {
+        int i = cidx_lookup(&es->ci, layer * c->n_experts + es->routed[j]);
+        if (i < 0 || es->slots[i].state == SLOT_FAILED) continue;
+        if (es->slots[i].state == SLOT_LOADING) iopool_promote(es->io, &es->slots[i].job);
+        set_pending(es, i, 1);
     }
-    iopool_submit_many(es->io, jobs, n_jobs, IO_URGENT);
-    if (es->prefetch) prefetch_next(es, layer);
-    for (int j = 0; j < n_held; j++) set_locked(es, held[j]);
+    read_ahead(es, layer, es->ci.n_slots / 2 > 1 ? es->ci.n_slots / 2 : 1);
+    if (es->prefetch && n <= c->top_k) prefetch_next(es, layer);
     pthread_mutex_unlock(&es->mu);
 }
 
@@ -213,19 +228,15 @@ static void experts_route(ExpertSource *src, int layer, const int *sel, int T, i
 static void experts_predict(ExpertSource *src, int layer, const int *sel, int T, int k) {
     ExpertStore *es = (ExpertStore *)src;
     const K3Config *c = &es->cat->cfg;
-    int ids[MODEL_MAX_ROUTED], n = distinct(sel, T * k, ids);
     pthread_mutex_lock(&es->mu);
-    int held[MODEL_MAX_ROUTED], reads = es->ci.n_slots / 4, n_jobs = 0;
-    int n_held = hold_cached(es, es->routed_layer, es->routed, es->n_routed, held);
-    IoJob *jobs[MODEL_MAX_ROUTED];
-    for (int j = 0; j < n && n_jobs < reads; j++) {
-        if (cidx_lookup(&es->ci, layer * c->n_experts + ids[j]) >= 0) continue;
+    int n = distinct(sel, T * k, es->ids), reads = es->ci.n_slots / 4, n_jobs = 0;
+    for (int j = 0; j < n && n_jobs < reads; j++) { /* (the routed layer's experts are pending: never victims) */
+        if (cidx_lookup(&es->ci, layer * c->n_experts + es->ids[j]) >= 0) continue;
         int i = cidx_victim(&es->ci, es->routed_layer);
         if (i < 0) break;
-        jobs[n_jobs++] = start_read(es, i, layer, ids[j], 0);
+        es->jobs[n_jobs++] = start_read(es, i, layer, es->ids[j], 0);
     }
-    iopool_submit_many(es->io, jobs, n_jobs, IO_GUESS);
-    for (int j = 0; j < n_held; j++) set_locked(es, held[j]);
+    iopool_submit_many(es->io, es->jobs, n_jobs, IO_GUESS);
     pthread_mutex_unlock(&es->mu);
 }
 
@@ -238,7 +249,7 @@ static int in_memory(ExpertStore *es, int layer, int expert) {
  * rest in theirs; nothing moves while the first one is ready. */
 static int experts_ready_first(ExpertSource *src, int layer, int *ids, int n) {
     ExpertStore *es = (ExpertStore *)src;
-    int rest[MODEL_MAX_ROUTED], n_ready = 1, n_rest = 0;
+    int *rest = es->ids, n_ready = 1, n_rest = 0;
     pthread_mutex_lock(&es->mu);
     if (!in_memory(es, layer, ids[0])) {
         n_ready = 0;
@@ -258,13 +269,15 @@ static int experts_acquire(ExpertSource *src, int layer, const int *ids, int n, 
     if (n > es->ci.n_slots) return df_fail("expert store: %d experts asked at once, the cache holds %d", n, es->ci.n_slots);
     pthread_mutex_lock(&es->mu);
     unpin_all(es);
-    int order[MODEL_MAX_ROUTED], n_miss = 0;
+    int *order = es->ids, n_miss = 0;
     /* hits first, so that reading a miss never evicts an expert this same call needs */
     for (int j = 0; j < n; j++)
         if (claim_cached(es, layer, ids[j]) < 0) order[n_miss++] = j;
     for (int j = 0; j < n_miss; j++) claim_missing(es, layer, ids[order[j]]);
+    for (int j = 0; layer == es->routed_layer && j < n; j++) es->acquired[ids[j]] = 1;
+    if (layer == es->routed_layer) read_ahead(es, layer, es->ci.n_slots / 2 > 1 ? es->ci.n_slots / 2 : 1);
     /* pinned[] is in claim order; map back to the caller's order */
-    ExpertMats got[MODEL_MAX_ROUTED];
+    ExpertMats *got = es->got;
     int rc = wait_pinned(es, got);
     if (!rc) {
         int h = 0, m = n - n_miss;
@@ -330,6 +343,11 @@ int experts_open(ExpertStore *es, const Catalog *cat, const Shards *shards, IoPo
         es->slots[i].buf = es->slots[i].job.buf = es->arena + (size_t)i * es->slot_bytes;
     }
     es->pinned = df_malloc(sizeof *es->pinned * (size_t)n_slots);
+    es->got = df_malloc(sizeof *es->got * (size_t)n_slots);
+    es->routed = df_malloc(sizeof *es->routed * (size_t)c->n_experts);
+    es->ids = df_malloc(sizeof *es->ids * (size_t)c->n_experts);
+    es->jobs = df_malloc(sizeof *es->jobs * (size_t)c->n_experts);
+    es->acquired = df_calloc((size_t)c->n_experts, 1);
     es->predict = df_malloc(sizeof *es->predict * (size_t)c->n_layers * (size_t)c->top_k);
     memset(es->predict, 0xff, sizeof *es->predict * (size_t)c->n_layers * (size_t)c->top_k);
     atomic_init(&es->populate_stop, 0);
@@ -342,6 +360,7 @@ void experts_close(ExpertStore *es) {
     if (es->populating) atomic_store(&es->populate_stop, 1), pthread_join(es->populator, NULL);
     if (es->arena) munmap(es->arena, es->arena_bytes);
     free(es->slots), free(es->pinned), free(es->predict);
+    free(es->got), free(es->routed), free(es->ids), free(es->jobs), free(es->acquired);
     cidx_free(&es->ci);
     pthread_mutex_destroy(&es->mu);
     pthread_cond_destroy(&es->done);

@@ -1,10 +1,14 @@
 /* experts.h - routed experts read from the shards on demand into a bounded in-RAM cache.
  *
  * Each expert is one contiguous span, read with one positional read into a slot (shardio.h: no
- * page cache). A layer's missing experts are read in parallel on the I/O pool; experts already
- * cached are hits. After serving layer l, the store starts reading in the background what layer
- * l+1 selected for the previous token (consecutive tokens share many choices), so those reads
- * overlap the computation of layer l; router lookahead's guesses (predict) are read the same way.
+ * page cache). A layer's missing experts are read in parallel on the I/O pool, in the order the
+ * model acquires them and as many ahead as half the cache; experts already cached are hits; a
+ * routed expert is never evicted before it is acquired, so a pass reads each of its routed experts
+ * at most once, however many rows chose it (a prefill window of thousands of rows routes to most of
+ * a layer's experts: they stream through the cache in order). After serving a decode step's layer
+ * l, the store starts reading in the background what layer l+1 selected for the previous token
+ * (consecutive tokens share many choices), so those reads overlap the computation of layer l;
+ * router lookahead's guesses (predict) are read the same way.
  * Slots are allocated once at open; eviction follows the
  * CacheIndex policy. A failed read is reported by the acquire that needs the expert, naming the
  * shard and byte range; a failed prefetch that is never needed is dropped.
@@ -49,7 +53,12 @@ typedef struct {
     int *pinned, n_pinned;   /* slots handed out by the last acquire */
     int *predict;            /* [n_layers][top_k]: each layer's last selection, -1 = none */
     int prefetch;
-    int routed[MODEL_MAX_ROUTED], n_routed, routed_layer; /* the last route's distinct experts */
+    int *routed, n_routed, routed_layer; /* [n_experts] the last route's distinct experts, ascending */
+    int next_read;           /* the first of them whose turn to be read ahead has not come */
+    unsigned char *acquired; /* [n_experts] which of them were acquired since the route */
+    int *ids;                /* [n_experts] scratch */
+    IoJob **jobs;            /* [n_experts] reads submitted together */
+    ExpertMats *got;         /* [n_slots] an acquire's matrices in claim order */
     ExpertCounters c;        /* under mu */
     uint32_t id;             /* the store id of its residency keys */
     pthread_t populator;     /* prepares the arena's pages in the background (populate_arena) */

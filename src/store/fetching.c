@@ -39,10 +39,11 @@ static void fetching_route(ExpertSource *src, int layer, const int *sel, int T, 
     else if (fs->wrap.inner->route) fs->wrap.inner->route(fs->wrap.inner, layer, sel, T, k);
 }
 
-/* A guess never fetches: only the guessed experts already installed go on to be read ahead. */
+/* A guess never fetches: only the guessed experts already installed go on to be read ahead. (The
+ * model guesses only for decode steps and verify passes: T <= MODEL_MAX_VERIFY.) */
 static void fetching_predict(ExpertSource *src, int layer, const int *sel, int T, int k) {
     FetchingSource *fs = (FetchingSource *)src;
-    int have[MODEL_MAX_ROUTED];
+    int have[MODEL_MAX_VERIFY * K3_MAX_TOP_K];
     for (int i = 0; i < T * k; i++) have[i] = installer_has_expert(fs->inst, layer, sel[i]) ? sel[i] : -1;
     fs->wrap.inner->predict(fs->wrap.inner, layer, have, T, k);
 }

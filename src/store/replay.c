@@ -23,7 +23,7 @@ static double unit_hash(long pos, int layer, int expert) {
  * the rest the real router's guesses. */
 static void replay_predict(ExpertSource *src, int layer, const int *sel, int T, int k) {
     ReplaySource *r = (ReplaySource *)src;
-    int guess[MODEL_MAX_ROUTED], truth[ROUTE_TRACE_MAX_K * 2];
+    int guess[MODEL_MAX_VERIFY * K3_MAX_TOP_K], truth[ROUTE_TRACE_MAX_K * 2]; /* (guesses: T <= MODEL_MAX_VERIFY) */
     for (int t = 0; t < T; t++) {
         route_trace_map(&r->trace, &r->map, layer - r->first_moe, (long)r->pos + t, truth);
         for (int i = 0; i < k; i++)

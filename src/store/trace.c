@@ -14,7 +14,7 @@ static void flush(TraceSource *t) {
         for (int l = 0; l < t->n_layers; l++) {
             if (!t->seen[l]) continue;
             fprintf(t->f, "%s\"%d\":[", first ? "" : ",", l);
-            const int *s = t->sel + ((size_t)l * MODEL_MAX_CHUNK + r) * t->top_k;
+            const int *s = t->sel + ((size_t)l * (size_t)t->cap + r) * t->top_k;
             for (int k = 0; k < t->top_k; k++) fprintf(t->f, k ? ",%d" : "%d", s[k]);
             fputc(']', t->f);
             first = 0;
@@ -30,9 +30,14 @@ static void trace_route(ExpertSource *src, int layer, const int *sel, int T, int
     if (t->wrap.inner->route) t->wrap.inner->route(t->wrap.inner, layer, sel, T, k);
     if (layer <= t->last_layer && t->rows) flush(t); /* a new forward began */
     t->last_layer = layer;
+    if (T > t->cap) { /* a longer pass than any before (the layers' earlier rows were flushed) */
+        free(t->sel);
+        t->cap = T;
+        t->sel = df_malloc(sizeof *t->sel * (size_t)t->n_layers * (size_t)T * (size_t)k);
+    }
     t->rows = T;
     t->seen[layer] = 1;
-    memcpy(t->sel + (size_t)layer * MODEL_MAX_CHUNK * k, sel, sizeof *sel * (size_t)T * (size_t)k);
+    memcpy(t->sel + (size_t)layer * (size_t)t->cap * k, sel, sizeof *sel * (size_t)T * (size_t)k);
 }
 
 int trace_open(TraceSource *t, ExpertSource *inner, const K3Config *c, const char *path) {
@@ -43,7 +48,8 @@ int trace_open(TraceSource *t, ExpertSource *inner, const K3Config *c, const cha
     expert_wrap_init(&t->wrap, inner);
     t->wrap.src.route = trace_route;
     t->n_layers = c->n_layers, t->top_k = c->top_k, t->last_layer = -1;
-    t->sel = df_malloc(sizeof *t->sel * (size_t)c->n_layers * MODEL_MAX_CHUNK * (size_t)c->top_k);
+    t->cap = MODEL_BATCH_ROWS;
+    t->sel = df_malloc(sizeof *t->sel * (size_t)c->n_layers * (size_t)t->cap * (size_t)c->top_k);
     t->seen = df_calloc((size_t)c->n_layers, 1);
     return 0;
 }

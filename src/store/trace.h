@@ -19,7 +19,8 @@ typedef struct {
     FILE *f;
     char *path;
     int n_layers, top_k, rows, last_layer;
-    int *sel;                /* [n_layers][MODEL_MAX_CHUNK][top_k] of the forward in progress */
+    int *sel;                /* [n_layers][cap][top_k] of the forward in progress */
+    int cap;                 /* rows it holds per layer: grown for the longest pass so far */
     unsigned char *seen;     /* [n_layers] */
     long long pos;
 } TraceSource;

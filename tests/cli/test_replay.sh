@@ -25,10 +25,11 @@ for store in stream mapped; do
 done
 
 # Simulated router lookahead only steers reads: the same selections again; with recall 1 the
-# guesses are the replayed choices, so most reads are started by them and then used.
+# guesses are the replayed choices, so most reads are started by them and then used. (Lookahead
+# guesses for decode-sized passes only: the prompt goes in one position at a time.)
 rm -f "$t/again.jsonl"
 K3_STORE=stream K3_RAM_GB=0.2 K3_SPEC=0 K3_LOOKAHEAD=1 K3_REPLAY_LOOKAHEAD=100 K3_REPLAY="$t/own.jsonl" K3_TRACE="$t/again.jsonl" \
-    "$DF" run --model "$m" --tokens "$prompt" --max-new 6 --stats >/dev/null 2>"$t/r.err" || { cat "$t/r.err"; fail "lookahead replay failed"; }
+    "$DF" run --model "$m" --tokens "$prompt" --max-new 6 --chunk 1 --stats >/dev/null 2>"$t/r.err" || { cat "$t/r.err"; fail "lookahead replay failed"; }
 cmp -s "$t/own.jsonl" "$t/again.jsonl" || fail "simulated lookahead changed the replayed selections"
 grep -q "router lookahead simulated" "$t/r.err" || fail "the start-up line does not say lookahead is simulated"
 used=$(sed -n 's/.*prefetch \([0-9]*\) started, \([0-9]*\) used.*/\2/p' "$t/r.err")

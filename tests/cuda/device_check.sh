@@ -345,9 +345,10 @@ if [ "$what" = check ] || [ "$what" = all ] || [ "$what" = cache ]; then
     tokens_same "big, small GPU expert cache, misses split as measured" "$dir/big" "$toks" 48 $small
     host_ways_same "big, small GPU expert cache" "$dir/big" $small
     host_ways_same "big, no GPU expert cache" "$dir/big" K3_DEV_EXPERT_GB=0
-    # a streaming store at its fewest slots (38, all layers pinned) under a 136-slot GPU cache, with
+    # a streaming store near its fewest slots (all layers pinned; the CPU run needs its layers'
+    # scratch beside them) under a 136-slot GPU cache, with
     # real routing replayed (experts come back after the host cache dropped them: new keys)
-    refilled="K3_STORE=stream K3_RAM_GB=0.265 K3_DEV_EXPERT_GB=0.05 K3_REPLAY=$trace"
+    refilled="K3_STORE=stream K3_RAM_GB=0.28 K3_DEV_EXPERT_GB=0.05 K3_REPLAY=$trace"
     tokens_same "big, GPU expert cache over a refilled streaming cache, copied" "$dir/big" "$toks" 48 $refilled \
         K3_DEV_HOST_EXPERTS=copy
     tokens_same "big, GPU expert cache over a refilled streaming cache, split" "$dir/big" "$toks" 48 $refilled

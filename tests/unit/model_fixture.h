@@ -18,11 +18,13 @@ static int fixture_remove_entry(const char *path, const struct stat *sb, int fla
     return remove(path);
 }
 
-/* The settings' defaults, with the mapped store. */
+/* The settings' defaults, with the mapped store and a fixed prefill window (an automatic one follows
+ * the memory budget, which tests that derive budgets from a plan must not move). */
 static EngineOptions fixture_options(void) {
     Settings s;
     settings_defaults(&s);
     s.engine.store.kind = STORE_MAPPED;
+    s.engine.window = MODEL_BATCH_ROWS;
     return s.engine;
 }
 

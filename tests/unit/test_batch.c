@@ -56,10 +56,10 @@ static void batched_matches_alone(void) {
     for (int q = 0; q < N_SEQ; q++) run_alone(q, &alone[q]);
     State *st[N_SEQ];
     int step[N_SEQ] = {0}, last[N_SEQ];
-    float *logits = malloc(sizeof(float) * (size_t)V * MODEL_MAX_CHUNK);
+    float *logits = malloc(sizeof(float) * (size_t)V * MODEL_BATCH_ROWS);
     for (int q = 0; q < N_SEQ; q++) st[q] = state_create(eng.model);
     /* pass 0: prompts of sequences 0..2 together */
-    int tokens[MODEL_MAX_CHUNK], rows[N_SEQ], n = 0, T = 0;
+    int tokens[MODEL_BATCH_ROWS], rows[N_SEQ], n = 0, T = 0;
     State *in[N_SEQ];
     for (int q = 0; q < 3; q++) {
         memcpy(tokens + T, prompts[q], sizeof(int) * (size_t)prompt_len[q]);
@@ -112,7 +112,7 @@ static void batched_matches_alone(void) {
 static void all_rows_are_each_sequences_own(void) {
     const int V = eng.cat.cfg.vocab;
     State *a = state_create(eng.model), *b = state_create(eng.model), *alone = state_create(eng.model);
-    float *batch = malloc(sizeof(float) * (size_t)V * MODEL_MAX_CHUNK), *own = malloc(sizeof(float) * (size_t)V * MODEL_MAX_CHUNK);
+    float *batch = malloc(sizeof(float) * (size_t)V * MODEL_BATCH_ROWS), *own = malloc(sizeof(float) * (size_t)V * MODEL_BATCH_ROWS);
     int tokens[19 + 3];
     memcpy(tokens, prompts[2], sizeof(int) * 19);
     memcpy(tokens + 19, prompts[1], sizeof(int) * 3);

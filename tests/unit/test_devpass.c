@@ -299,6 +299,10 @@ static void h_gather(MatDevice *d, float *dst, const float *src, const int *idx,
     (void)d, cpu_dev->ops->gather(cpu_dev, dst, src, idx, n, width);
 }
 
+static void h_scatter(MatDevice *d, float *dst, const float *src, const int *idx, int n, int width) {
+    (void)d, cpu_dev->ops->scatter(cpu_dev, dst, src, idx, n, width);
+}
+
 static void h_combine(MatDevice *d, float *y, const float *eo, const float *w, int k, int n, int rows) {
     (void)d;
     run_queued();
@@ -312,7 +316,7 @@ static void h_close(MatDevice *d) { (void)d, forget_kept(); }
 static const DevOps host_ops = {h_alloc, h_release, h_put, h_copy, h_get, h_keep, h_holds, h_mul, h_mul_heads, h_tmul_heads,
                                 h_rmsnorm, h_attnres, h_add, h_gate, h_situ, h_kda, h_mla, h_route, h_experts,
                                 h_experts_rows, h_gather, h_combine, h_mark, h_phase_times, h_expert_slots, h_slot_fill,
-                                h_fills_wait, h_record, NULL};
+                                h_fills_wait, h_record, NULL, h_scatter};
 
 /* The per-product path (prefill, verification, lookahead) reads kept copies too. */
 static void cpu_mul(MatDevice *d, Pool *pool, float *Y, const Mat *W, const float *X, int T) {
@@ -476,10 +480,10 @@ static Counts simulate(const K3Config *c, CachePolicy policy, int n_slots) {
     cidx_init(&ci, policy, n_slots, c->n_layers, c->n_experts);
     Counts k = {0, 0, 0};
     const int moe = c->n_layers - c->first_dense;
-    int held[MODEL_MAX_ROUTED], n_held = 0, last = -1;
+    int held[(MODEL_BATCH_ROWS * K3_MAX_TOP_K)], n_held = 0, last = -1;
     for (int r = 0; r < n_calls; r++) {
         const int layer = c->first_dense + r % moe;
-        int ids[MODEL_MAX_ROUTED], miss[MODEL_MAX_ROUTED], n_miss = 0, n = call_experts(r, c->top_k, ids);
+        int ids[(MODEL_BATCH_ROWS * K3_MAX_TOP_K)], miss[(MODEL_BATCH_ROWS * K3_MAX_TOP_K)], n_miss = 0, n = call_experts(r, c->top_k, ids);
         for (int i = 0; i < n_held; i++) cidx_lock(&ci, held[i], 0);
         n_held = 0;
         if (layer <= last) cidx_next_pass(&ci);
@@ -530,7 +534,7 @@ static void check_cache(const Layout *L, Engine *e) {
     }
     long routed = 0;
     for (int r = 0; r < n_calls; r++) {
-        int ids[MODEL_MAX_ROUTED];
+        int ids[(MODEL_BATCH_ROWS * K3_MAX_TOP_K)];
         routed += call_experts(r, c->top_k, ids);
     }
     CHECK_MSG((long)(dc->hits + dc->misses) == routed, "%s: %llu hits + %llu misses of %ld routed", L->what,

@@ -102,7 +102,7 @@ static void test_cancel_keeps_what_was_fed(void) {
     memcpy(big, p1, sizeof p1);
     for (int i = 0; i < 100; i++) big[N1 + i] = 50 + i * 7 % 300;
     int calls = 0;
-    size_t reused = 0, first = 100 % MODEL_MAX_CHUNK;
+    size_t reused = 0, first = 100 % MODEL_BATCH_ROWS;
     CHECK(session_prefill(&s, big, N1 + 100, cancel_second, &calls, &reused) == 1);
     CHECK(reused == N1 && s.held.n == N1 + first && !memcmp(s.held.v, big, s.held.n * sizeof *big));
     CHECK(state_length(s.st) == (int)(N1 + first) && session_pending(&s) < 0);
@@ -136,7 +136,7 @@ static void test_memory_plan_counts_the_snapshot(void) {
     const StreamPlan *a = &one.stream.plan, *b = &two.stream.plan;
     CHECK_MSG(b->fixed >= a->fixed + state, "fixed %llu -> %llu, a State is %llu", (unsigned long long)a->fixed,
               (unsigned long long)b->fixed, (unsigned long long)state);
-    uint64_t snapshot = model_memory(c, one.opt.mla_cache, 300).state + session_bytes(c, 300, 1) - session_bytes(c, 300, 0);
+    uint64_t snapshot = model_memory(c, one.opt.mla_cache, 300, 0).state + session_bytes(c, 300, 1) - session_bytes(c, 300, 0);
     CHECK(b->fixed - a->fixed == snapshot);
     CHECK(b->slots <= a->slots);
     engine_close(&one), engine_close(&two);
@@ -156,15 +156,15 @@ static void test_memory_plan_counts_the_slots(void) {
     CHECK(engine_open(&three, dir, &o) == 0);
     const K3Config cfg = one.cat.cfg, *c = &cfg;
     MlaCacheMode mla = one.opt.mla_cache;
-    uint64_t slot = 2 * model_memory(c, mla, 300).state + session_bytes(c, 300, 1);
-    uint64_t pass = sizeof(float) * (uint64_t)c->vocab * MODEL_MAX_CHUNK;
+    uint64_t slot = 2 * model_memory(c, mla, 300, 0).state + session_bytes(c, 300, 1);
+    uint64_t pass = sizeof(float) * (uint64_t)c->vocab * MODEL_BATCH_ROWS;
     CHECK(one.slots == 1 && three.slots == 3);
     CHECK(three.stream.plan.fixed - one.stream.plan.fixed == 2 * slot + pass);
     engine_close(&one), engine_close(&three);
     /* a budget that holds 2.x slots in its quarter gets 2; a large one stops at 8 */
     o.slots = ENGINE_SLOTS_AUTO;
     o.context = 60000;
-    uint64_t big_slot = 2 * model_memory(c, mla, 60000).state + session_bytes(c, 60000, 1);
+    uint64_t big_slot = 2 * model_memory(c, mla, 60000, 0).state + session_bytes(c, 60000, 1);
     o.store.ram_bytes = 4 * big_slot * 5 / 2;
     Engine a, b;
     CHECK(engine_open(&a, dir, &o) == 0 && a.slots == 2);

@@ -116,6 +116,11 @@ static void cpu_gather(MatDevice *d, float *dst, const float *src, const int *id
     for (int i = 0; i < n; i++) memcpy(dst + (size_t)i * width, src + (size_t)idx[i] * width, sizeof(float) * (size_t)width);
 }
 
+static void cpu_scatter(MatDevice *d, float *dst, const float *src, const int *idx, int n, int width) {
+    (void)d;
+    for (int i = 0; i < n; i++) memcpy(dst + (size_t)idx[i] * width, src + (size_t)i * width, sizeof(float) * (size_t)width);
+}
+
 static void cpu_combine(MatDevice *d, float *y, const float *eo, const float *w, int k, int n, int rows) {
     (void)d;
     for (int t = 0; t < rows; t++) {
@@ -158,7 +163,7 @@ static const DevOps cpu_ops = {
     .gate = cpu_gate, .situ = cpu_op_situ, .kda = cpu_op_kda, .mla = cpu_op_mla, .route = cpu_route,
     .experts = cpu_op_experts, .experts_rows = cpu_op_experts_rows, .gather = cpu_gather, .combine = cpu_combine,
     .mark = cpu_mark, .phase_times = cpu_phase_times, .expert_slots = cpu_expert_slots, .slot_fill = cpu_slot_fill,
-    .fills_wait = cpu_fills_wait, .record = cpu_record, .mla_expanded = cpu_op_mla_expanded,
+    .fills_wait = cpu_fills_wait, .record = cpu_record, .mla_expanded = cpu_op_mla_expanded, .scatter = cpu_scatter,
 };
 
 /* ---- the MatDevice around them ---- */

@@ -26,10 +26,10 @@ void cpu_op_experts(MatDevice *d, const Mat *const *w1, const Mat *const *w2, co
 void cpu_op_experts_rows(MatDevice *d, const Mat *const *w1, const Mat *const *w2, const Mat *const *w3, const int *dslot,
                          const int *at, const int *rows, int n, const float *X, float *h, int h_rows, float *out,
                          float beta, float beta_lin, int wait) {
-    (void)dslot, (void)wait;
-    for (int i = 0; i < n; i++) {
+    (void)dslot, (void)wait, (void)h_rows;
+    for (int i = 0; i < n; i++) { /* one at a time: each expert's hidden rows from the start of h */
         const size_t latent = (size_t)w1[i]->cols, inter = (size_t)w1[i]->rows, a = (size_t)at[i];
-        run_expert(cpu_of(d), w1[i], w2[i], w3[i], X + a * latent, rows[i], h + a * inter, h + ((size_t)h_rows + a) * inter,
-                   out + a * latent, beta, beta_lin);
+        run_expert(cpu_of(d), w1[i], w2[i], w3[i], X + a * latent, rows[i], h, h + (size_t)rows[i] * inter, out + a * latent,
+                   beta, beta_lin);
     }
 }

@@ -315,6 +315,14 @@ __global__ void gather_kernel(float *dst, const float *src, const int *idx, int 
     if (d < width) dst[(size_t)blockIdx.y * width + d] = src[(size_t)idx[blockIdx.y] * width + d];
 }
 
+__global__ void scatter_kernel(float *dst, const float *src, const int *idx, int width) {
+    const int d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d < width) dst[(size_t)idx[blockIdx.y] * width + d] = src[(size_t)blockIdx.y * width + d];
+}
+
+/* The most rows one launch of a row kernel covers (a grid's y dimension). */
+constexpr int GRID_Y_MAX = 65535;
+
 unsigned blocks(size_t n, unsigned per) { return (unsigned)((n + per - 1) / per); }
 
 /* Threads for a block that holds one head's channels: a power of two, at least a warp. */
@@ -572,9 +580,22 @@ void op_experts_rows(MatDevice *base, const Mat *const *w1, const Mat *const *w2
 
 void op_gather(MatDevice *base, float *dst, const float *src, const int *idx, int n, int width) {
     Locked L(base);
-    if (!L.ok() || n < 1) return;
-    gather_kernel<<<dim3(blocks(width, RT), (unsigned)n), RT, 0, L.d->stream>>>(dst, src, idx, width);
-    L.launched("gather kernel");
+    for (int at = 0, rows; L.ok() && at < n; at += rows) {
+        rows = n - at < GRID_Y_MAX ? n - at : GRID_Y_MAX;
+        gather_kernel<<<dim3(blocks(width, RT), (unsigned)rows), RT, 0, L.d->stream>>>(dst + (size_t)at * width, src,
+                                                                                     idx + at, width);
+        L.launched("gather kernel");
+    }
+}
+
+void op_scatter(MatDevice *base, float *dst, const float *src, const int *idx, int n, int width) {
+    Locked L(base);
+    for (int at = 0, rows; L.ok() && at < n; at += rows) {
+        rows = n - at < GRID_Y_MAX ? n - at : GRID_Y_MAX;
+        scatter_kernel<<<dim3(blocks(width, RT), (unsigned)rows), RT, 0, L.d->stream>>>(dst, src + (size_t)at * width,
+                                                                                      idx + at, width);
+        L.launched("scatter kernel");
+    }
 }
 
 void op_combine(MatDevice *base, float *y, const float *eo, const float *weights, int k, int n, int rows) {
@@ -644,6 +665,6 @@ void run_recording(CudaDevice *d) {
 const DevOps layer_ops = {op_alloc, op_release, op_put, op_copy, op_get, op_keep, op_holds, op_mul, op_mul_heads, op_tmul_heads,
                           op_rmsnorm, op_attnres, op_add, op_gate, op_situ, op_kda, op_mla, op_route, op_experts,
                           op_experts_rows, op_gather, op_combine, op_mark, op_phase_times, op_expert_slots, op_slot_fill,
-                          op_fills_wait, op_record, nullptr};
+                          op_fills_wait, op_record, nullptr, op_scatter};
 
 } // namespace dfcuda
