@@ -20,7 +20,11 @@ bench) pkgs=("${build[@]}" "${bench[@]}") ;;
 *) echo "usage: scripts/install-deps.sh [build|test|bench]" >&2; exit 2 ;;
 esac
 missing=()
-for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# (the native architecture's name too: with a cross build's copy of a package installed, the bare
+# name is ambiguous to dpkg)
+native=$(dpkg --print-architecture)
+installed() { dpkg -s "$1" >/dev/null 2>&1 || dpkg -s "$1:$native" >/dev/null 2>&1; }
+for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done
 # Node.js may come from another source than Debian (it brings npm along): only install if absent.
 if [ "$what" = test ]; then { command -v node && command -v npm; } >/dev/null 2>&1 || missing+=(nodejs npm); fi
 if [ ${#missing[@]} -gt 0 ]; then
