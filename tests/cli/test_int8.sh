@@ -89,7 +89,8 @@ expect_grep "0 tensors converted, 64 already done" <<<"$("$DF" convert-spine --m
 
 # damaged files: a clear error naming the file; convert-spine rewrites them
 f="$t/k/deltafin-int8/language_model.model.layers.2.mlp.up_proj.weight.i8"
-test -f "$f" || f=$(ls "$t/k/deltafin-int8/"*.i8 | head -1)
+i8=("$t/k/deltafin-int8/"*.i8) # (not `ls | head -1`: under pipefail ls may die of SIGPIPE)
+test -f "$f" || f=${i8[0]}
 printf 'X' | dd of="$f" bs=1 seek=8 conv=notrunc 2>/dev/null
 expect_fail "$(basename "$f"): header does not match" env K3_SPINE=int8 "$DF" logits --model "$t/k" --tokens "$toks" --out "$t/x.bin"
 cp "$t/m/deltafin-int8/$(basename "$f")" "$f"
@@ -117,7 +118,8 @@ expect_grep "spine bf16 (exact)" "$t/s16.err"
 # a scale damaged after conversion (header intact) fails the streamed read naming the file
 cp -r "$t/m" "$t/d"
 f="$t/d/deltafin-int8/language_model.model.layers.3.mlp.down_proj.weight.i8"
-test -f "$f" || f=$(ls "$t/d/deltafin-int8/"*layers.3.*.i8 | head -1)
+i8=("$t/d/deltafin-int8/"*layers.3.*.i8)
+test -f "$f" || f=${i8[0]}
 printf '\xff\xff\xff\xff' | dd of="$f" bs=1 seek=64 conv=notrunc 2>/dev/null
 expect_fail "$(basename "$f"): row 0 has scale" \
     env K3_STORE=stream K3_PIN_LAYERS=0 "$DF" logits --model "$t/d" --tokens "$toks" --out "$t/x.bin"
