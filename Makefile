@@ -142,10 +142,13 @@ check-layers:
 check-tests:
 	bash scripts/check_tests.sh
 
+# $(call timed,NAME,COMMAND): COMMAND, then how long it took (make test prints each step's time).
+timed = t0=$$(date +%s); $(2); s=$$?; echo "time: $(1) $$(($$(date +%s) - t0)) s"; exit $$s
+
 test: deps check-layers check-tests
-	$(MAKE) -j$(JOBS) all
-	$(MAKE) -j$(JOBS) asan
-	$(MAKE) -j$(JOBS) fuzz
+	+@$(call timed,build,$(MAKE) -j$(JOBS) all)
+	+@$(call timed,build asan,$(MAKE) -j$(JOBS) asan)
+	+@$(call timed,build fuzz,$(MAKE) -j$(JOBS) fuzz)
 	bash tests/run.sh
 
 demo: build-deps

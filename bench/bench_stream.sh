@@ -5,8 +5,9 @@
 #
 # Writes a `synth --preset big` model under $BENCH_DIR (default /tmp/deltafin-bench; removed at
 # the end unless KEEP=1), measures the I/O floor on the same file system (O_DIRECT random reads of
-# one expert span, fio, as many parallel readers as the store's I/O threads; dd sequential if fio
-# is missing), then runs inside the memory limit (systemd-run, else a cgroup v2 or v1 directory,
+# one expert span, fio, as many parallel readers as the store's I/O threads; without fio, one dd
+# reading a shard sequentially with O_DIRECT: `scripts/install-deps.sh bench` installs fio), then
+# runs inside the memory limit (systemd-run, else a cgroup v2 or v1 directory,
 # else prlimit as a last resort):
 #   1. the streaming store, automatic budget: per-token time, bytes read; cold = the first decode
 #      tokens of a fresh process (empty expert cache), warm = the last ones (cache filled);
@@ -41,9 +42,12 @@ if command -v fio >/dev/null; then
     how="fio randread bs=$bs O_DIRECT x$io_threads"
 else
     first=$(ls "$model"/model-*.safetensors | head -1)
-    bw=$(dd if="$first" of=/dev/null bs=64M count=64 iflag=direct 2>&1 | awk '/copied/ {print $(NF-3)}')
-    how="dd sequential O_DIRECT"
+    # dd's summary: "BYTES bytes (...) copied, SECONDS s, RATE": the bandwidth is BYTES / SECONDS
+    bw=$(LC_ALL=C dd if="$first" of=/dev/null bs=64M count=64 iflag=direct 2>&1 |
+        awk '/copied/ { for (i = 1; i < NF; i++) if ($(i + 1) == "s,") s = $i; if (s > 0) printf "%.0f\n", $1 / s }')
+    how="dd sequential O_DIRECT, one reader: fio is missing (scripts/install-deps.sh bench)"
 fi
+awk -v b="${bw:-0}" 'BEGIN { exit !(b > 0) }' || { say "the I/O floor could not be measured ($how)"; exit 1; }
 say "I/O floor bandwidth: $(awk -v b="$bw" 'BEGIN {printf "%.3f", b / 1e9}') GB/s ($how)"
 
 # ---- the memory limit ----

@@ -30,6 +30,9 @@ typedef struct {
     int n;
     char shorts[128];      /* getopt's optstring */
     int by_short[128];     /* entry index of each short option, -1: none */
+    char **orig;           /* argv as given (getopt permutes argv); owned here, so that it stays
+                              reachable when a usage error exits from inside the parse */
+    int argc;
 } Table;
 
 /* ---- building the table ---- */
@@ -97,7 +100,7 @@ static void table_build(Table *t, const CliCommand *cmd, int with_settings) {
 static void table_free(Table *t) {
     for (int i = 0; i < t->n; i++)
         if (t->e[i].kind == KIND_SETTING_OFF) free((char *)t->e[i].name);
-    free(t->e), free(t->lo);
+    free(t->e), free(t->lo), free(t->orig);
 }
 
 /* ---- errors and suggestions ---- */
@@ -274,10 +277,10 @@ static void handle(const Table *t, Settings *set, int c, char **argv) {
 }
 
 /* A positional argument that is not wanted: say what it looks like. */
-_Noreturn static void unexpected(const Table *t, const char *arg, char **orig, int argc) {
-    for (int i = 1; i < argc; i++)
-        if (orig[i] == arg && i > 1 && !strncmp(orig[i - 1], "--", 2)) {
-            const char *prev = orig[i - 1] + 2;
+_Noreturn static void unexpected(const Table *t, const char *arg) {
+    for (int i = 1; i < t->argc; i++)
+        if (t->orig[i] == arg && i > 1 && !strncmp(t->orig[i - 1], "--", 2)) {
+            const char *prev = t->orig[i - 1] + 2;
             for (int k = 0; k < t->n; k++)
                 if (!strcmp(t->e[k].name, prev) && t->e[k].kind == KIND_SETTING && t->e[k].row->kind == SET_BOOL)
                     cli_usage_error(t->cmd, "unexpected argument '%s' (a value of --%s is written --%s=%s)", arg, prev,
@@ -290,19 +293,19 @@ _Noreturn static void unexpected(const Table *t, const char *arg, char **orig, i
 void cli_parse(const CliCommand *cmd, Settings *set, int argc, char **argv, const char **pos, int *n_pos) {
     Table t;
     table_build(&t, cmd, set != NULL);
-    char **orig = df_malloc(sizeof *orig * (size_t)(argc + 1)); /* getopt permutes argv */
-    memcpy(orig, argv, sizeof *orig * (size_t)argc);
+    t.orig = df_malloc(sizeof *t.orig * (size_t)(argc + 1));
+    memcpy(t.orig, argv, sizeof *t.orig * (size_t)argc);
+    t.argc = argc;
     opterr = 0;
     optind = 0; /* (GNU) a full restart of the scan */
     int c;
     while ((c = getopt_long(argc, argv, t.shorts, t.lo, NULL)) != -1) handle(&t, set, c, argv);
     int n = 0;
     for (int i = optind; i < argc; i++) {
-        if (n >= cmd->max_pos) unexpected(&t, argv[i], orig, argc);
+        if (n >= cmd->max_pos) unexpected(&t, argv[i]);
         pos[n++] = argv[i];
     }
     if (n_pos) *n_pos = n;
-    free(orig);
     table_free(&t);
 }
 

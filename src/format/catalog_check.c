@@ -54,7 +54,7 @@ static int learn_a_log_len(Catalog *cat) {
     for (int l = 0; l < cat->cfg.n_layers; l++) {
         if (cat->cfg.layer_kind[l] != LAYER_KDA) continue;
         char name[SCHEMA_NAME_MAX];
-        schema_layer_name(name, l, "self_attn.A_log");
+        schema_tensor_name(name, TENSOR_KDA_A_LOG, l);
         const TensorInfo *t = catalog_find(cat, name);
         if (!t) return df_fail("%s: tensor %s is missing", cat->dir, name);
         if (t->ndim != 1 || t->shape[0] < cat->cfg.kda_heads)

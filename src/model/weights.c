@@ -16,25 +16,29 @@ typedef struct {
     int failed;
 } Binder;
 
-static const TensorInfo *lookup(Binder *b, const char *suffix) {
+/* Tensor `which` of the binder's layer (or of the model, for the model's own tensors). */
+static const TensorInfo *lookup(Binder *b, SchemaTensor which) {
     char name[SCHEMA_NAME_MAX];
-    if (b->layer >= 0) schema_layer_name(name, b->layer, suffix);
-    else snprintf(name, sizeof name, SCHEMA_PREFIX "%s", suffix);
+    schema_tensor_name(name, which, b->layer);
     const TensorInfo *t = catalog_find(b->cat, name);
     if (!t && !b->failed) b->failed = 1, df_fail("%s: tensor %s is missing", b->cat->dir, name);
     return t;
 }
 
-static Mat bind_mat(Binder *b, const char *suffix) {
-    const TensorInfo *t = lookup(b, suffix);
+static Mat bind_mat(Binder *b, SchemaTensor which) {
+    const TensorInfo *t = lookup(b, which);
     return t ? b->src->mat(b->src, t) : (Mat){0};
 }
 
 /* A vector (or any small tensor), expanded to a new fp32 array. */
-static float *bind_vec(Binder *b, const char *suffix) {
-    Mat m = bind_mat(b, suffix);
+static float *bind_vec(Binder *b, SchemaTensor which) {
+    Mat m = bind_mat(b, which);
     if (!m.data) {
-        if (!b->failed) b->failed = 1, df_fail("%s: tensor %s is not readable at load", b->cat->dir, suffix);
+        if (!b->failed) {
+            char name[SCHEMA_NAME_MAX];
+            schema_tensor_name(name, which, b->layer);
+            b->failed = 1, df_fail("%s: tensor %s is not readable at load", b->cat->dir, name);
+        }
         return NULL;
     }
     float *v = df_malloc(sizeof *v * (size_t)m.rows * (size_t)m.cols);
@@ -43,7 +47,7 @@ static float *bind_vec(Binder *b, const char *suffix) {
 }
 
 /* norm weight (x) projection row: the AttnRes pseudo-query of one use. */
-static float *bind_res_query(Binder *b, const char *norm, const char *proj, int dim) {
+static float *bind_res_query(Binder *b, SchemaTensor norm, SchemaTensor proj, int dim) {
     float *q = bind_vec(b, norm), *p = bind_vec(b, proj);
     if (q && p)
         for (int i = 0; i < dim; i++) q[i] *= p[i];
@@ -53,23 +57,23 @@ static float *bind_res_query(Binder *b, const char *norm, const char *proj, int 
 
 /* Matrices and vectors are bound separately: a streamed spine rebinds only the matrices. */
 static void bind_kda_mats(Binder *b, KdaWeights *k) {
-    k->q = bind_mat(b, "self_attn.q_proj.weight");
-    k->k = bind_mat(b, "self_attn.k_proj.weight");
-    k->v = bind_mat(b, "self_attn.v_proj.weight");
-    k->g = bind_mat(b, "self_attn.g_proj.weight");
-    k->f_a = bind_mat(b, "self_attn.f_a_proj.weight");
-    k->f_b = bind_mat(b, "self_attn.f_b_proj.weight");
-    k->b = bind_mat(b, "self_attn.b_proj.weight");
-    k->o = bind_mat(b, "self_attn.o_proj.weight");
+    k->q = bind_mat(b, TENSOR_KDA_Q);
+    k->k = bind_mat(b, TENSOR_KDA_K);
+    k->v = bind_mat(b, TENSOR_KDA_V);
+    k->g = bind_mat(b, TENSOR_ATTN_G);
+    k->f_a = bind_mat(b, TENSOR_KDA_F_A);
+    k->f_b = bind_mat(b, TENSOR_KDA_F_B);
+    k->b = bind_mat(b, TENSOR_KDA_B);
+    k->o = bind_mat(b, TENSOR_ATTN_O);
 }
 
 static void bind_kda_vecs(Binder *b, KdaWeights *k, const K3Config *c, ALogMode mode) {
-    k->conv_q = bind_vec(b, "self_attn.q_conv1d.weight");
-    k->conv_k = bind_vec(b, "self_attn.k_conv1d.weight");
-    k->conv_v = bind_vec(b, "self_attn.v_conv1d.weight");
-    k->dt_bias = bind_vec(b, "self_attn.dt_bias");
-    k->o_norm = bind_vec(b, "self_attn.o_norm.weight");
-    float *a_log = bind_vec(b, "self_attn.A_log");
+    k->conv_q = bind_vec(b, TENSOR_KDA_CONV_Q);
+    k->conv_k = bind_vec(b, TENSOR_KDA_CONV_K);
+    k->conv_v = bind_vec(b, TENSOR_KDA_CONV_V);
+    k->dt_bias = bind_vec(b, TENSOR_KDA_DT_BIAS);
+    k->o_norm = bind_vec(b, TENSOR_KDA_O_NORM);
+    float *a_log = bind_vec(b, TENSOR_KDA_A_LOG);
     if (!a_log) return;
     /* per head: entries [0, heads); per channel (compat): entries [0, head_dim), which must exist */
     int n = mode == ALOG_PER_HEAD ? c->kda_heads : c->kda_head_dim;
@@ -82,55 +86,51 @@ static void bind_kda_vecs(Binder *b, KdaWeights *k, const K3Config *c, ALogMode 
 }
 
 static void bind_mla_mats(Binder *b, MlaWeights *m) {
-    m->q_a = bind_mat(b, "self_attn.q_a_proj.weight");
-    m->q_b = bind_mat(b, "self_attn.q_b_proj.weight");
-    m->kv_a = bind_mat(b, "self_attn.kv_a_proj_with_mqa.weight");
-    m->kv_b = bind_mat(b, "self_attn.kv_b_proj.weight");
-    m->g = bind_mat(b, "self_attn.g_proj.weight");
-    m->o = bind_mat(b, "self_attn.o_proj.weight");
+    m->q_a = bind_mat(b, TENSOR_MLA_Q_A);
+    m->q_b = bind_mat(b, TENSOR_MLA_Q_B);
+    m->kv_a = bind_mat(b, TENSOR_MLA_KV_A);
+    m->kv_b = bind_mat(b, TENSOR_MLA_KV_B);
+    m->g = bind_mat(b, TENSOR_ATTN_G);
+    m->o = bind_mat(b, TENSOR_ATTN_O);
 }
 
 static void bind_mla_vecs(Binder *b, MlaWeights *m) {
-    m->q_a_norm = bind_vec(b, "self_attn.q_a_layernorm.weight");
-    m->kv_a_norm = bind_vec(b, "self_attn.kv_a_layernorm.weight");
+    m->q_a_norm = bind_vec(b, TENSOR_MLA_Q_A_NORM);
+    m->kv_a_norm = bind_vec(b, TENSOR_MLA_KV_A_NORM);
 }
 
-static void bind_mlp(Binder *b, MlpWeights *m, const char *prefix) {
-    char name[96];
-    snprintf(name, sizeof name, "%s.gate_proj.weight", prefix);
-    m->gate = bind_mat(b, name);
-    snprintf(name, sizeof name, "%s.up_proj.weight", prefix);
-    m->up = bind_mat(b, name);
-    snprintf(name, sizeof name, "%s.down_proj.weight", prefix);
-    m->down = bind_mat(b, name);
+static void bind_mlp(Binder *b, MlpWeights *m, SchemaTensor gate, SchemaTensor up, SchemaTensor down) {
+    m->gate = bind_mat(b, gate);
+    m->up = bind_mat(b, up);
+    m->down = bind_mat(b, down);
 }
 
 static void bind_moe_mats(Binder *b, MoeWeights *m, const K3Config *c) {
-    m->router = bind_mat(b, "block_sparse_moe.gate.weight");
-    m->latent_down = bind_mat(b, "block_sparse_moe.routed_expert_down_proj.weight");
-    m->latent_up = bind_mat(b, "block_sparse_moe.routed_expert_up_proj.weight");
-    if (c->n_shared > 0) bind_mlp(b, &m->shared, "block_sparse_moe.shared_experts");
+    m->router = bind_mat(b, TENSOR_ROUTER);
+    m->latent_down = bind_mat(b, TENSOR_LATENT_DOWN);
+    m->latent_up = bind_mat(b, TENSOR_LATENT_UP);
+    if (c->n_shared > 0) bind_mlp(b, &m->shared, TENSOR_SHARED_GATE, TENSOR_SHARED_UP, TENSOR_SHARED_DOWN);
 }
 
 static void bind_moe_vecs(Binder *b, MoeWeights *m) {
-    m->score_bias = bind_vec(b, "block_sparse_moe.gate.e_score_correction_bias");
-    m->latent_norm = bind_vec(b, "block_sparse_moe.routed_expert_norm.weight");
+    m->score_bias = bind_vec(b, TENSOR_ROUTER_BIAS);
+    m->latent_norm = bind_vec(b, TENSOR_LATENT_NORM);
 }
 
 static void bind_layer_mats(Binder *b, LayerWeights *L, const K3Config *c) {
     if (L->kind == LAYER_MLA) bind_mla_mats(b, &L->mla);
     else bind_kda_mats(b, &L->kda);
     if (L->moe) bind_moe_mats(b, &L->moe_w, c);
-    else bind_mlp(b, &L->dense, "mlp");
+    else bind_mlp(b, &L->dense, TENSOR_MLP_GATE, TENSOR_MLP_UP, TENSOR_MLP_DOWN);
 }
 
 static void bind_layer(Binder *b, LayerWeights *L, const K3Config *c, ALogMode mode) {
     L->kind = (AttnKind)c->layer_kind[b->layer];
     L->moe = config_is_moe(c, b->layer);
-    L->attn_norm = bind_vec(b, "input_layernorm.weight");
-    L->ffn_norm = bind_vec(b, "post_attention_layernorm.weight");
-    L->attn_res_q = bind_res_query(b, "self_attention_res_norm.weight", "self_attention_res_proj.weight", c->hidden);
-    L->ffn_res_q = bind_res_query(b, "mlp_res_norm.weight", "mlp_res_proj.weight", c->hidden);
+    L->attn_norm = bind_vec(b, TENSOR_ATTN_NORM);
+    L->ffn_norm = bind_vec(b, TENSOR_FFN_NORM);
+    L->attn_res_q = bind_res_query(b, TENSOR_ATTN_RES_NORM, TENSOR_ATTN_RES_PROJ, c->hidden);
+    L->ffn_res_q = bind_res_query(b, TENSOR_FFN_RES_NORM, TENSOR_FFN_RES_PROJ, c->hidden);
     if (L->kind == LAYER_MLA) bind_mla_vecs(b, &L->mla);
     else bind_kda_vecs(b, &L->kda, c, mode);
     if (L->moe) bind_moe_vecs(b, &L->moe_w);
@@ -148,10 +148,10 @@ int weights_bind(Weights *w, const Catalog *cat, SpineSource *src, ALogMode mode
     memset(w, 0, sizeof *w);
     w->a_log_mode = mode;
     Binder b = {cat, src, -1, 0};
-    w->embed = bind_mat(&b, "model.embed_tokens.weight");
-    w->final_norm = bind_vec(&b, "model.norm.weight");
-    w->out_res_q = bind_res_query(&b, "model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight", c->hidden);
-    w->lm_head = bind_mat(&b, "lm_head.weight");
+    w->embed = bind_mat(&b, TENSOR_EMBED);
+    w->final_norm = bind_vec(&b, TENSOR_FINAL_NORM);
+    w->out_res_q = bind_res_query(&b, TENSOR_OUT_RES_NORM, TENSOR_OUT_RES_PROJ, c->hidden);
+    w->lm_head = bind_mat(&b, TENSOR_LM_HEAD);
     w->layers = df_calloc((size_t)c->n_layers, sizeof *w->layers);
     for (b.layer = 0; b.layer < c->n_layers && !b.failed; b.layer++) bind_layer(&b, &w->layers[b.layer], c, mode);
     if (b.failed) weights_free(w, c);

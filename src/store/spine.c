@@ -360,7 +360,9 @@ static int open_int8_files(SpineStore *ss, int want_direct) {
 }
 
 static int map_embedding(SpineStore *ss) {
-    const TensorInfo *t = catalog_find(ss->cat, SCHEMA_PREFIX "model.embed_tokens.weight");
+    char name[SCHEMA_NAME_MAX];
+    schema_tensor_name(name, TENSOR_EMBED, -1);
+    const TensorInfo *t = catalog_find(ss->cat, name);
     if (!t) return df_fail("%s: the embedding is missing", ss->cat->dir);
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     ss->embed_map_off = t->offset / page * page;

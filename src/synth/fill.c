@@ -24,12 +24,18 @@ static FillKind kind_of(const SchemaEntry *e) {
     if (e->role == ROLE_EXPERT) return ends_with(e->name, "weight_scale") ? F_SCALE : F_PACKED;
     if (e->role == ROLE_EMBED) return F_EMBED;
     if (e->role == ROLE_SPINE) return F_LINEAR;
-    if (ends_with(e->name, "res_proj.weight")) return F_RESPROJ;
-    if (ends_with(e->name, "conv1d.weight")) return F_CONV;
-    if (ends_with(e->name, "A_log")) return F_ALOG;
-    if (ends_with(e->name, "dt_bias")) return F_DTBIAS;
-    if (ends_with(e->name, "e_score_correction_bias")) return F_BIAS;
-    return F_NORM;
+    switch (e->tensor) {
+    case TENSOR_ATTN_RES_PROJ:
+    case TENSOR_FFN_RES_PROJ:
+    case TENSOR_OUT_RES_PROJ: return F_RESPROJ;
+    case TENSOR_KDA_CONV_Q:
+    case TENSOR_KDA_CONV_K:
+    case TENSOR_KDA_CONV_V: return F_CONV;
+    case TENSOR_KDA_A_LOG: return F_ALOG;
+    case TENSOR_KDA_DT_BIAS: return F_DTBIAS;
+    case TENSOR_ROUTER_BIAS: return F_BIAS;
+    default: return F_NORM;
+    }
 }
 
 /* E8M0 exponent for codes of RMS ~2.93 (uniform E2M1) to give weights of RMS ~1/sqrt(cols). */

@@ -1,13 +1,12 @@
 # install_lib.sh - shared by the install tests: a synth source in Hugging Face's path layout,
 # servers on loopback (nginx, the fault-injecting server) and checks of an install against it.
 # Sourced; expects $DF, $PYTHON, $DF_TEST_TMP. Servers are stopped on exit.
-set -eu
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$HERE/../lib.sh"
 TOOLS="$HERE/../tools"
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # make_source DIR [PRESET] [SEED]: DIR/www/moonshotai/Kimi-K3/resolve/main holds a synth checkpoint.
 make_source() {

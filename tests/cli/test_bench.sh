@@ -5,30 +5,24 @@
 # independently; medians, ranges and ratios agree with the per-run values in the JSON; a setting
 # that changes the output without changing the numerics (a context limit) fails naming config and
 # run; bad names, failing children and Ctrl-C end the command with a clear message.
-set -eu
+source "$(dirname "$0")/../lib.sh"
 t="$DF_TEST_TMP/bench"
 mkdir -p "$t/tmp"
 export TMPDIR="$t/tmp" # bench's private directory must be gone afterwards
 "$DF" synth --preset tiny --seed 4 --out "$t/tiny" --quiet >/dev/null
 "$DF" synth --preset small --seed 2 --out "$t/small" --quiet >/dev/null
 p="1 2 3 1 2 3 1 2 3 1 2 3 1 2 3 1" # repetitive prompt (random weights do not continue it, so no drafts)
-fails() { # command...: must exit non-zero (a plain `! cmd` is exempt from set -e)
-    if "$@"; then echo "unexpected success: $*"; exit 1; fi
-}
-absent() { # pattern, file
-    if grep -q -- "$1" "$2"; then echo "unexpected '$1' in $2"; exit 1; fi
-}
 
 # 1. lossless configurations, two runs each, with a lossy one and a streamed one
 "$DF" bench --model "$t/tiny" --tokens "$p" --max-new 24 --runs 2 --config K3_SPEC=0 --config K3_SPEC=1 \
     --config K3_THREADS=1 --config K3_THREADS=2,K3_STORE=stream,K3_RAM_GB=0.5 --config K3_MOE_TOP_K=1 \
     --json "$t/b.json" >"$t/b.out" 2>"$t/b.err"
-"$DF" run --model "$t/tiny" --tokens "$p" --max-new 24 >"$t/exact" 2>/dev/null
-K3_MOE_TOP_K=1 "$DF" run --model "$t/tiny" --tokens "$p" --max-new 24 >"$t/lossy" 2>/dev/null
-grep -q "K3_MOE_TOP_K=1 .* other numerics (spine bf16, experts top-1 of 2, A_log per-head, MLA cache latent)" "$t/b.out"
-[ "$(grep -c "= baseline" "$t/b.out")" = 3 ]
+"$DF" run --model "$t/tiny" --tokens "$p" --max-new 24 >"$t/exact"
+K3_MOE_TOP_K=1 "$DF" run --model "$t/tiny" --tokens "$p" --max-new 24 >"$t/lossy"
+expect_grep "K3_MOE_TOP_K=1 .* other numerics (spine bf16, experts top-1 of 2, A_log per-head, MLA cache latent)" "$t/b.out"
+expect_eq 3 "$(grep -c "= baseline" "$t/b.out")" "configurations with the baseline's tokens"
 # interleaved: round 1 runs every config before round 2 runs any
-grep -o "round [0-9]/2 [^:]*" "$t/b.err" | tr '\n' '|' | grep -qx \
+grep -o "round [0-9]/2 [^:]*" "$t/b.err" | tr '\n' '|' | expect_grep -x \
     "round 1/2 K3_SPEC=0|round 1/2 K3_SPEC=1|round 1/2 K3_THREADS=1|round 1/2 K3_THREADS=2,K3_STORE=stream,K3_RAM_GB=0.5|round 1/2 K3_MOE_TOP_K=1|round 2/2 K3_SPEC=0|round 2/2 K3_SPEC=1|round 2/2 K3_THREADS=1|round 2/2 K3_THREADS=2,K3_STORE=stream,K3_RAM_GB=0.5|round 2/2 K3_MOE_TOP_K=1|"
 "$PYTHON" - "$t/b.json" "$t/exact" "$t/lossy" <<'EOF'
 import json, statistics, sys
@@ -76,13 +70,13 @@ assert differ > 0 and x["tokens_differing_from_baseline"] == differ and x["first
 assert c["K3_SPEC=1"]["tokens_differing_from_baseline"] == 0 and c["K3_SPEC=1"]["same_as_baseline"]
 print("json ok; lossy differs in", differ, "of 24")
 EOF
-grep -q "K3_MOE_TOP_K=1 .* of 24 differ from baseline" "$t/b.out"
+expect_grep "K3_MOE_TOP_K=1 .* of 24 differ from baseline" "$t/b.out"
 
 # 2. no --config: one default configuration on the small model, with a warm-up round; --prompt
 "$DF" bench --model "$t/small" --prompt "hello bench" --max-new 6 --runs 1 --warmup --json "$t/d.json" >"$t/d.out" 2>"$t/d.err"
-grep -q "warm-up 1/1 default" "$t/d.err"
-grep -q "^default  *1 " "$t/d.out"
-"$DF" run --model "$t/small" --prompt "hello bench" --max-new 6 --stats-json "$t/run.json" >/dev/null 2>&1
+expect_grep "warm-up 1/1 default" "$t/d.err"
+expect_grep "^default  *1 " "$t/d.out"
+quietly "$DF" run --model "$t/small" --prompt "hello bench" --max-new 6 --stats-json "$t/run.json"
 "$PYTHON" -c "
 import json, sys
 d = json.load(open('$t/d.json')); r = json.load(open('$t/run.json'))
@@ -91,25 +85,22 @@ assert d['configs'][0]['tokens'] == r['tokens'] and len(r['tokens']) == 6, (d['c
 "
 
 # 3. a lossless-numerics config whose tokens differ anyway fails, naming config and run
-fails "$DF" bench --model "$t/tiny" --tokens "$p" --max-new 24 --runs 1 --config K3_SPEC=1 --config K3_CONTEXT=20 \
-    >/dev/null 2>"$t/m.err"
-grep -q "config 'K3_CONTEXT=20' run 1 generated tokens that differ from config 'K3_SPEC=1' run 1" "$t/m.err"
+expect_fail "config 'K3_CONTEXT=20' run 1 generated tokens that differ from config 'K3_SPEC=1' run 1" \
+    "$DF" bench --model "$t/tiny" --tokens "$p" --max-new 24 --runs 1 --config K3_SPEC=1 --config K3_CONTEXT=20
 
 # 4. names outside K3_*/DELTAFIN_* are refused before anything runs; so are malformed configs
-fails "$DF" bench --model "$t/tiny" --tokens "1 2" --config K3_SPEC=1 --config LD_PRELOAD=/x.so >/dev/null 2>"$t/n.err"
-grep -q "'LD_PRELOAD' is not a K3_\* or DELTAFIN_\* variable name" "$t/n.err"
-absent "round" "$t/n.err"
-fails "$DF" bench --model "$t/tiny" --tokens "1 2" --config K3_SPEC >/dev/null 2>"$t/n.err"
-grep -q "'K3_SPEC' is not NAME=VALUE" "$t/n.err"
-fails "$DF" bench --model "$t/tiny" --tokens "1 2" --max-new 1 >/dev/null 2>"$t/n.err"
-grep -q -- "--max-new: 1 is not in 2..16777216" "$t/n.err"
+expect_fail "'LD_PRELOAD' is not a K3_\* or DELTAFIN_\* variable name" \
+    "$DF" bench --model "$t/tiny" --tokens "1 2" --config K3_SPEC=1 --config LD_PRELOAD=/x.so
+expect_no_grep "round" "$EXPECT_OUT"
+expect_fail "'K3_SPEC' is not NAME=VALUE" "$DF" bench --model "$t/tiny" --tokens "1 2" --config K3_SPEC
+expect_fail -- "--max-new: 1 is not in 2..16777216" "$DF" bench --model "$t/tiny" --tokens "1 2" --max-new 1
 # an unknown (maybe misspelt) K3_ name is run, with a warning
 "$DF" bench --model "$t/tiny" --tokens "1 2" --runs 1 --config K3_SPCE=0 >/dev/null 2>"$t/n.err"
-grep -q "warning: K3_SPCE is not a setting" "$t/n.err"
+expect_grep "warning: K3_SPCE is not a setting" "$t/n.err"
 
 # 5. a child that fails fails the bench with the child's message
-fails "$DF" bench --model "$t/tiny" --tokens "1 2" --runs 2 --config K3_SPEC=0 --config K3_SPEC=7 >/dev/null 2>"$t/f.err"
-grep -q "config 'K3_SPEC=7' run 1 failed: exit status 1: K3_SPEC: '7' is not 0 or 1" "$t/f.err"
+expect_fail "config 'K3_SPEC=7' run 1 failed: exit status 1: K3_SPEC: '7' is not 0 or 1" \
+    "$DF" bench --model "$t/tiny" --tokens "1 2" --runs 2 --config K3_SPEC=0 --config K3_SPEC=7
 
 # 6. Ctrl-C (to the whole process group, as a terminal sends it) stops bench and its child
 setsid "$DF" bench --model "$t/small" --tokens "$p" --max-new 100000 --runs 3 >/dev/null 2>"$t/i.err" &
@@ -118,14 +109,14 @@ for _ in $(seq 50); do ls "$t/tmp"/deltafin-bench.*/run.err >/dev/null 2>&1 && b
 sleep 0.3
 kill -INT -- -"$pid"
 rc=0; wait "$pid" || rc=$?
-[ "$rc" = 130 ]
-grep -q "bench: interrupted" "$t/i.err"
-fails pgrep -s "$pid"
-[ -z "$(ls -A "$t/tmp")" ]
+expect_eq 130 "$rc" "bench's exit status after Ctrl-C"
+expect_grep "bench: interrupted" "$t/i.err"
+if pgrep -s "$pid"; then fail "bench's children outlived it"; fi
+expect_eq "" "$(ls -A "$t/tmp")" "what bench left in its TMPDIR"
 
 # 7. the sanitizer build agrees on a short run
-"$DF_ASAN" bench --model "$t/tiny" --tokens "$p" --max-new 24 --runs 1 --config K3_SPEC=0 --config K3_MOE_TOP_K=1 \
-    --config K3_STORE=stream,K3_RAM_GB=0.5 --json "$t/a.json" >/dev/null 2>&1
+quietly "$DF_ASAN" bench --model "$t/tiny" --tokens "$p" --max-new 24 --runs 1 --config K3_SPEC=0 --config K3_MOE_TOP_K=1 \
+    --config K3_STORE=stream,K3_RAM_GB=0.5 --json "$t/a.json"
 "$PYTHON" -c "
 import json
 d = json.load(open('$t/a.json'))

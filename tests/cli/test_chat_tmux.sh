@@ -8,7 +8,7 @@
 # answer, an unknown /command is not sent; /save in one session and /load in another resume the
 # conversation without reading it again, and the answer is that of the session that never
 # stopped; /load refuses another model's file.
-set -eu
+source "$(dirname "$0")/../lib.sh"
 t="$DF_TEST_TMP/chat_tmux"
 mkdir -p "$t"
 m="$t/tiny"
@@ -21,7 +21,7 @@ trap 'tmux -L "$sock" kill-server 2>/dev/null || true' EXIT
 wait_for() { # file-or-pane, pattern, seconds
     local what="$1" pat="$2" limit="${3:-60}" i=0
     while :; do
-        if [ "$what" = pane ]; then tm capture-pane -p -t chat -S -200 | grep -q -- "$pat" && return 0
+        if [ "$what" = pane ]; then grep -q -- "$pat" <<<"$(tm capture-pane -p -t chat -S -200)" && return 0
         else grep -q -- "$pat" "$what" 2>/dev/null && return 0; fi
         i=$((i + 1))
         if [ $i -gt $((limit * 10)) ]; then
@@ -82,7 +82,8 @@ long=""
 for q in "Write an essay about rivers." "Tell me a long story." "Describe the sea." "List every prime number."; do
     count_chat "[{\"role\":\"user\",\"content\":\"$q\"}]" >/dev/null
     ids=$("$DF" tokenize --model "$m" --chat "$t/req.json")
-    if ! "$DF" run --model "$m" --tokens "$ids" --max-new 1500 2>/dev/null | tr ' ' '\n' | grep -qx "$eom"; then long="$q"; break; fi
+    out=$("$DF" run --model "$m" --tokens "$ids" --max-new 1500 2>"$t/long.err") || { cat "$t/long.err"; fail "run ($q)"; }
+    if ! grep -qw -- "$eom" <<<"$out"; then long="$q"; break; fi
 done
 [ -n "$long" ] || { echo "no question with a long answer on this model"; exit 1; }
 tm kill-session -t chat 2>/dev/null || true
@@ -116,9 +117,9 @@ for q in "Thanks." "Go on." "Why?" "And then?"; do
     "$PYTHON" -c 'import json, sys; json.dump([{"role": "user", "content": sys.argv[1]}, {"role": "user", "content": sys.argv[2]}], open(sys.argv[3], "w"))' \
         "$long" "$q" "$t/hist.json"
     hist=$("$DF" tokenize --model "$m" --chat "$t/hist.json")
-    ref=$("$DF" run --model "$m" --tokens "$hist" --max-new $n_new 2>/dev/null)
+    ref=$("$DF" run --model "$m" --tokens "$hist" --max-new $n_new 2>"$t/ref.err") || { cat "$t/ref.err"; fail "run ($q)"; }
     # no structural marker in the answer: the chat shows every non-special token's text as thinking
-    if ! printf '%s\n' $ref | grep -qxF "$(printf '%s\n' $markers)"; then u2="$q"; break; fi
+    if ! grep -qxF "$(printf '%s\n' $markers)" <<<"$(printf '%s\n' $ref)"; then u2="$q"; break; fi
 done
 [ -n "$u2" ] || { echo "no second message with a marker-free answer"; exit 1; }
 printf '%s\n' $ref | awk -v b="$bos" '$1 < b' | "$DF" detokenize --model "$m" >"$t/want.answer"
@@ -179,7 +180,7 @@ tm send-keys -t chat "/exit" Enter
 session_ends
 cat "$t/stats.4"
 [ "$(grep -c '^stats: turn' "$t/stats.4")" -eq 2 ] || { echo "expected 2 turns (paste = 1, no /command sent)"; exit 1; }
-if grep -q Sanitizer "$t/stats.4"; then echo "sanitizer report"; exit 1; fi
+expect_no_grep Sanitizer "$t/stats.4"
 p1=$(field "$t/stats.4" 1 1)
 want=$(count_chat "$("$PYTHON" -c 'import json, sys; print(json.dumps([{"role": "user", "content": sys.argv[1]}]))' "$pasted")")
 [ "$p1" -eq "$want" ] || { echo "the pasted message rendered to $p1 tokens, as one message $want"; exit 1; }
@@ -192,9 +193,8 @@ conv, _ = json.JSONDecoder().raw_decode(d[160:].decode("utf-8", "replace"))
 users = [m["content"] for m in conv["messages"] if m["role"] == "user"]
 assert users == [sys.argv[2], "aXbcd"], users
 PY
-grep -q '^line\\040one\\012line\\040two\\012line\\040three$' "$t/state/deltafin/chat_history" ||
-    { echo "history file: $(cat "$t/state/deltafin/chat_history")"; exit 1; }
-if grep -q "never sent" "$t/state/deltafin/chat_history"; then echo "a discarded line reached the history"; exit 1; fi
+expect_grep '^line\\040one\\012line\\040two\\012line\\040three$' "$t/state/deltafin/chat_history"
+expect_no_grep "never sent" "$t/state/deltafin/chat_history" || fail "a discarded line reached the history"
 # a new session recalls the history with the arrows: Up Up is the pasted message
 tm new-session -d -s chat -x 160 -y 40 "exec '$DF' chat --model '$m' --max-new 4 --stats 2>'$t/stats.5'"
 wait_for pane "^>" 30
@@ -239,15 +239,15 @@ got3=$(grep "turn 3:" "$t/stats.7" | sed 's/ in [0-9.]* s//; s/, [0-9.]* s\/toke
     { echo "answer after /load differs:"; cat "$t/out.7"; echo ---; cat "$t/ref.out"; exit 1; }
 # another model's file is refused, and the conversation is unchanged
 printf '/load %s\n' "$t/s2.chat" | "$DF" chat --model "$t/tiny" 2>"$t/other.err" >/dev/null
-grep -q "load: $t/s2.chat was saved with another model" "$t/other.err" || { cat "$t/other.err"; exit 1; }
+expect_grep "load: $t/s2.chat was saved with another model" "$t/other.err"
 
 # --- the sanitizer build over a pipe: turns, /reset, a system message, shown thinking
 printf 'hello\nand again\n/reset\nfresh start\n' |
     "$DF_ASAN" chat --model "$t/tiny" --max-new 5 --stats --show-thinking --system "Be brief." >"$t/asan.out" 2>"$t/asan.err"
 cat "$t/asan.err"
 grep "^stats: turn" "$t/asan.err" >"$t/asan.turns"
-[ "$(wc -l <"$t/asan.turns")" -eq 3 ]
-sed -n 2p "$t/asan.turns" | grep -q "turn 2:.*(reused [1-9]"   # the second turn continued the first
-sed -n 3p "$t/asan.turns" | grep -q "turn 1:.*(reused 0 "      # /reset started over
-if grep -q Sanitizer "$t/asan.err"; then echo "the sanitizer build reported an error"; exit 1; fi
+expect_eq 3 "$(wc -l <"$t/asan.turns")" "turns in the sanitizer build's chat"
+sed -n 2p "$t/asan.turns" | expect_grep "turn 2:.*(reused [1-9]"   # the second turn continued the first
+sed -n 3p "$t/asan.turns" | expect_grep "turn 1:.*(reused 0 "      # /reset started over
+expect_no_grep Sanitizer "$t/asan.err"
 echo PASS

@@ -4,10 +4,9 @@
 # checked against `deltafin tokenize` (the same ids), an independent Python decoder (ids -> the
 # rendered text) and the loss mask (exactly the assistant's generated tokens). The sanitizer
 # builds of the tools run the same inputs and must write the same bytes.
-set -eu
+source "$(dirname "$0")/../lib.sh"
 T="$DF_TEST_TMP/corpus"
 rm -rf "$T" && mkdir -p "$T"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 FIX=tests/corpus/fixtures
 
 "$PYTHON" tests/corpus/test_corpus.py
@@ -22,7 +21,7 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"text": d}) + "\n")
 PY
 for bin in build build-asan; do
-    "$bin/tools/tokenizer/train_bpe" --docs "$T/docs.jsonl" --out "$T/tok-$bin" --mergeable 400 2>/dev/null
+    "$bin/tools/tokenizer/train_bpe" --docs "$T/docs.jsonl" --out "$T/tok-$bin" --mergeable 400 2>"$T/train_bpe.err" || { cat "$T/train_bpe.err"; fail "$bin: train_bpe"; }
 done
 cmp "$T/tok-build/tiktoken.model" "$T/tok-build-asan/tiktoken.model" || fail "train_bpe differs under ASan"
 TOK="$T/tok-build"
@@ -30,10 +29,7 @@ TOK="$T/tok-build"
 eom=$("$DF" tokenize --model "$TOK" --special <<< '<|end_of_msg|>' | cut -d' ' -f1)
 [ "$eom" = 402 ] || fail "<|end_of_msg|> is $eom, expected 402 (n_mergeable + 2)"
 [ "$(printf ' lighthouse' | "$DF" tokenize --model "$TOK" | wc -w)" -le 2 ] || fail "' lighthouse' was not learned"
-if "$bin/tools/tokenizer/train_bpe" --docs "$T/docs.jsonl" --out "$T/x" --mergeable 100000 2>"$T/err"; then
-    fail "--mergeable 100000 accepted"
-fi
-grep -q "must be 257..65280" "$T/err" || fail "error: $(cat "$T/err")"
+expect_fail "must be 257..65280" "$bin/tools/tokenizer/train_bpe" --docs "$T/docs.jsonl" --out "$T/x" --mergeable 100000
 
 # documents: each one's ids then [EOS], the same ids `deltafin tokenize` gives
 printf '%s\n' '{"text": "First document."}' '{"text": "Second one, <|open|> as text."}' > "$T/two.jsonl"
@@ -41,7 +37,7 @@ build/tools/corpus/encode_data docs --tokenizer "$TOK" --in "$T/two.jsonl" --out
 want="$(printf 'First document.' | "$DF" tokenize --model "$TOK") 401 $(printf 'Second one, <|open|> as text.' | "$DF" tokenize --model "$TOK") 401"
 got=$("$PYTHON" -c 'import sys, numpy; print(*numpy.fromfile(sys.argv[1], "<u2"))' "$T/two.bin")
 [ "$got" = "$want" ] || fail "docs: got $got, want $want"
-grep -q '"documents": 2' "$T/two.stats" || fail "stats: $(cat "$T/two.stats")"
+expect_grep '"documents": 2' "$T/two.stats"
 
 # chats: rendered by the engine, checked conversation by conversation
 for bin in build build-asan; do
@@ -106,9 +102,7 @@ PY
 
 # a broken conversation is refused with its line named
 printf '%s\n' '{"messages": [{"role": "user", "content": "ok"}]}' '{"messages": [{"role": "robot"}]}' > "$T/bad.jsonl"
-if build/tools/corpus/encode_data chats --tokenizer "$TOK" --in "$T/bad.jsonl" --out "$T/b.bin" --mask "$T/b.mask" 2>"$T/err"; then
-    fail "a bad role was accepted"
-fi
-grep -q "bad.jsonl:2: messages\[0\]" "$T/err" || fail "error: $(cat "$T/err")"
+expect_fail "bad.jsonl:2: messages\[0\]" \
+    build/tools/corpus/encode_data chats --tokenizer "$TOK" --in "$T/bad.jsonl" --out "$T/b.bin" --mask "$T/b.mask"
 [ ! -e "$T/b.bin" ] || fail "output written despite the error"
 echo "corpus tools: ok"

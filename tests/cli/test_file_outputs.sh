@@ -36,12 +36,12 @@ cmp "$T/target.f32" "$T/plain.f32" || fail "the link's target does not hold the 
 [ "$(stat -c %a "$T/target.f32")" = 640 ] || fail "the target's permissions changed to $(stat -c %a "$T/target.f32")"
 ln -s missing.f32 "$T/dangling.f32"
 if logits "$T/dangling.f32"; then fail "a dangling link must be refused"; fi
-grep -q "dangling.f32: a symbolic link to a file that cannot be reached" "$T/err" || { cat "$T/err"; fail "dangling link message"; }
+expect_grep "dangling.f32: a symbolic link to a file that cannot be reached" "$T/err" || fail "dangling link message"
 
 # a directory is refused, untouched
 mkdir "$T/dir"; touch "$T/dir/keep"
 if logits "$T/dir"; then fail "a directory must be refused"; fi
-grep -q "is a directory: refusing to write over it" "$T/err" || { cat "$T/err"; fail "directory message"; }
+expect_grep "is a directory: refusing to write over it" "$T/err" || fail "directory message"
 [ -f "$T/dir/keep" ] || fail "the directory was replaced"
 
 # a link planted where the temporary goes does not redirect the write to its target
@@ -54,7 +54,7 @@ cmp "$T/out.f32" "$T/plain.f32" || fail "output after a planted link"
 sum() { (cd "$m" && sha256sum config.json model.safetensors.index.json model-*.safetensors); }
 before=$(sum)
 if "$DF" synth --preset small --seed 9 --out "$m" --quiet >/dev/null 2>"$T/err"; then fail "synth over a model must be refused"; fi
-grep -q "is not empty .*--force" "$T/err" || { cat "$T/err"; fail "synth refusal message"; }
+expect_grep "is not empty .*--force" "$T/err" || fail "synth refusal message"
 [ "$(sum)" = "$before" ] || fail "a refused synth changed the model"
 "$DF" synth --preset tiny --seed 4 --out "$m" --quiet --force >/dev/null || fail "synth --force"
 [ "$(sum)" != "$before" ] || fail "synth --force did not replace the model"
@@ -65,13 +65,13 @@ make_source "$T"
 start_nginx "$T/www"
 mkdir -p "$T/project"; echo '{"mine": true}' >"$T/project/config.json"
 if "$DF" setup --stream -m "$T/project" >"$T/setup.out" 2>&1; then fail "setup into a foreign directory must be refused"; fi
-grep -q "not empty and holds no deltafin install (it holds config.json).*--force" "$T/setup.out" || { cat "$T/setup.out"; fail "setup refusal message"; }
+expect_grep "not empty and holds no deltafin install (it holds config.json).*--force" "$T/setup.out" || fail "setup refusal message"
 [ "$(cat "$T/project/config.json")" = '{"mine": true}' ] || fail "a refused setup changed config.json"
 [ "$(ls "$T/project")" = config.json ] || fail "a refused setup wrote files"
 # the default install directory ($XDG_CACHE_HOME/deltafin) is no exception
 mkdir -p "$T/xdg/deltafin"; echo notes >"$T/xdg/deltafin/notes.txt"
 if env -u DELTAFIN_ROOT XDG_CACHE_HOME="$T/xdg" "$DF" setup --stream >"$T/setup.out" 2>&1; then fail "setup into a foreign default directory must be refused"; fi
-grep -q "$T/xdg/deltafin is not empty and holds no deltafin install (it holds notes.txt)" "$T/setup.out" || { cat "$T/setup.out"; fail "default directory refusal message"; }
+expect_grep "$T/xdg/deltafin is not empty and holds no deltafin install (it holds notes.txt)" "$T/setup.out" || fail "default directory refusal message"
 [ "$(ls "$T/xdg/deltafin")" = notes.txt ] || fail "a refused setup wrote into the default directory"
 if "$DF" setup --stream --dry-run --root "$T/project" >"$T/setup.out" 2>&1; then fail "a dry run into a foreign directory must be refused too"; fi
 "$DF" setup --stream --root "$T/project" --force >"$T/setup.out" 2>&1 || { cat "$T/setup.out"; fail "setup --force"; }
@@ -81,7 +81,7 @@ if "$DF" setup --stream --dry-run --root "$T/project" >"$T/setup.out" 2>&1; then
 rm "$T/new/sub/model-00002-of-000005.safetensors"; mkfifo "$T/new/sub/model-00002-of-000005.safetensors"
 for cmd in fetch "setup --stream" doctor; do
     if timeout 20 "$DF" $cmd --root "$T/new/sub" >"$T/setup.out" 2>&1; then fail "$cmd used a named pipe as a shard"; fi
-    grep -q "model-00002-of-000005.safetensors: not a regular file" "$T/setup.out" || { cat "$T/setup.out"; fail "$cmd: shard pipe message"; }
+    expect_grep "model-00002-of-000005.safetensors: not a regular file" "$T/setup.out" || fail "$cmd: shard pipe message"
 done
 [ -p "$T/new/sub/model-00002-of-000005.safetensors" ] || fail "the named pipe was replaced"
 
@@ -89,12 +89,12 @@ done
 if K3_TRACE=/dev/full "$DF" run --model "$m" --prompt hi --max-new 2 >/dev/null 2>"$T/err"; then
     fail "run with an unwritable K3_TRACE must fail"
 fi
-grep -q "K3_TRACE: cannot write the trace to /dev/full" "$T/err" || { cat "$T/err"; fail "trace failure message"; }
+expect_grep "K3_TRACE: cannot write the trace to /dev/full" "$T/err" || fail "trace failure message"
 
 # a CRLF tokenizer file: the message quotes the line with its carriage return escaped, on one line
 cp -r "$m" "$T/crlf"; sed -i 's/$/\r/' "$T/crlf/tiktoken.model"
 if echo hi | "$DF" tokenize --model "$T/crlf" >/dev/null 2>"$T/err"; then fail "a CRLF tokenizer must be refused"; fi
 [ "$(wc -l <"$T/err")" -eq 1 ] || { cat "$T/err"; fail "the message is not one line"; }
-if grep -q $'\r' "$T/err"; then od -c "$T/err" | head; fail "the message holds a raw carriage return"; fi
-grep -qF "rank '0\\r' is not a decimal number" "$T/err" || { cat "$T/err"; fail "CRLF message"; }
+expect_no_grep $'\r' "$T/err" || fail "the message holds a raw carriage return"
+expect_grep -F "rank '0\\r' is not a decimal number" "$T/err" || fail "CRLF message"
 echo ok

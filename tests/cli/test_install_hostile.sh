@@ -15,32 +15,30 @@ make_source "$T/b" small 8; B="$SRC"
 touch -d "2024-01-01 00:00:00" "$B"/*  # nginx's ETags have one-second resolution
 CA=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa CB=bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb
 TOKENS="5 17 42 99 7"
-"$DF" logits --model "$A" --tokens "$TOKENS" --out "$T/a.f32" 2>/dev/null || fail "logits of revision A"
-"$DF" logits --model "$B" --tokens "$TOKENS" --out "$T/b.f32" 2>/dev/null || fail "logits of revision B"
+"$DF" logits --model "$A" --tokens "$TOKENS" --out "$T/a.f32" || fail "logits of revision A"
+"$DF" logits --model "$B" --tokens "$TOKENS" --out "$T/b.f32" || fail "logits of revision B"
 cmp -s "$T/a.f32" "$T/b.f32" && fail "the two revisions give the same logits"
-expect() { grep -q -- "$1" "$2" || { cat "$2"; fail "${3:-expected '$1'}"; }; }
-expect_not() { if grep -q -- "$1" "$2"; then cat "$2"; fail "${3:-unexpected '$1'}"; fi; }
 
 echo "== revision change, Hugging Face style: the install stays on its commit"
 SRC="$A"
 start_faults "$A" --api --commit $CA --rev $CA="$A"
 R="$T/r.api"
 "$DFI" setup --stream --root "$R" >"$T/api.1" 2>&1 || { cat "$T/api.1"; fail "setup (api)"; }
-expect "revision main is commit aaaaaaaaaaaa: every file is fetched at this commit" "$T/api.1"
-expect "revision: main at commit aaaaaaaaaaaa (pinned" "$T/api.1"
+expect_grep -- "revision main is commit aaaaaaaaaaaa: every file is fetched at this commit" "$T/api.1"
+expect_grep -- "revision: main at commit aaaaaaaaaaaa (pinned" "$T/api.1"
 # upstream main moves to B; A stays reachable by its commit
 restart_faults "$B" --api --commit $CB --rev $CA="$A"
 "$DFI" logits --model "$R" --tokens "$TOKENS" --out "$T/api.f32" 2>"$T/api.2" || { cat "$T/api.2"; fail "logits after main moved"; }
 cmp "$T/api.f32" "$T/a.f32" || fail "after main moved, the install computed with other weights than its commit's"
 [ "$(awk '$1 == "GET" && $2 ~ /safetensors/ && $6 != "'$CA'"' "$FLOG" | wc -l)" -eq 0 ] || { cat "$FLOG"; fail "fetches not pinned to the commit"; }
-grep -q "safetensors .* $CA" "$FLOG" || fail "no expert was fetched on demand"
-check_install "$R" >/dev/null || fail "the pinned install holds bytes that are not its commit's"
+expect_grep "safetensors .* $CA" "$FLOG" || fail "no expert was fetched on demand"
+quietly check_install "$R" || fail "the pinned install holds bytes that are not its commit's"
 # setup again follows main to B: what changed is fetched again, and the install becomes B
 "$DFI" setup --stream --root "$R" >"$T/api.3" 2>&1 || { cat "$T/api.3"; fail "setup after main moved"; }
-expect "main moved from commit aaaaaaaaaaaa to bbbbbbbbbbbb" "$T/api.3"
+expect_grep -- "main moved from commit aaaaaaaaaaaa to bbbbbbbbbbbb" "$T/api.3"
 "$DFI" fetch --root "$R" >"$T/api.4" 2>&1 || { cat "$T/api.4"; fail "fetch of B"; }
-SRC="$B" check_install "$R" --full >/dev/null || fail "the updated install differs from B"
-expect "10 file(s) match the hash the source published" "$T/api.4"
+SRC="$B" quietly check_install "$R" --full || fail "the updated install differs from B"
+expect_grep -- "10 file(s) match the hash the source published" "$T/api.4"
 stop_faults
 
 echo "== revision change behind a plain mirror with ETags: refused, never mixed"
@@ -51,16 +49,16 @@ for server in faults nginx; do
     rm -rf "$mirror"; cp -a "$A" "$mirror"
     if [ $server = faults ]; then start_faults "$mirror"; else start_nginx "$T/m/www"; fi
     "$DFI" setup --stream --root "$R" >"$T/etag.1" 2>&1 || { cat "$T/etag.1"; fail "setup ($server)"; }
-    expect "not pinned to a commit (the source names none): files are tied to it by" "$T/etag.1"
+    expect_grep -- "not pinned to a commit (the source names none): files are tied to it by" "$T/etag.1"
     rm -rf "$mirror"; cp -a "$B" "$mirror"  # the mirror now serves B at the same URLs
     if "$DFI" logits --model "$R" --tokens "$TOKENS" --out "$T/etag.f32" 2>"$T/etag.2"; then
         fail "$server: logits mixed two revisions and exited 0"
     fi
-    expect "another version of this file .*refusing to mix versions" "$T/etag.2"
-    SRC="$A" check_install "$R" >/dev/null || fail "$server: bytes of the new revision were recorded"
+    expect_grep -- "another version of this file .*refusing to mix versions" "$T/etag.2"
+    SRC="$A" quietly check_install "$R" || fail "$server: bytes of the new revision were recorded"
     "$DFI" setup --stream --root "$R" >"$T/etag.3" 2>&1 || { cat "$T/etag.3"; fail "$server: setup to update"; }
-    expect "changed on the server: fetching it again" "$T/etag.3"
-    "$DFI" logits --model "$R" --tokens "$TOKENS" --out "$T/etag.f32" 2>/dev/null || fail "$server: logits after the update"
+    expect_grep -- "changed on the server: fetching it again" "$T/etag.3"
+    "$DFI" logits --model "$R" --tokens "$TOKENS" --out "$T/etag.f32" || fail "$server: logits after the update"
     cmp "$T/etag.f32" "$T/b.f32" || fail "$server: the updated install does not compute B"
     if [ $server = faults ]; then stop_faults; else kill "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null || true; fi
     echo "ok $server"
@@ -70,9 +68,9 @@ echo "== a mirror with no commit, no ETag, no hash: said plainly"
 start_faults "$A" --etag none
 R="$T/r.bare"
 "$DFI" setup --stream --root "$R" >"$T/bare.1" 2>&1 || { cat "$T/bare.1"; fail "setup (bare)"; }
-expect "5 shard(s) have no ETag or published hash: bytes fetched for them later are checked by size only" "$T/bare.1"
+expect_grep -- "5 shard(s) have no ETag or published hash: bytes fetched for them later are checked by size only" "$T/bare.1"
 "$DFI" doctor --root "$R" >"$T/bare.2" 2>&1 || { cat "$T/bare.2"; fail "doctor (bare)"; }
-expect "checked by size only" "$T/bare.2"
+expect_grep -- "checked by size only" "$T/bare.2"
 stop_faults
 
 echo "== damaged metadata"
@@ -84,16 +82,16 @@ for case in "tiktoken.model=garble::tiktoken.model:" "config.json=truncate::conf
     R="$T/r.meta.${fault%%=*}.${fault##*=}"
     start_faults "$A" --meta-fault "$fault" $opts
     if "$DFI" setup --stream --root "$R" >"$T/meta.out" 2>&1; then cat "$T/meta.out"; fail "$fault: setup accepted it"; fi
-    expect "$msg" "$T/meta.out" "$fault: the message does not name the file"
+    expect_grep -- "$msg" "$T/meta.out" || fail "$fault: the message does not name the file"
     [ ! -e "$R" ] || [ -z "$(ls -A "$R")" ] || { ls "$R"; fail "$fault: a refused setup wrote files"; }
-    grep -q ":${fault##*=}" "$FLOG" || fail "$fault: not injected"
+    expect_grep ":${fault##*=}" "$FLOG" || fail "$fault: not injected"
     stop_faults
     echo "ok $fault"
 done
 # damaged after the install: doctor tells by the SHA-256 recorded when the file was fetched
 start_faults "$A"
 R="$T/r.local"
-"$DFI" setup --stream --root "$R" >/dev/null 2>&1 || fail "setup (local damage)"
+quietly "$DFI" setup --stream --root "$R" || fail "setup (local damage)"
 stop_faults
 "$PYTHON" - "$R/tiktoken.model" <<'PY'
 import sys
@@ -101,8 +99,8 @@ p = sys.argv[1]; d = bytearray(open(p, "rb").read()); i = d.index(b"\n", len(d) 
 d[i] = ord("A") if d[i] != ord("A") else ord("B"); open(p, "wb").write(d)
 PY
 if "$DFI" doctor --root "$R" >"$T/local.out" 2>&1; then cat "$T/local.out"; fail "doctor accepted a damaged tokenizer"; fi
-expect "tiktoken.model: SHA-256 .* differs from the .* recorded when it was fetched" "$T/local.out"
-expect "NOT USABLE" "$T/local.out"
+expect_grep -- "tiktoken.model: SHA-256 .* differs from the .* recorded when it was fetched" "$T/local.out"
+expect_grep -- "NOT USABLE" "$T/local.out"
 # nothing recorded to compare with (a checkpoint without a manifest): doctor parses the tokenizer itself
 cp -r "$A" "$T/plain"
 "$PYTHON" - "$T/plain/tiktoken.model" <<'PY'
@@ -111,8 +109,8 @@ p = sys.argv[1]; lines = open(p, "rb").read().split(b"\n"); lines[300] = b"!" + 
 open(p, "wb").write(b"\n".join(lines))
 PY
 if "$DFI" doctor --root "$T/plain" >"$T/plain.out" 2>&1; then cat "$T/plain.out"; fail "doctor accepted a garbled tokenizer"; fi
-expect "BAD tokenizer: .*tiktoken.model:301" "$T/plain.out"
-expect "NOT USABLE" "$T/plain.out"
+expect_grep -- "BAD tokenizer: .*tiktoken.model:301" "$T/plain.out"
+expect_grep -- "NOT USABLE" "$T/plain.out"
 
 echo "== damaged shards: every bad one found in one run"
 for how in "--publish-sha" "--api --commit $CA"; do
@@ -120,11 +118,11 @@ for how in "--publish-sha" "--api --commit $CA"; do
     R="$T/r.corrupt.${how%% *}"
     if K3_FETCH_PARALLEL=1 "$DFI" setup --full --root "$R" >"$T/corrupt.1" 2>&1; then cat "$T/corrupt.1"; fail "corrupted shards accepted ($how)"; fi
     [ "$(grep -c "does not match the published" "$T/corrupt.1")" -eq 4 ] || { cat "$T/corrupt.1"; fail "not all four bad shards named ($how)"; }
-    expect "4 shard(s) do not match their published SHA-256" "$T/corrupt.1"
-    check_install "$R" >/dev/null || fail "bytes of a bad shard are still recorded ($how)"
+    expect_grep -- "4 shard(s) do not match their published SHA-256" "$T/corrupt.1"
+    quietly check_install "$R" || fail "bytes of a bad shard are still recorded ($how)"
     restart_faults "$A" $how
     "$DFI" setup --full --root "$R" >"$T/corrupt.2" 2>&1 || { cat "$T/corrupt.2"; fail "second run ($how)"; }
-    check_install "$R" --full >/dev/null || fail "two runs did not repair four bad shards ($how)"
+    quietly check_install "$R" --full || fail "two runs did not repair four bad shards ($how)"
     refetched=$(awk '$1 == "GET" && $2 ~ /safetensors/ && $4 == 206 {print $2}' "$FLOG" | sort -u | wc -l)
     [ "$refetched" -eq 5 ] || fail "the second run fetched $refetched shards, expected the 4 bad ones and the headers"
     stop_faults
@@ -134,34 +132,34 @@ done
 start_faults "$A" --faults "corrupt@12"
 R="$T/r.corrupt.nohash"
 K3_FETCH_PARALLEL=1 "$DFI" setup --full --root "$R" >"$T/nohash.1" 2>&1 || { cat "$T/nohash.1"; fail "setup (no hash)"; }
-grep -q ":corrupt" "$FLOG" || fail "no hash: not injected"
-expect "10 file(s) have no published hash: only their sizes were checked" "$T/nohash.1"
+expect_grep ":corrupt" "$FLOG" || fail "no hash: not injected"
+expect_grep -- "10 file(s) have no published hash: only their sizes were checked" "$T/nohash.1"
 "$DFI" doctor --root "$R" >"$T/nohash.2" 2>&1 || true
-expect "no published hash: size checked" "$T/nohash.2"
-expect_not "SHA-256 verified" "$T/nohash.2"
+expect_grep -- "no published hash: size checked" "$T/nohash.2"
+expect_no_grep -- "SHA-256 verified" "$T/nohash.2"
 stop_faults
 
 echo "== wrong ranges"
 start_faults "$A" --faults "wrongrange@12"
 R="$T/r.range"
 if "$DFI" setup --full --root "$R" >"$T/range.1" 2>&1; then fail "a wrong range was accepted"; fi
-expect "asked for bytes .* server sent" "$T/range.1"
-check_install "$R" >/dev/null || fail "bytes of a wrong range were recorded"
+expect_grep -- "asked for bytes .* server sent" "$T/range.1"
+quietly check_install "$R" || fail "bytes of a wrong range were recorded"
 restart_faults "$A" --faults "wrongrange@3"
 K3_FETCH_RETRIES=2 K3_FETCH_BACKOFF_MS=10 "$DFI" setup --full --root "$R" >"$T/range.2" 2>&1 || { cat "$T/range.2"; fail "retry after a wrong range"; }
-check_install "$R" --full >/dev/null || fail "install after a wrong range"
+quietly check_install "$R" --full || fail "install after a wrong range"
 stop_faults
 
 echo "== drops and stalls while experts are fetched on demand"
 start_faults "$A"
 R="$T/r.ondemand"
-"$DFI" setup --stream --root "$R" >/dev/null 2>&1 || fail "setup (on demand)"
+quietly "$DFI" setup --stream --root "$R" || fail "setup (on demand)"
 restart_faults "$A" --faults "drop@2,stall@5,503@8,drop@12" --stall-s 30
 K3_FETCH_RETRIES=3 K3_FETCH_BACKOFF_MS=10 K3_FETCH_STALL_TIMEOUT=1 "$DFI" logits --model "$R" --tokens "$TOKENS" \
     --out "$T/od.f32" 2>"$T/od.err" || { cat "$T/od.err"; fail "on-demand logits through drops and stalls"; }
 cmp "$T/od.f32" "$T/a.f32" || fail "on-demand logits differ from the source's"
-for k in drop stall 503; do grep -q ":$k" "$FLOG" || fail "$k not injected"; done
-check_install "$R" >/dev/null || fail "on-demand fetches recorded wrong bytes"
+for k in drop stall 503; do expect_grep ":$k" "$FLOG" || fail "$k not injected"; done
+quietly check_install "$R" || fail "on-demand fetches recorded wrong bytes"
 stop_faults
 
 echo "== an unreachable source, and K3_OFFLINE=1"
@@ -169,28 +167,28 @@ closed=$(free_port)
 t0=$SECONDS
 if K3_HF_HOST=http://127.0.0.1:$closed K3_FETCH_RETRIES=6 "$DFI" setup --dry-run --root "$T/r.none" >"$T/none.out" 2>&1; then fail "dry run against nothing"; fi
 [ $((SECONDS - t0)) -le 5 ] || fail "a refused connection took $((SECONDS - t0)) s to report"
-expect "setup --dry-run: cannot reach the source: .*is the mirror running" "$T/none.out"
-expect_not "retrying" "$T/none.out"
+expect_grep -- "setup --dry-run: cannot reach the source: .*is the mirror running" "$T/none.out"
+expect_no_grep -- "retrying" "$T/none.out"
 t0=$SECONDS
 if K3_HF_HOST=no-such-mirror.invalid K3_FETCH_RETRIES=6 "$DFI" setup --dry-run --root "$T/r.none" >"$T/dns.out" 2>&1; then fail "dry run against a name that does not resolve"; fi
 [ $((SECONDS - t0)) -le 15 ] || fail "a host name that does not resolve took $((SECONDS - t0)) s to report"
-expect "check K3_HF_HOST" "$T/dns.out"
-expect_not "retrying" "$T/dns.out"
+expect_grep -- "check K3_HF_HOST" "$T/dns.out"
+expect_no_grep -- "retrying" "$T/dns.out"
 start_faults "$A"
 "$DFI" setup --dry-run --stream --root "$T/r.plan" >"$T/plan.out" 2>&1 || { cat "$T/plan.out"; fail "dry run"; }
-expect "plan: streaming install" "$T/plan.out"
-expect "disk needed:" "$T/plan.out"
+expect_grep -- "plan: streaming install" "$T/plan.out"
+expect_grep -- "disk needed:" "$T/plan.out"
 [ ! -e "$T/r.plan" ] || fail "a dry run wrote files"
 R="$T/r.offline"
-"$DFI" setup --stream --root "$R" >/dev/null 2>&1 || fail "setup (offline)"
+quietly "$DFI" setup --stream --root "$R" || fail "setup (offline)"
 stop_faults
 for cmd in "setup --stream" "fetch" "warm --trace /dev/null"; do
     if K3_OFFLINE=1 "$DFI" $cmd --root "$R" >"$T/off.out" 2>&1; then fail "K3_OFFLINE=1 $cmd succeeded"; fi
-    expect "K3_OFFLINE=1: .* needs the network" "$T/off.out"
+    expect_grep -- "K3_OFFLINE=1: .* needs the network" "$T/off.out"
 done
 K3_OFFLINE=1 "$DFI" setup --dry-run --root "$R" >"$T/off.plan" 2>&1 || { cat "$T/off.plan"; fail "K3_OFFLINE=1 setup --dry-run"; }
-expect "the source was not consulted (K3_OFFLINE=1): the plan is what the local install lacks" "$T/off.plan"
+expect_grep -- "the source was not consulted (K3_OFFLINE=1): the plan is what the local install lacks" "$T/off.plan"
 if K3_OFFLINE=1 "$DFI" logits --model "$R" --tokens "$TOKENS" --out "$T/off.f32" 2>"$T/off.err"; then fail "K3_OFFLINE=1 logits"; fi
-expect "fetching is off (K3_OFFLINE=1): run .deltafin fetch --root $R" "$T/off.err"
-expect_not "installer opened without a source" "$T/off.err"
+expect_grep -- "fetching is off (K3_OFFLINE=1): run .deltafin fetch --root $R" "$T/off.err"
+expect_no_grep -- "installer opened without a source" "$T/off.err"
 echo ok

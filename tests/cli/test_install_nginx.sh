@@ -12,28 +12,28 @@ R="$T/root"
 
 # dry run: a plan, no files
 "$DF" setup --stream --dry-run --root "$R" >"$T/dry.out" 2>&1 || { cat "$T/dry.out"; fail "dry run failed"; }
-grep -q "plan: streaming install" "$T/dry.out" || fail "dry run printed no plan"
+expect_grep "plan: streaming install" "$T/dry.out" || fail "dry run printed no plan"
 [ ! -e "$R" ] || fail "dry run created $R"
 
 # disk space: no flag picks full when it fits, else streaming (saying what full needs); too
 # little for either is refused before anything is written (reserve: 1% + 64 MiB)
 K3_DISK_FREE_BYTES=200000000 "$DF" setup --dry-run --root "$R" >"$T/d1.out" 2>&1 || fail "dry run (roomy disk)"
-grep -q "plan: full install" "$T/d1.out" || { cat "$T/d1.out"; fail "a roomy disk should get a full install"; }
+expect_grep "plan: full install" "$T/d1.out" || fail "a roomy disk should get a full install"
 K3_DISK_FREE_BYTES=85000000 "$DF" setup --dry-run --root "$R" >"$T/d2.out" 2>&1 || fail "dry run (small disk)"
-grep -q "a full install needs 20.82 MB more (20.82 MB in all) and 67.32 MB kept free, but 85.00 MB is free: installing in streaming mode" "$T/d2.out" \
-    || { cat "$T/d2.out"; fail "small disk: no streaming fallback message"; }
-grep -q "plan: streaming install" "$T/d2.out" || fail "small disk should get a streaming install"
-K3_DISK_FREE_BYTES=85000000 "$DF" setup --full --root "$R" >"$T/d3.out" 2>&1 && fail "--full on a small disk must fail"
-grep -q "21.39 MB to fetch and 67.32 MB to keep free, but only 85.00 MB free" "$T/d3.out" || { cat "$T/d3.out"; fail "disk-space message"; }
+expect_grep "a full install needs 20.82 MB more (20.82 MB in all) and 67.32 MB kept free, but 85.00 MB is free: installing in streaming mode" "$T/d2.out" \
+    || fail "small disk: no streaming fallback message"
+expect_grep "plan: streaming install" "$T/d2.out" || fail "small disk should get a streaming install"
+expect_fail "21.39 MB to fetch and 67.32 MB to keep free, but only 85.00 MB free" \
+    env K3_DISK_FREE_BYTES=85000000 "$DF" setup --full --root "$R"
 [ ! -e "$R/model-00001-of-000005.safetensors" ] || fail "a refused install wrote a shard"
 
 # streaming install: headers + spine
 "$DF" setup --stream --root "$R" >"$T/setup.out" 2>&1 || { cat "$T/setup.out"; fail "setup --stream failed"; }
-grep -q "experts 0 of 288 local (streaming install)" "$T/setup.out" || { cat "$T/setup.out"; fail "streaming summary"; }
-grep -q "deltafin fetch --root $R" "$T/setup.out" || fail "no fetch command in the summary"
-check_install "$R" >/dev/null || fail "streaming install differs from the source"
+expect_grep "experts 0 of 288 local (streaming install)" "$T/setup.out" || fail "streaming summary"
+expect_grep "deltafin fetch --root $R" "$T/setup.out" || fail "no fetch command in the summary"
+quietly check_install "$R" || fail "streaming install differs from the source"
 "$DF" doctor --root "$R" >"$T/doc1.out" || { cat "$T/doc1.out"; fail "doctor on a streaming install"; }
-grep -q "experts 0 of 288" "$T/doc1.out" || fail "doctor experts count"
+expect_grep "experts 0 of 288" "$T/doc1.out" || fail "doctor experts count"
 # the spine is complete: no non-expert tensor byte is missing (reference: the source's headers)
 "$PYTHON" - "$R" "$SRC" <<'PY' || fail "spine incomplete"
 import json, struct, sys, os
@@ -52,7 +52,7 @@ PY
 
 # rerun: nothing left to fetch for a streaming install
 "$DF" setup --stream --root "$R" >"$T/setup2.out" 2>&1 || fail "second setup"
-grep -q "0 B to fetch in 0 requests" "$T/setup2.out" || { cat "$T/setup2.out"; fail "rerun fetched again"; }
+expect_grep "0 B to fetch in 0 requests" "$T/setup2.out" || fail "rerun fetched again"
 
 # the experts a token sequence routes to (float64 reference), as a router trace
 TOKENS="5 17 42 99 7"
@@ -68,55 +68,55 @@ for v in by_pos.values(): print(json.dumps(v))
 PY
 NEED=$("$PYTHON" -c "import json,sys; print(len({(l,e) for ln in open(sys.argv[1]) for l,v in json.loads(ln).items() for e in v}))" "$T/router_trace.jsonl")
 "$DF" warm --root "$R" --trace "$T/router_trace.jsonl" --fetch 100000 >"$T/warm.out" 2>&1 || { cat "$T/warm.out"; fail "warm"; }
-grep -q "experts $NEED of 288 local" "$T/warm.out" || { cat "$T/warm.out"; fail "warm should hold exactly the $NEED routed experts"; }
-check_install "$R" >/dev/null || fail "after warm: differs from the source"
-"$DF" logits --model "$R" --tokens "$TOKENS" --out "$T/stream.f32" 2>/dev/null || fail "logits on the streaming install"
-K3_TRACE="$T/engine_trace.jsonl" "$DF" logits --model "$SRC" --tokens "$TOKENS" --out "$T/source.f32" 2>/dev/null \
+expect_grep "experts $NEED of 288 local" "$T/warm.out" || fail "warm should hold exactly the $NEED routed experts"
+quietly check_install "$R" || fail "after warm: differs from the source"
+"$DF" logits --model "$R" --tokens "$TOKENS" --out "$T/stream.f32" || fail "logits on the streaming install"
+K3_TRACE="$T/engine_trace.jsonl" "$DF" logits --model "$SRC" --tokens "$TOKENS" --out "$T/source.f32" \
     || fail "logits on the source"
 # the engine's own routing (its K3_TRACE format) needs nothing the reference's routing did not fetch
 "$DF" warm --root "$R" --trace "$T/engine_trace.jsonl" --dry-run >"$T/warm2.out" 2>&1 || { cat "$T/warm2.out"; fail "warm --dry-run"; }
-grep -q "0 missing experts were used" "$T/warm2.out" || { cat "$T/warm2.out"; fail "the engine routes to experts not fetched"; }
+expect_grep "0 missing experts were used" "$T/warm2.out" || fail "the engine routes to experts not fetched"
 cmp "$T/stream.f32" "$T/source.f32" || fail "streaming install logits differ from the source's"
 echo "streaming install: $NEED of 288 experts fetched for a 5-token sequence; logits identical"
 
 # on-demand API (installer_fetch_expert): 40 experts, each asked for twice by 8 concurrent
 # threads, cost exactly 40 requests, and every fetched byte equals the source
 R2="$T/root2"
-"$DF" setup --stream --root "$R2" >/dev/null 2>&1 || fail "second streaming install"
+quietly "$DF" setup --stream --root "$R2" || fail "second streaming install"
 before=$(wc -l <"$DF_TEST_TMP/nginx/access.log")
 "$(dirname "$DF")/bench/bench_expert_fetch" "$R2" 40 8 --dup >"$T/ondemand.out" || { cat "$T/ondemand.out"; fail "on-demand fetch"; }
 after=$(wc -l <"$DF_TEST_TMP/nginx/access.log")
-grep -q "experts=40 requests=80 .* not_recorded=0" "$T/ondemand.out" || { cat "$T/ondemand.out"; fail "on-demand summary"; }
-grep -q "streaming install: 40 of 288 experts local (13.9%).*deltafin fetch --root $R2" "$T/ondemand.out" \
-    || { cat "$T/ondemand.out"; fail "start-up reminder"; }
+expect_grep "experts=40 requests=80 .* not_recorded=0" "$T/ondemand.out" || fail "on-demand summary"
+expect_grep "streaming install: 40 of 288 experts local (13.9%).*deltafin fetch --root $R2" "$T/ondemand.out" \
+    || fail "start-up reminder"
 [ $((after - before)) -eq 40 ] || fail "on-demand: $((after - before)) requests for 40 experts"
-check_install "$R2" >/dev/null || fail "on-demand fetch wrote bytes that differ from the source"
-"$DF" doctor --root "$R2" | grep -q "experts 40 of 288" || fail "doctor after on-demand fetches"
+quietly check_install "$R2" || fail "on-demand fetch wrote bytes that differ from the source"
+"$DF" doctor --root "$R2" | expect_grep "experts 40 of 288" || fail "doctor after on-demand fetches"
 
 # run time, on demand: a fresh streaming install runs logits directly; the engine fetches exactly
 # the experts the tokens route to (through both stores), results are identical to the source,
 # and without network access a missing expert is an error, never zeros
 for store in mapped stream; do
     R3="$T/root3-$store"
-    "$DF" setup --stream --root "$R3" >/dev/null 2>&1 || fail "streaming install for on-demand"
+    quietly "$DF" setup --stream --root "$R3" || fail "streaming install for on-demand"
     if K3_OFFLINE=1 K3_STORE=$store "$DF" logits --model "$R3" --tokens "$TOKENS" --out "$T/off.f32" 2>"$T/off.err"; then
         fail "offline logits on a streaming install must fail"
     fi
-    grep -q "not installed\|could not be fetched\|does not hold" "$T/off.err" || { cat "$T/off.err"; fail "offline: unclear error"; }
+    expect_grep "not installed\|could not be fetched\|does not hold" "$T/off.err" || fail "offline: unclear error"
     before=$(wc -l <"$DF_TEST_TMP/nginx/access.log")
     K3_STORE=$store "$DF" logits --model "$R3" --tokens "$TOKENS" --out "$T/od.f32" 2>"$T/od.err" || { cat "$T/od.err"; fail "on-demand logits ($store)"; }
     after=$(wc -l <"$DF_TEST_TMP/nginx/access.log")
     cmp "$T/od.f32" "$T/source.f32" || fail "on-demand logits ($store) differ from the source's"
-    "$DF" doctor --root "$R3" | grep -q "experts $NEED of 288" || fail "on-demand ($store): expected exactly $NEED experts local"
+    "$DF" doctor --root "$R3" | expect_grep "experts $NEED of 288" || fail "on-demand ($store): expected exactly $NEED experts local"
     [ $((after - before)) -le "$NEED" ] || fail "on-demand ($store): $((after - before)) requests for $NEED experts"
-    check_install "$R3" >/dev/null || fail "on-demand ($store) wrote bytes that differ from the source"
+    quietly check_install "$R3" || fail "on-demand ($store) wrote bytes that differ from the source"
     echo "on-demand ($store): $NEED experts fetched in $((after - before)) requests; logits identical to the source"
 done
 
 # an install whose manifest is version 1 (written before revisions and ETags were recorded) is
 # read, completed and rewritten as version 2
 R4="$T/root4"
-"$DF" setup --stream --root "$R4" >/dev/null 2>&1 || fail "setup for the version 1 manifest"
+quietly "$DF" setup --stream --root "$R4" || fail "setup for the version 1 manifest"
 "$PYTHON" - "$R4/deltafin-manifest.txt" "$K3_HF_HOST" <<'PY'
 import sys
 path, host = sys.argv[1:3]
@@ -130,11 +130,11 @@ for ln in open(path).read().split("\n")[1:]:
         out.append(ln)
 open(path, "w").write("\n".join(out) + "\n")
 PY
-head -1 "$R4/deltafin-manifest.txt" | grep -q "deltafin-manifest 1" || fail "no version 1 manifest to test"
+head -1 "$R4/deltafin-manifest.txt" | expect_grep "deltafin-manifest 1" || fail "no version 1 manifest to test"
 "$DF" fetch --root "$R4" --layers 2 >"$T/v1.out" 2>&1 || { cat "$T/v1.out"; fail "fetch into a version 1 install"; }
-if grep -q "was installed from" "$T/v1.out"; then cat "$T/v1.out"; fail "a version 1 install was taken for another source's"; fi
-head -1 "$R4/deltafin-manifest.txt" | grep -q "deltafin-manifest 2" || fail "the manifest was not rewritten as version 2"
-check_install "$R4" >/dev/null || fail "version 1 install after fetch differs from the source"
+expect_no_grep "was installed from" "$T/v1.out" || fail "a version 1 install was taken for another source's"
+head -1 "$R4/deltafin-manifest.txt" | expect_grep "deltafin-manifest 2" || fail "the manifest was not rewritten as version 2"
+quietly check_install "$R4" || fail "version 1 install after fetch differs from the source"
 
 # some layers, then everything
 "$DF" fetch --root "$R" --layers 2-3,5 >"$T/fetch1.out" 2>&1 || { cat "$T/fetch1.out"; fail "fetch --layers"; }
@@ -161,14 +161,14 @@ for name in sorted(os.listdir(src)):
 PY
 "$DF" fetch --root "$R" --dry-run >"$T/fetch2d.out" 2>&1 || fail "fetch --dry-run"
 "$DF" fetch --root "$R" >"$T/fetch2.out" 2>&1 || { cat "$T/fetch2.out"; fail "fetch"; }
-grep -q "(full install)" "$T/fetch2.out" || fail "fetch did not complete the install"
+expect_grep "(full install)" "$T/fetch2.out" || fail "fetch did not complete the install"
 check_install "$R" --full || fail "full install differs from the source"
 "$DF" doctor --root "$R" >"$T/doc2.out" || { cat "$T/doc2.out"; fail "doctor on a full install"; }
-grep -q "experts 288 of 288" "$T/doc2.out" || fail "doctor full count"
+expect_grep "experts 288 of 288" "$T/doc2.out" || fail "doctor full count"
 
 # doctor sees damage without the network: a truncated shard
 unset K3_HF_HOST
 truncate -s 1000 "$R/model-00002-of-000005.safetensors"
 if "$DF" doctor --root "$R" >"$T/doc3.out" 2>&1; then cat "$T/doc3.out"; fail "doctor accepted a truncated shard"; fi
-grep -q "model-00002-of-000005.safetensors" "$T/doc3.out" || fail "doctor did not name the shard"
+expect_grep "model-00002-of-000005.safetensors" "$T/doc3.out" || fail "doctor did not name the shard"
 echo ok

@@ -4,10 +4,9 @@
 # the planned context, scratch, runtime) fits the budget. With a budget just above the shard bytes
 # the process either streams within the budget or refuses naming K3_RAM_GB; it never maps the
 # model and runs past the budget (it used to, by 46%). Peak RSS from /usr/bin/time.
-set -eu
+source "$(dirname "$0")/../lib.sh"
 t="$DF_TEST_TMP/memory_budget"
 mkdir -p "$t"
-fail() { echo "FAIL: $*"; exit 1; }
 "$DF" synth --preset small --seed 3 --out "$t/small" --quiet >/dev/null
 "$DF" synth --preset big --size-gb 0.25 --out "$t/big" --quiet >/dev/null
 shard_bytes() { cat "$1"/*.safetensors | wc -c; }
@@ -15,10 +14,8 @@ ids=$("$PYTHON" -c "import random; random.seed(5); print(' '.join(str(random.ran
 
 # run_at MODEL GB: runs a 300-token prompt and one new token under K3_RAM_GB=GB; sets RC, RSS (bytes)
 run_at() {
-    set +e
-    K3_RAM_GB="$2" /usr/bin/time -f %M -o "$t/rss" "$DF" run --model "$1" --tokens "$ids" --max-new 1 >/dev/null 2>"$t/err"
-    RC=$?
-    set -e
+    RC=0
+    K3_RAM_GB="$2" /usr/bin/time -f %M -o "$t/rss" "$DF" run --model "$1" --tokens "$ids" --max-new 1 >/dev/null 2>"$t/err" || RC=$?
     RSS=$(($(tail -n1 "$t/rss") * 1024))
 }
 gb() { "$PYTHON" -c "print(f'{$1 / 1e9:.6f}')"; }
@@ -31,7 +28,7 @@ run_at "$t/small" "$(gb $budget)"
 if [ "$RC" -eq 0 ]; then
     [ "$RSS" -le "$budget" ] || fail "small: peak RSS $RSS bytes exceeds the budget $budget ($(head -1 "$t/err" | cut -c1-160))"
 else
-    grep -q "K3_RAM_GB" "$t/err" || fail "small: refused without naming K3_RAM_GB: $(cat "$t/err")"
+    expect_grep "K3_RAM_GB" "$t/err" || fail "small: refused without naming K3_RAM_GB"
 fi
 echo "small: budget $budget, exit $RC, peak RSS $RSS"
 
@@ -40,11 +37,11 @@ b=$(shard_bytes "$t/big")
 budget=$((b * 103 / 100))
 run_at "$t/big" "$(gb $budget)"
 [ "$RC" -eq 0 ] || fail "big at 1.03x: $(cat "$t/err")"
-grep -q "experts local [0-9/]* (streamed)" "$t/err" || fail "big at 1.03x was not streamed: $(head -1 "$t/err")"
+expect_grep "experts local [0-9/]* (streamed)" "$t/err" || fail "big at 1.03x was not streamed"
 [ "$RSS" -le "$budget" ] || fail "big at 1.03x: peak RSS $RSS exceeds the budget $budget"
 echo "big: budget $budget, streamed, peak RSS $RSS"
 
 # 3. with room for the model and its working memory it is still mapped
 run_at "$t/big" "$(gb $((b + 600000000)))"
-[ "$RC" -eq 0 ] && grep -q "experts local [0-9/]* (mapped)" "$t/err" || fail "big with room: $(head -1 "$t/err")"
+[ "$RC" -eq 0 ] && expect_grep "experts local [0-9/]* (mapped)" "$t/err" || fail "big with room"
 echo PASS

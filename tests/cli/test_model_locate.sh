@@ -4,11 +4,10 @@
 # binary's own path) or in PREFIX/share/deltafin after `make install`; the start-up line says when
 # the bundled one is used; nothing found is one line saying where it looked and what to run.
 # Also `make install`: the binary, the bundled model, the man page and bash completion.
-set -eu
+source "$(dirname "$0")/../lib.sh"
 t="$DF_TEST_TMP/model_locate"
 rm -rf "$t"
 mkdir -p "$t"
-fail() { echo "FAIL: $*"; exit 1; }
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 unset DELTAFIN_ROOT
 export XDG_CACHE_HOME="$t/xdg-empty"
@@ -25,68 +24,65 @@ prompt="The capital of France is"
 printf '%s\n' "$prompt Paris, and the capital of Italy is Rome." >"$t/text.txt"
 
 # --- nothing anywhere: one line, where it looked, what to run; exit 1
-set +e
-(cd / && "$t/lonely/bin/deltafin" run -p "$prompt" -n 4) >"$t/out" 2>"$t/err"
-rc=$?
-set -e
+rc=0
+(cd / && "$t/lonely/bin/deltafin" run -p "$prompt" -n 4) >"$t/out" 2>"$t/err" || rc=$?
 [ "$rc" -eq 1 ] || fail "no model: exit $rc"
 [ "$(wc -l <"$t/err")" -eq 1 ] || fail "no model: $(cat "$t/err")"
 for want in "no model" "-m/--model DIR" "DELTAFIN_ROOT" "$t/xdg-empty/deltafin" "$t/lonely/models/k3-mini" \
     "$t/lonely/share/deltafin/models/k3-mini" "deltafin setup" "deltafin synth"; do
-    grep -qF -- "$want" "$t/err" || fail "the no-model error does not say '$want': $(cat "$t/err")"
+    expect_grep -F -- "$want" "$t/err" || fail "the no-model error does not say '$want'"
 done
 
 # --- the bundled model, from anywhere, for every command that reads a model
 (cd / && "$t/tree/build/deltafin" run -p "$prompt" -n 8) >"$t/b.out" 2>"$t/b.err"
-"$DF" run -m "$bundled" -p "$prompt" -n 8 >"$t/want" 2>/dev/null
+"$DF" run -m "$bundled" -p "$prompt" -n 8 >"$t/want"
 cmp "$t/b.out" "$t/want"
-grep -qF "model $bundled [the bundled k3-mini: no -m/--model or DELTAFIN_ROOT, nothing installed in $t/xdg-empty/deltafin]" \
+expect_grep -F "model $bundled [the bundled k3-mini: no -m/--model or DELTAFIN_ROOT, nothing installed in $t/xdg-empty/deltafin]" \
     "$t/b.err" || fail "run's start-up line: $(cat "$t/b.err")"
 echo hi | "$t/tree/build/deltafin" chat -n 2 >/dev/null 2>"$t/c.err"
-grep -qF "[the bundled k3-mini" "$t/c.err" || fail "chat: $(cat "$t/c.err")"
+expect_grep -F "[the bundled k3-mini" "$t/c.err" || fail "chat"
 "$t/tree/build/deltafin" nll --text "$t/text.txt" >/dev/null 2>"$t/n.err"
-grep -qF "[the bundled k3-mini" "$t/n.err" || fail "nll: $(cat "$t/n.err")"
+expect_grep -F "[the bundled k3-mini" "$t/n.err" || fail "nll"
 "$t/tree/build/deltafin" logits --tokens "1 2 3" -o "$t/l.bin" 2>"$t/l.err"
-grep -qF "[the bundled k3-mini" "$t/l.err" || fail "logits: $(cat "$t/l.err")"
+expect_grep -F "[the bundled k3-mini" "$t/l.err" || fail "logits"
 "$t/tree/build/deltafin" serve --port 0 >"$t/s.out" 2>"$t/s.err" &
 spid=$!
 for _ in $(seq 300); do grep -q "serve: listening on" "$t/s.err" && break; sleep 0.1; done
 kill "$spid" 2>/dev/null || true
 wait "$spid" 2>/dev/null || true
-grep -qF "[the bundled k3-mini" "$t/s.err" || fail "serve: $(cat "$t/s.err")"
-"$t/tree/build/deltafin" inspect | grep -qF "checkpoint  $bundled: valid" || fail "inspect does not use the bundled model"
+expect_grep -F "[the bundled k3-mini" "$t/s.err" || fail "serve"
+"$t/tree/build/deltafin" inspect | expect_grep -F "checkpoint  $bundled: valid" || fail "inspect does not use the bundled model"
 # the commands that change an install never take the bundled model
-set +e
-"$t/tree/build/deltafin" convert-spine --no-check >"$t/cs.out" 2>&1
-rc=$?
-set -e
+rc=0
+"$t/tree/build/deltafin" convert-spine --no-check >"$t/cs.out" 2>&1 || rc=$?
 [ "$rc" -ne 0 ] || fail "convert-spine wrote into the bundled model"
 [ ! -e "$bundled/deltafin-int8" ] || fail "convert-spine wrote into the bundled model"
-grep -qF "$t/xdg-empty/deltafin" "$t/cs.out" || fail "convert-spine: $(cat "$t/cs.out")"
+expect_grep -F "$t/xdg-empty/deltafin" "$t/cs.out" || fail "convert-spine"
 "$t/tree/build/deltafin" doctor >"$t/d.out" 2>&1 && fail "doctor found an install in an empty cache"
-grep -qF "$t/xdg-empty/deltafin" "$t/d.out" || fail "doctor did not look at the default install: $(cat "$t/d.out")"
+expect_grep -F "$t/xdg-empty/deltafin" "$t/d.out" || fail "doctor did not look at the default install"
 
 # --- an install in the default place wins over the bundled model; DELTAFIN_ROOT over that; -m over all
 mkdir -p "$t/xdg"
 cp -r "$t/other" "$t/xdg/deltafin"
 XDG_CACHE_HOME="$t/xdg" "$t/tree/build/deltafin" run --tokens "1 2" -n 1 >/dev/null 2>"$t/e"
-grep -q "model $t/xdg/deltafin (5 layers" "$t/e" || fail "default install not used: $(cat "$t/e")"
-if grep -q "bundled" "$t/e"; then fail "an installed model was called bundled"; fi
+expect_grep "model $t/xdg/deltafin (5 layers" "$t/e" || fail "default install not used"
+expect_no_grep "bundled" "$t/e" || fail "an installed model was called bundled"
 XDG_CACHE_HOME="$t/xdg" DELTAFIN_ROOT="$bundled" "$t/tree/build/deltafin" run --tokens "1 2" -n 1 >/dev/null 2>"$t/e"
-grep -q "model $bundled (10 layers" "$t/e" || fail "DELTAFIN_ROOT not used: $(cat "$t/e")"
+expect_grep "model $bundled (10 layers" "$t/e" || fail "DELTAFIN_ROOT not used"
 DELTAFIN_ROOT="$bundled" "$DF" run -m "$t/other" --tokens "1 2" -n 1 >/dev/null 2>"$t/e"
-grep -q "model $t/other (5 layers" "$t/e" || fail "-m did not win over DELTAFIN_ROOT: $(cat "$t/e")"
+expect_grep "model $t/other (5 layers" "$t/e" || fail "-m did not win over DELTAFIN_ROOT"
 
 # --- what -m may be: a directory, a config.json (its directory), nothing else
 "$DF" run -m "$t/other/config.json" --tokens "1 2" -n 3 >"$t/cj" 2>"$t/e"
-"$DF" run -m "$t/other" --tokens "1 2" -n 3 >"$t/dir" 2>/dev/null
+"$DF" run -m "$t/other" --tokens "1 2" -n 3 >"$t/dir"
 cmp "$t/cj" "$t/dir"
-grep -qF "[the directory of $t/other/config.json]" "$t/e" || fail "config.json path: $(cat "$t/e")"
+expect_grep -F "[the directory of $t/other/config.json]" "$t/e" || fail "config.json path"
 one_line() { # message, command...
     local msg="$1"
     shift
     if "$@" >/dev/null 2>"$t/e"; then fail "accepted: $*"; fi
-    [ "$(wc -l <"$t/e")" -eq 1 ] && grep -qF -- "$msg" "$t/e" || fail "$*: $(cat "$t/e")"
+    [ "$(wc -l <"$t/e")" -eq 1 ] || fail "$*: not one line: $(cat "$t/e")"
+    expect_grep -F -- "$msg" "$t/e" || fail "$*"
 }
 one_line "$t/other/model.safetensors.index.json (-m) is a file: give the model's directory" \
     "$DF" run -m "$t/other/model.safetensors.index.json" -p x
@@ -104,22 +100,22 @@ p="$t/prefix"
     fail "make install left out something: $(find "$p" -maxdepth 4)"
 (cd / && "$p/bin/deltafin" run -p "$prompt" -n 8) >"$t/i.out" 2>"$t/i.err"
 cmp "$t/i.out" "$t/want"
-grep -qF "model $p/share/deltafin/models/k3-mini [the bundled k3-mini" "$t/i.err" || fail "installed: $(cat "$t/i.err")"
+expect_grep -F "model $p/share/deltafin/models/k3-mini [the bundled k3-mini" "$t/i.err" || fail "installed"
 groff -man -Tutf8 -ww -z "$p/share/man/man1/deltafin.1" 2>"$t/groff" && [ ! -s "$t/groff" ] ||
     fail "the man page has roff warnings: $(cat "$t/groff")"
 man -l "$p/share/man/man1/deltafin.1" 2>/dev/null >"$t/man.txt"
 for c in run chat serve setup settings; do
-    grep -q "deltafin $c \[" "$t/man.txt" || fail "the man page lacks $c"
+    expect_grep "deltafin $c \[" "$t/man.txt" || fail "the man page lacks $c"
 done
-grep -q -- "--ctx-size N" "$t/man.txt" && grep -q "K3_THREADS" "$t/man.txt" || fail "the man page lacks the settings"
+for want in "--ctx-size N" "K3_THREADS"; do expect_grep -- "$want" "$t/man.txt" || fail "the man page lacks the settings"; done
 complete_words() { # words...: what completing the last one offers
     bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _deltafin; printf "%s\n" "${COMPREPLY[@]}"' \
         _ "$p/share/bash-completion/completions/deltafin" "$@"
 }
 [ "$(complete_words "$p/bin/deltafin" ru)" = run ] || fail "completion of 'ru': $(complete_words "$p/bin/deltafin" ru)"
-complete_words "$p/bin/deltafin" run --max | grep -qx -- "--max-new" || fail "completion of run --max"
-complete_words "$p/bin/deltafin" chat --no-sp | grep -qx -- "--no-spec" || fail "completion of chat --no-sp"
-complete_words "$p/bin/deltafin" run -- | grep -qx -- "--ctx-size" || fail "completion of run --"
+complete_words "$p/bin/deltafin" run --max | expect_grep -x -- "--max-new" || fail "completion of run --max"
+complete_words "$p/bin/deltafin" chat --no-sp | expect_grep -x -- "--no-spec" || fail "completion of chat --no-sp"
+complete_words "$p/bin/deltafin" run -- | expect_grep -x -- "--ctx-size" || fail "completion of run --"
 make -s -C "$root" uninstall PREFIX="$t/prefix" >/dev/null
 [ ! -e "$p/bin/deltafin" ] && [ ! -e "$p/share/deltafin" ] || fail "make uninstall left files"
 echo PASS

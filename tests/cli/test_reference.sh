@@ -5,7 +5,7 @@
 # AttnRes blocks), small (10 layers, 32 experts), a 13-layer small (four blocks, MLA at 4 8 12 13),
 # tiny fed in chunks of 3 through the sanitizer build, and small with a 1024x embedding (synth
 # --embed-scale: greedy output loops); both MLA cache layouts (K3_MLA_CACHE).
-set -eu
+source "$(dirname "$0")/../lib.sh"
 t="$DF_TEST_TMP/ref"
 ref="$(dirname "$0")/../reference/compare.py"
 "$DF" synth --preset tiny --seed 5 --out "$t/tiny" --quiet >/dev/null

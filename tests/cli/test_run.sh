@@ -1,30 +1,30 @@
 #!/usr/bin/env bash
 # run: text prompts encode like `tokenize`, text output is exactly the detokenized ids, chat mode
 # renders K3's format, and Ctrl-C stops cleanly keeping what was generated.
-set -eu
+source "$(dirname "$0")/../lib.sh"
 t="$DF_TEST_TMP/run"
 m="$t/m"
 "$DF" synth --preset small --seed 4 --out "$m" --quiet >/dev/null
 prompt="The capital of France is"
 ids=$(printf '%s' "$prompt" | "$DF" tokenize --model "$m")
-gen=$("$DF" run --model "$m" --tokens "$ids" --max-new 16 2>/dev/null)
-[ "$(wc -w <<<"$gen")" -eq 16 ]
-"$DF" run --model "$m" --prompt "$prompt" --max-new 16 2>/dev/null >"$t/text"
+gen=$("$DF" run --model "$m" --tokens "$ids" --max-new 16)
+expect_eq 16 "$(wc -w <<<"$gen")" "tokens generated"
+"$DF" run --model "$m" --prompt "$prompt" --max-new 16 >"$t/text"
 printf '%s' "$gen" | "$DF" detokenize --model "$m" >"$t/want"
 printf '\n' >>"$t/want"
 cmp "$t/text" "$t/want"
 # same generation through the sanitizer build, with --stats
 "$DF_ASAN" run --model "$m" --tokens "$ids" --max-new 16 --stats 2>"$t/stats" >"$t/asan"
-[ "$(cat "$t/asan")" = "$gen" ]
-grep -q "s/token" "$t/stats"
-grep -q "expert bytes" "$t/stats"
+expect_eq "$gen" "$(cat "$t/asan")" "the sanitizer build's tokens"
+expect_grep "s/token" "$t/stats"
+expect_grep "expert bytes" "$t/stats"
 # chat: the rendered prompt is K3's format (exactly the ids `tokenize --chat` renders for the same
 # message: the same count, continued by the same greedy tokens), and generation ends at
 # <|end_of_msg|> (not emitted) or --max-new
 printf '[{"role": "user", "content": "Hello"}]' >"$t/hello.json"
 rendered=$("$DF" tokenize --model "$m" --chat "$t/hello.json")
 "$DF" run --model "$m" --prompt "Hello" --chat --max-new 8 --stats-json "$t/chat.json" >/dev/null 2>"$t/chat.err"
-plain=$("$DF" run --model "$m" --tokens "$rendered" --max-new 8 2>/dev/null)
+plain=$("$DF" run --model "$m" --tokens "$rendered" --max-new 8)
 eos=$("$DF" inspect "$m" | sed -n 's/.*eos \([0-9]*\).*/\1/p')
 "$PYTHON" - "$t/chat.json" "$(wc -w <<<"$rendered")" "$plain" "$eos" <<'PY'
 import json, sys
@@ -40,16 +40,12 @@ K3_CONTEXT=100000 "$DF" run --model "$m" --tokens "$ids" --max-new 100000 >"$t/i
 pid=$!
 sleep 1.5
 kill -INT "$pid"
-set +e
-wait "$pid"
-rc=$?
-set -e
-[ "$rc" -eq 130 ]
-grep -q "interrupted after" "$t/int.err"
-[ "$(wc -w <"$t/int.out")" -ge 1 ]
+rc=0
+wait "$pid" || rc=$?
+expect_eq 130 "$rc" "run's exit status after Ctrl-C"
+expect_grep "interrupted after" "$t/int.err"
+[ "$(wc -w <"$t/int.out")" -ge 1 ] || fail "run printed no token before Ctrl-C"
 # errors name the problem
-if "$DF" run --model "$m" 2>"$t/err"; then echo "run without a prompt succeeded"; exit 1; fi
-grep -q "exactly one of -p/--prompt and --tokens" "$t/err"
-if "$DF" run --model "$t/nowhere" --tokens 1 2>"$t/err"; then echo "run on a missing model succeeded"; exit 1; fi
-grep -q "nowhere" "$t/err"
+expect_fail "exactly one of -p/--prompt and --tokens" "$DF" run --model "$m"
+expect_fail "nowhere" "$DF" run --model "$t/nowhere" --tokens 1
 echo PASS

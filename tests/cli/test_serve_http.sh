@@ -4,7 +4,7 @@
 # others, 429 while busy (Retry-After estimated from the running generation's tokens left and
 # pace) and the --queue order, a client hanging up stops its generation, the exact-request memo
 # and K3_SERVER_MAX_TOKENS.
-set -eu
+source "$(dirname "$0")/../lib.sh"
 t="$DF_TEST_TMP/serve_http"
 mkdir -p "$t"
 "$DF" synth --preset tiny --seed 5 --out "$t/tiny" --quiet >/dev/null

@@ -3,10 +3,9 @@
 # command (even one that never uses it, and a streaming setting with the mapped store) with one
 # line naming the variable, exit status 1; `deltafin settings` lists every setting, hides
 # secrets, and the README documents each one; values reach the engine (K3_KERNELS, K3_THREADS).
-set -eu
+source "$(dirname "$0")/../lib.sh"
 t="$DF_TEST_TMP/settings"
 mkdir -p "$t"
-fail() { echo "FAIL: $*"; exit 1; }
 "$DF" synth --preset tiny --seed 2 --out "$t/tiny" --quiet >/dev/null
 
 # refused(VAR=VALUE, message, command...): exit 1, exactly one line on stderr, naming the variable
@@ -15,7 +14,7 @@ refused() {
     shift 2
     if env "$assign" "$@" >"$t/out" 2>"$t/err"; then fail "$assign was accepted by $*"; fi
     [ "$(wc -l <"$t/err")" -eq 1 ] || fail "$assign: more than one line: $(cat "$t/err")"
-    grep -qF "deltafin: $msg" "$t/err" || fail "$assign: '$(cat "$t/err")' does not say '$msg'"
+    expect_grep -F "deltafin: $msg" "$t/err" || fail "$assign"
 }
 refused K3_THREADS=0 "K3_THREADS: '0' is not a thread count in 1..1024" "$DF" run --model "$t/tiny" --tokens 1
 refused K3_IO_THREADS=0 "K3_IO_THREADS: '0' is not a thread count in 1..256" "$DF" synth --preset tiny --out "$t/never"
@@ -35,15 +34,15 @@ names=$(sed -n 's/^\([A-Z][A-Z0-9_]*\)=.*/\1/p' "$t/list")
 [ "$(echo "$names" | wc -l)" -ge 39 ] || fail "deltafin settings lists $(echo "$names" | wc -l) settings"
 readme="$(dirname "$0")/../../README.md"
 for n in $names; do
-    grep -q "\`$n\`" "$readme" || fail "README.md does not document $n"
+    expect_grep "\`$n\`" "$readme" || fail "README.md does not document $n"
 done
 # secrets are never printed; set values are marked
 DELTAFIN_API_KEY=sekrit-123 HF_TOKEN=hf_sekrit K3_THREADS=3 "$DF" settings >"$t/list"
-if grep -q sekrit "$t/list"; then fail "a secret was printed"; fi
-grep -q '^DELTAFIN_API_KEY=(set, not shown)' "$t/list" || fail "the API key is not marked as set"
-grep -q '^K3_THREADS=3   \[set\]' "$t/list" || fail "K3_THREADS=3 not shown"
+expect_no_grep sekrit "$t/list" || fail "a secret was printed"
+expect_grep '^DELTAFIN_API_KEY=(set, not shown)' "$t/list" || fail "the API key is not marked as set"
+expect_grep '^K3_THREADS=3   \[set\]' "$t/list" || fail "K3_THREADS=3 not shown"
 
 # values reach the engine
 K3_KERNELS=portable K3_THREADS=1 "$DF" run --model "$t/tiny" --tokens "1 2" --max-new 2 >/dev/null 2>"$t/err"
-grep -q "device cpu (portable kernels) | threads 1 |" "$t/err" || fail "K3_KERNELS/K3_THREADS not applied: $(cat "$t/err")"
+expect_grep "device cpu (portable kernels) | threads 1 |" "$t/err" || fail "K3_KERNELS/K3_THREADS not applied"
 echo PASS

@@ -4,22 +4,21 @@
 # that every layer streams (also with LFU, no prefetch, buffered reads, io_uring, and under ASan). K3_TRACE
 # records the same router selections as the mapped path. A shard truncated or deleted during a
 # run stops it with an error naming the file and byte range; a budget below the minimum is refused.
-set -eu
+source "$(dirname "$0")/../lib.sh"
 t="$DF_TEST_TMP/stream"
 m="$t/small"
 "$DF" synth --preset small --seed 11 --out "$m" --quiet >/dev/null
 prompt="5 17 300 42 42 42 7 1000 3 9 12 600 77 1 2 3 900 4 4 4 81"
 lt="$(seq 3 11 700 | tr '\n' ' ')"
-fail() { echo "FAIL: $*"; exit 1; }
 
-K3_STORE=mapped "$DF" run --model "$m" --tokens "$prompt" --max-new 24 >"$t/mapped.tok" 2>/dev/null
-K3_STORE=mapped "$DF" logits --model "$m" --tokens "$lt" --out "$t/mapped.bin" --chunk 16 2>/dev/null
+K3_STORE=mapped "$DF" run --model "$m" --tokens "$prompt" --max-new 24 >"$t/mapped.tok"
+K3_STORE=mapped "$DF" logits --model "$m" --tokens "$lt" --out "$t/mapped.bin" --chunk 16
 [ "$(wc -w <"$t/mapped.tok")" = 24 ] || fail "mapped run did not generate 24 tokens"
 
 # The smallest budget with every layer streamed: the refusal says what it needs.
-msg=$(K3_STORE=stream K3_PIN_LAYERS=0 K3_RAM_GB=0.01 "$DF" run --model "$m" --tokens 1 --max-new 1 2>&1 >/dev/null) &&
-    fail "a 10 MB budget was accepted"
-echo "$msg" | grep -q "is below what this model needs" || fail "unclear refusal: $msg"
+expect_fail "is below what this model needs" \
+    env K3_STORE=stream K3_PIN_LAYERS=0 K3_RAM_GB=0.01 "$DF" run --model "$m" --tokens 1 --max-new 1
+msg=$(cat "$EXPECT_OUT")
 need=$(echo "$msg" | sed -n 's/.*pinned layers: \([0-9.]*\) MB.*/\1/p')
 [ -n "$need" ] || fail "refusal does not say what is needed: $msg"
 tight=$(awk -v n="$need" 'BEGIN { printf "%.6f", (n + 0.05) / 1000 }')
@@ -32,16 +31,16 @@ check() { # label, binary, env settings...
     env K3_STORE=stream "$@" "$bin" logits --model "$m" --tokens "$lt" --out "$t/s.bin" --chunk 16 2>"$t/l.err" ||
         { cat "$t/l.err"; fail "$label: logits failed"; }
     cmp -s "$t/s.bin" "$t/mapped.bin" || fail "$label: logits differ"
-    grep "streaming:" "$t/s.err" | sed "s/^/$label: /"
+    sed -n "s/^\(.*streaming:\)/$label: \1/p" "$t/s.err"
 }
 check resident "$DF" K3_RAM_GB=4
-grep -q "10/10 layers pinned" "$t/s.err" || fail "a 4 GB budget should pin every layer"
+expect_grep "10/10 layers pinned" "$t/s.err" || fail "a 4 GB budget should pin every layer"
 check pinned-4 "$DF" K3_RAM_GB=4 K3_PIN_LAYERS=4
-grep -q "4/10 layers pinned (.*), 6 streamed" "$t/s.err" || fail "K3_PIN_LAYERS=4 not applied"
+expect_grep "4/10 layers pinned (.*), 6 streamed" "$t/s.err" || fail "K3_PIN_LAYERS=4 not applied"
 check all-streamed "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0
-grep -q "0/10 layers pinned (.*), 10 streamed" "$t/s.err" || fail "tight budget should stream every layer"
-grep -Eq "expert cache 0.00 GB = [0-9]{1,2} x" "$t/s.err" || fail "tight budget should leave a minimal expert cache"
-grep -q "prefetch [1-9][0-9]* started" "$t/s.err" || fail "no prefetch under a minimal cache"
+expect_grep "0/10 layers pinned (.*), 10 streamed" "$t/s.err" || fail "tight budget should stream every layer"
+expect_grep -E "expert cache 0.00 GB = [0-9]{1,2} x" "$t/s.err" || fail "tight budget should leave a minimal expert cache"
+expect_grep "prefetch [1-9][0-9]* started" "$t/s.err" || fail "no prefetch under a minimal cache"
 # The profile splits the expert wait: the waits for each layer's first expert are part of it.
 K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 "$DF" run --model "$m" --tokens "$prompt" --max-new 4 \
     --stats-json "$t/phases.json" >/dev/null 2>"$t/phases.err" || { cat "$t/phases.err"; fail "run with --stats-json failed"; }
@@ -52,15 +51,14 @@ p = j["phases"]
 sys.exit(not (0 < p["first_wait_s"] <= p["expert_wait_s"] and "layer_pass" in j and j["layer_pass"] is None))
 PY
 check all-streamed-lfu-noprefetch-buffered "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_CACHE_POLICY=lfu K3_PREFETCH=0 K3_DIRECT=0
-grep -q "buffered" "$t/s.err" || fail "K3_DIRECT=0 not applied"
+expect_grep "buffered" "$t/s.err" || fail "K3_DIRECT=0 not applied"
 check all-streamed-one-io-thread "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_IO_THREADS=1
 check all-streamed-uring "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_IO=uring
-grep -q "io_uring x8" "$t/s.err" || fail "K3_IO=uring not applied"
+expect_grep "io_uring x8" "$t/s.err" || fail "K3_IO=uring not applied"
 check all-streamed-uring-depth-1-buffered "$DF" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_IO=uring K3_IO_THREADS=1 K3_DIRECT=0
-msg=$(K3_STORE=stream K3_IO=aio "$DF" run --model "$m" --tokens 1 --max-new 1 2>&1 >/dev/null) && fail "K3_IO=aio was accepted"
-echo "$msg" | grep -q "K3_IO: 'aio' is not threads or uring" || fail "unclear refusal: $msg"
-msg=$(K3_STORE=stream K3_IO_THREADS=0 "$DF" run --model "$m" --tokens 1 --max-new 1 2>&1 >/dev/null) && fail "K3_IO_THREADS=0 was accepted"
-echo "$msg" | grep -q "K3_IO_THREADS: '0' is not a thread count in 1..256" || fail "unclear refusal: $msg"
+expect_fail "K3_IO: 'aio' is not threads or uring" env K3_STORE=stream K3_IO=aio "$DF" run --model "$m" --tokens 1 --max-new 1
+expect_fail "K3_IO_THREADS: '0' is not a thread count in 1..256" \
+    env K3_STORE=stream K3_IO_THREADS=0 "$DF" run --model "$m" --tokens 1 --max-new 1
 # Peak RSS stays under the budget (the budget covers the process, not only the weights).
 if [ -x /usr/bin/time ]; then
     K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 /usr/bin/time -v "$DF" run --model "$m" --tokens "$prompt" --max-new 24 \
@@ -72,8 +70,8 @@ check asan-all-streamed "$DF_ASAN" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_THREADS
 check asan-all-streamed-uring "$DF_ASAN" K3_RAM_GB="$tight" K3_PIN_LAYERS=0 K3_THREADS=2 K3_IO=uring
 
 # Router traces: one line per position, the same selections as the mapped path.
-(cd "$t" && K3_TRACE=1 K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 "$DF" run --model "$m" --tokens "$prompt" --max-new 6 >/dev/null 2>&1)
-K3_TRACE="$t/mapped.jsonl" K3_STORE=mapped "$DF" run --model "$m" --tokens "$prompt" --max-new 6 >/dev/null 2>&1
+(cd "$t" && K3_TRACE=1 K3_STORE=stream K3_RAM_GB="$tight" K3_PIN_LAYERS=0 quietly "$DF" run --model "$m" --tokens "$prompt" --max-new 6)
+K3_TRACE="$t/mapped.jsonl" K3_STORE=mapped quietly "$DF" run --model "$m" --tokens "$prompt" --max-new 6
 cmp -s "$t/router_trace.jsonl" "$t/mapped.jsonl" || fail "router traces differ between stores"
 "$PYTHON" - "$t/router_trace.jsonl" <<'PY' || fail "bad router trace"
 import json, sys
@@ -99,14 +97,14 @@ damage() { # how (truncate|delete), shard, I/O backend
     local rc=0
     wait $pid || rc=$?
     [ $rc = 1 ] || { cat "$t/d.err"; fail "$1: exit status $rc, expected 1"; }
-    grep -q "deltafin: $f: .*bytes [0-9]*\.\.[0-9]*" "$t/d.err" || { cat "$t/d.err"; fail "$1: error does not name file and range"; }
+    expect_grep "deltafin: $f: .*bytes [0-9]*\.\.[0-9]*" "$t/d.err" || fail "$1: error does not name file and range"
     grep "deltafin: $f" "$t/d.err"
 }
 shards=$(cd "$m" && ls model-*.safetensors)
 for io in threads uring; do
     damage truncate "$(echo "$shards" | sed -n 2p)" $io
-    grep -q "truncated to" "$t/d.err" || fail "$io: truncation not reported as such"
+    expect_grep "truncated to" "$t/d.err" || fail "$io: truncation not reported as such"
     damage delete "$(echo "$shards" | sed -n 3p)" $io
-    grep -q "deleted or replaced" "$t/d.err" || fail "$io: deletion not reported as such"
+    expect_grep "deleted or replaced" "$t/d.err" || fail "$io: deletion not reported as such"
 done
 echo "stream: all budgets match the mapped path"

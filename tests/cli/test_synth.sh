@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # synth: same seed gives byte-identical files; another seed gives other weights; every preset
 # shape validates with inspect; the layer-kind rule and A_log padding are as specified.
-set -eu
+source "$(dirname "$0")/../lib.sh"
 t="$DF_TEST_TMP/synth"
 "$DF" synth --preset tiny --seed 7 --out "$t/a" --quiet >/dev/null
 "$DF" synth --preset tiny --seed 7 --out "$t/b" --quiet >/dev/null
@@ -15,21 +15,21 @@ for f in config.json generation_config.json tiktoken.model tokenizer_config.json
 done
 out=$("$DF_ASAN" inspect "$t/a")
 echo "$out"
-grep -q "one-based MLA: 4 5)" <<<"$out"
-grep -q "A_log stored 16 (padded" <<<"$out"
+expect_grep "one-based MLA: 4 5)" <<<"$out"
+expect_grep "A_log stored 16 (padded" <<<"$out"
 "$DF" synth --preset small --seed 1 --out "$t/s" --quiet >/dev/null
 out=$("$DF" inspect "$t/s")
 echo "$out"
-grep -q "10: 7 KDA, 3 MLA (one-based MLA: 4 8 10)" <<<"$out"
-grep -q "32 experts, top-4" <<<"$out"
-grep -q "3 anchors at the tail" <<<"$out"
+expect_grep "10: 7 KDA, 3 MLA (one-based MLA: 4 8 10)" <<<"$out"
+expect_grep "32 experts, top-4" <<<"$out"
+expect_grep "3 anchors at the tail" <<<"$out"
 "$DF" synth --preset big --size-gb 0.8 --out "$t/big" --quiet >/dev/null
 out=$("$DF" inspect "$t/big")
 echo "$out"
-grep -q "896 experts, top-16" <<<"$out"
+expect_grep "896 experts, top-16" <<<"$out"
 # experts dominate the bytes as in K3
 pct=$(sed -n 's/.*experts [0-9.]* GB (\([0-9.]*\)% of the model).*/\1/p' <<<"$out")
-awk -v p="$pct" 'BEGIN { exit !(p > 85) }'
+awk -v p="$pct" 'BEGIN { exit !(p > 85) }' || fail "experts are $pct% of the big preset's bytes, not over 85%"
 # --embed-scale 1 is the default to the byte; 1024 (a power of two, so exact in BF16) multiplies
 # every embedding value and leaves every other byte as it was
 "$DF" synth --preset tiny --seed 7 --embed-scale 1 --out "$t/e1" --quiet >/dev/null
@@ -65,22 +65,19 @@ PY
 # tokens, the unscaled one's does not (the loop is the weights', not the engine's: the scaled
 # model matches the fp64 reference in tests/cli/test_reference.sh)
 loop_period() { # model: the period (<= 40) with which 100 greedy tokens repeat from the 21st on, else 0
-    "$DF" run --model "$1" --tokens "5 17 300 42 7" --max-new 100 2>/dev/null | tail -1 | awk '{
+    "$DF" run --model "$1" --tokens "5 17 300 42 7" --max-new 100 | tail -1 | awk '{
         for (p = 1; p <= 40; p++) { ok = 1; for (i = 21; i <= NF - p; i++) if ($i != $(i + p)) ok = 0; if (ok) { print p; exit } }
         print 0 }'
 }
 "$DF" synth --preset small --seed 6 --embed-scale 1024 --out "$t/loop" --quiet >/dev/null
 "$DF" synth --preset small --seed 6 --out "$t/noloop" --quiet >/dev/null
-test "$(loop_period "$t/loop")" -gt 0
-test "$(loop_period "$t/noloop")" -eq 0
+[ "$(loop_period "$t/loop")" -gt 0 ] || fail "the --embed-scale 1024 model's greedy output does not loop"
+expect_eq 0 "$(loop_period "$t/noloop")" "the loop period of the unscaled model's greedy output"
 for bad in 0 -1 0.0001 20000 nan inf; do
-    if "$DF" synth --preset tiny --embed-scale "$bad" --out "$t/x" 2>"$t/err"; then echo "--embed-scale $bad accepted"; exit 1; fi
-    grep -qE "embed-scale(: '(nan|inf)' is not a number| .* out of range)" "$t/err"
+    expect_fail -E "embed-scale(: '(nan|inf)' is not a number| .* out of range)" "$DF" synth --preset tiny --embed-scale "$bad" --out "$t/x"
 done
-test ! -e "$t/x"
+[ ! -e "$t/x" ] || fail "a refused synth wrote $t/x"
 # errors: unknown preset, missing arguments
-if "$DF" synth --preset nope --out "$t/x" 2>"$t/err"; then echo "--preset nope accepted"; exit 1; fi
-grep -q "unknown preset 'nope'" "$t/err"
-if "$DF" synth --preset big --out "$t/x" 2>"$t/err"; then echo "--preset big without --size-gb accepted"; exit 1; fi
-grep -q "size-gb" "$t/err"
+expect_fail "unknown preset 'nope'" "$DF" synth --preset nope --out "$t/x"
+expect_fail "size-gb" "$DF" synth --preset big --out "$t/x"
 echo PASS

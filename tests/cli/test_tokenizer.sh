@@ -2,10 +2,9 @@
 # deltafin tokenize / detokenize as a user runs them: round trips, detokenize checked against
 # Python decoding the token bytes straight from tiktoken.model, --chat, and the error messages
 # for bad input. The sanitizer build runs the same commands.
-set -eu
+source "$(dirname "$0")/../lib.sh"
 T="$DF_TEST_TMP/tokenizer-cli"
 rm -rf "$T" && mkdir -p "$T"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$DF" synth --preset tiny --out "$T/m" --quiet >/dev/null
 
@@ -44,22 +43,25 @@ for BIN in "$DF" "$DF_ASAN"; do
     # --special makes special spellings special ids; without it they are text
     open_id=$("$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1]))["added_tokens_decoder"]; print([k for k,v in d.items() if v["content"]=="<|open|>"][0])' "$T/m/tokenizer_config.json")
     [ "$(printf '<|open|>' | "$BIN" tokenize --model "$T/m" --special)" = "$open_id" ] || fail "--special"
-    printf '<|open|>' | "$BIN" tokenize --model "$T/m" | grep -qw "$open_id" && fail "untrusted text produced a special id"
+    printf '<|open|>' | "$BIN" tokenize --model "$T/m" >"$T/text_ids.txt"
+    expect_no_grep -w "$open_id" "$T/text_ids.txt" || fail "untrusted text produced a special id"
 
     # --chat renders K3's format; --text shows it
     printf '[{"role": "user", "content": "Hi <|open|>"}]' > "$T/chat.json"
     "$BIN" tokenize --model "$T/m" --chat "$T/chat.json" --text > "$T/chat.txt"
-    grep -q '<|open|>message role="user"<|sep|>Hi <|open|><|close|>message<|sep|><|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|>$' "$T/chat.txt" \
-        || fail "chat text: $(cat "$T/chat.txt")"
-    n_open=$("$BIN" tokenize --model "$T/m" --chat "$T/chat.json" | tr ' ' '\n' | grep -cx "$open_id")
+    expect_grep '<|open|>message role="user"<|sep|>Hi <|open|><|close|>message<|sep|><|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|>$' "$T/chat.txt" \
+        || fail "chat text"
+    n_open=$("$BIN" tokenize --model "$T/m" --chat "$T/chat.json" | tr ' ' '\n' | { grep -cx "$open_id" || true; })
     [ "$n_open" -eq 4 ] || fail "chat: expected 4 <|open|> ids, got $n_open"
 done
 
 # errors: one line, naming what is wrong
 expect_error() { # pattern, command...
     local pattern="$1"; shift
-    if "$@" > "$T/err.out" 2> "$T/err.txt"; then fail "expected failure: $*"; fi
-    grep -q -- "$pattern" "$T/err.txt" || fail "expected '$pattern', got: $(cat "$T/err.txt")"
+    local rc=0
+    "$@" > "$T/err.out" 2> "$T/err.txt" || rc=$?
+    [ "$rc" -ge 1 ] && [ "$rc" -le 123 ] || fail "expected a failure (status 1..123), got status $rc: $*"
+    expect_grep -- "$pattern" "$T/err.txt"
     [ "$(wc -l < "$T/err.txt")" -eq 1 ] || fail "error must be one line: $(cat "$T/err.txt")"
 }
 [ "$(cd "$T/m" && DELTAFIN_ROOT= "$DF" tokenize -m . < "$T/in.txt")" = "$(cat "$T/ids.txt")" ] || fail "-m ."

@@ -30,7 +30,7 @@
 #
 # Not part of `make test` (CI has no GPU); run it where `nvidia-smi` answers, with a binary from
 # `make cuda`. Prints PASS/FAIL lines and a timing table last.
-set -u
+set -uo pipefail
 df="$1" dir="${2:-/tmp/deltafin-cuda}" layers="${3:-2}" what="${4:-all}"
 py="${PYTHON:-python3}"
 ref="$(cd "$(dirname "$0")/../reference" && pwd)/compare.py"

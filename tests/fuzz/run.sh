@@ -13,7 +13,7 @@
 # FUZZ_BIN selects another directory of harness binaries (default build-fuzz/fuzz). A harness may
 # have tests/fuzz/fuzz_NAME.options: libFuzzer flags of its own (one line, e.g. a smaller -max_len
 # where long inputs only cost time).
-set -u
+set -uo pipefail
 cd "$(dirname "$0")/../.."
 mode=short seconds=5 runs=0
 if [ "${1:-}" = --long ]; then mode=long runs="${2:?--long needs a number of executions}"; shift 2

@@ -5,7 +5,7 @@
 # PyTorch's logits within the project's bound (1e-4 x max(1, max|logit|), same argmax) and
 # `deltafin nll` PyTorch's NLL within 1e-3; the float64 NumPy reference agrees with both, greedy
 # continuation included; a second run starts from the exported checkpoint.
-set -eu
+source "$(dirname "$0")/../lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../.."
 py="${PYTHON:-/usr/bin/python3}"
