@@ -4,9 +4,11 @@
  * each matrix comes from DRAM as it would in decode. Reports, for one thread and for all cores:
  * the read bandwidth of a plain streaming sum over the same buffer, and for BF16 7168x7168 (the
  * attention/shared-expert shape) and MXFP4 3072x3584 (one routed expert matrix) the weight bytes
- * per second at T = 1 (decode) and T = 8 (verification/prefill), as medians over several passes.
+ * per second at T = 1 (decode) and T = 8 (verification), as medians over several passes. Then many
+ * rows (a prefill window, --rows N, default 256): GFLOP/s with the weights in cache, beside the
+ * machine's fp32 FMA peak (a register-only loop of independent fused multiply-adds on every thread).
  *
- * usage: bench_kernels [--mb N] [--runs N] [--threads N] [--format bf16|mxfp4]
+ * usage: bench_kernels [--mb N] [--runs N] [--threads N] [--rows N] [--format bf16|mxfp4]
  * (K3_KERNELS=avx2 or portable measures that path) */
 #include <stdint.h>
 #include <stdio.h>
@@ -165,6 +167,81 @@ static void bench_shape(Bench *b, const Shape *s, Pool **pools, int n_pools) {
     free(X), free(Y);
 }
 
+/* ---- the arithmetic peak: independent FMA chains in registers, one pool task per thread ---- */
+
+enum { PEAK_ITERS = 1 << 22 };
+static volatile float peak_sink;
+
+#if KERN_HAVE_X86
+__attribute__((target("avx512f"))) static void peak_avx512(void) {
+    __m512 a[12], x = _mm512_set1_ps(0.9999999f), y = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
+    for (int n = 0; n < PEAK_ITERS; n++) {
+        _Pragma("GCC unroll 12") for (int i = 0; i < 12; i++) a[i] = _mm512_fmadd_ps(a[i], x, y);
+    }
+    float s = 0;
+    for (int i = 0; i < 12; i++) s += _mm512_reduce_add_ps(a[i]);
+    peak_sink = s;
+}
+__attribute__((target("avx2,fma"))) static void peak_avx2(void) {
+    __m256 a[12], x = _mm256_set1_ps(0.9999999f), y = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
+    for (int n = 0; n < PEAK_ITERS; n++) {
+        _Pragma("GCC unroll 12") for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], x, y);
+    }
+    float out[8], s = 0;
+    for (int i = 0; i < 12; i++) {
+        _mm256_storeu_ps(out, a[i]);
+        for (int k = 0; k < 8; k++) s += out[k];
+    }
+    peak_sink = s;
+}
+#endif
+
+static void peak_task(void *ctx, int task) {
+    (void)ctx, (void)task;
+#if KERN_HAVE_X86
+    if (kern_selected() == KERN_AVX512) peak_avx512();
+    else if (kern_selected() == KERN_AVX2) peak_avx2();
+#endif
+}
+
+/* GFLOP/s of the FMA loop on every thread of the pool (0 where the portable path runs). */
+static double fma_peak(Pool *pool) {
+#if KERN_HAVE_X86
+    const int lanes = kern_selected() == KERN_AVX512 ? 16 : kern_selected() == KERN_AVX2 ? 8 : 0;
+    double best = 0;
+    for (int r = 0; r < 3; r++) {
+        double t0 = df_now();
+        pool_run(pool, pool_threads(pool), peak_task, NULL);
+        double g = 2.0 * 12 * lanes * PEAK_ITERS * pool_threads(pool) / (df_now() - t0) * 1e-9;
+        if (g > best) best = g;
+    }
+    return best;
+#else
+    (void)pool;
+    return 0;
+#endif
+}
+
+/* A prefill window's products: T rows through one matrix of each kind again and again (the weights
+ * stay in cache: this measures the arithmetic), against the FMA peak. */
+static void bench_many_rows(const Shape *s, Pool *pool, int T, int runs, double peak) {
+    Bench one = {.bytes = mat_bytes(s), .runs = runs};
+    one.buf = df_aligned_alloc(64, one.bytes);
+    fill_weights(&one, s);
+    Rng r;
+    rng_seed(&r, 5);
+    float *X = df_malloc(sizeof(float) * (size_t)T * (size_t)s->cols), *Y = df_malloc(sizeof(float) * (size_t)T * (size_t)s->rows);
+    for (size_t i = 0; i < (size_t)T * (size_t)s->cols; i++) X[i] = (float)((double)(rng_next(&r) >> 11) * 0x1p-53 * 2 - 1);
+    double g[64];
+    for (int k = 0; k < runs; k++) g[k] = 2.0 * T * s->rows * (double)s->cols / kernel_pass(&one, s, pool, X, Y, T) * 1e-9;
+    double med = median(g, runs);
+    printf("%-5s %4dx%-4d T=%d  %2d thread%s  %6.1f GFLOP/s  (%.0f%% of the FMA peak %.1f GFLOP/s)\n", s->name, s->rows, s->cols,
+           T, pool_threads(pool), pool_threads(pool) > 1 ? "s" : " ", med, peak > 0 ? 100 * med / peak : 0, peak);
+    free(X), free(Y), free(one.buf);
+}
+
 static void print_cpu(void) {
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[256];
@@ -194,7 +271,7 @@ static long arg_long(int argc, char **argv, const char *name, long def) {
 }
 
 int main(int argc, char **argv) {
-    if (argc % 2 == 0) df_die("usage: bench_kernels [--mb N] [--runs N] [--threads N] [--format bf16|mxfp4]");
+    if (argc % 2 == 0) df_die("usage: bench_kernels [--mb N] [--runs N] [--threads N] [--rows N] [--format bf16|mxfp4]");
     const char *only = arg_str(argc, argv, "--format", NULL);
     if (only && strcmp(only, "bf16") && strcmp(only, "mxfp4")) df_die("--format: '%s' is not bf16 or mxfp4", only);
     Bench b = {.bytes = (size_t)arg_long(argc, argv, "--mb", 1024) << 20, .runs = (int)arg_long(argc, argv, "--runs", 5)};
@@ -210,6 +287,12 @@ int main(int argc, char **argv) {
     const Shape shapes[] = {{"bf16", 7168, 7168, 0}, {"mxfp4", 3072, 3584, 1}};
     for (int s = 0; s < 2; s++)
         if (!only || !strcmp(only, shapes[s].name)) bench_shape(&b, &shapes[s], pools, n_pools);
+    const int rows = (int)arg_long(argc, argv, "--rows", 256);
+    for (int p = 0; p < n_pools; p++) {
+        double peak = fma_peak(pools[p]);
+        for (int s = 0; s < 2; s++)
+            if (!only || !strcmp(only, shapes[s].name)) bench_many_rows(&shapes[s], pools[p], rows, b.runs, peak);
+    }
     pool_destroy(pools[0]), pool_destroy(pools[1]);
     free(b.buf);
     return 0;

@@ -170,6 +170,32 @@ static void batched_rows_equal_one_row_at_a_time(void) {
         }
 }
 
+/* Many rows (a prefill window: each chunk of weights expanded to fp32 once, then the F32 kernel over
+ * it, kern_tile.c) equal one row at a time too, for every format, on one thread and on several. */
+static void many_rows_equal_one_row_at_a_time(void) {
+    Pool *pool = pool_create(3);
+    const int Ts[] = {16, 17, 40};
+    for (int f = 0; f < N_FMT; f++)
+        for (int ti = 0; ti < 3; ti++) {
+            const int T = Ts[ti], rows = 131;
+            Case k;
+            case_make(&k, (Fmt)f, rows, f == FMT_MXFP4 ? 544 : 531, T, 3000 + 10 * f + T);
+            for (int i = 0; i < n_isas(); i++)
+                for (int threads = 0; threads < 2; threads++) {
+                    float *Y = run_new(&k, isa_at(i), threads ? pool : NULL), *one = malloc(sizeof(float) * (size_t)rows);
+                    CHECK(check_reference(&k, Y) == 0);
+                    for (int t = 0; t < T; t++) {
+                        run(&k, isa_at(i), NULL, one, t, 1);
+                        CHECK_MSG(!memcmp(one, Y + (size_t)t * rows, sizeof(float) * (size_t)rows), "%s T=%d row %d isa %d threads %d",
+                                  fmt_name[f], T, t, i, pool_threads(threads ? pool : NULL));
+                    }
+                    free(Y), free(one);
+                }
+            case_free(&k);
+        }
+    pool_destroy(pool);
+}
+
 /* Sizes large enough that the kernels do split the rows over the pool. */
 static void results_do_not_depend_on_thread_count(void) {
     Pool *pools[4] = {NULL, pool_create(1), pool_create(2), pool_create(3)};
@@ -383,6 +409,7 @@ int main(void) {
         if (kern_isa_available((KernIsa)i)) isas[n_isa++] = (KernIsa)i;
     RUN(each_format_matches_fp64_reference_at_odd_shapes);
     RUN(batched_rows_equal_one_row_at_a_time);
+    RUN(many_rows_equal_one_row_at_a_time);
     RUN(results_do_not_depend_on_thread_count);
     RUN(simd_and_portable_paths_agree_bitwise);
     RUN(formats_equal_f32_kernel_on_dequantised_weights);
