@@ -241,6 +241,17 @@ int installer_disk_free(Installer *in, uint64_t *free_bytes) {
     return rc;
 }
 
+/* Opens (creating, sized) every shard the plan writes into; the others stay closed. */
+static int open_planned_shards(Installer *in, const FetchPlan *p) {
+    uint8_t *planned = df_calloc((size_t)in->man.n + 1, 1);
+    for (int k = 0; k < p->n; k++) planned[p->job[k].file] = 1;
+    int rc = 0;
+    for (int s = 0; s < in->cat->n_shards && !rc; s++)
+        if (planned[in->shard_entry[s]]) rc = installer_open_shard(in, s);
+    free(planned);
+    return rc;
+}
+
 static uint64_t hash_bytes_left(const Run *r) {
     uint64_t left = 0;
     for (int i = 0; i < r->n_hash; i++) left += r->hash[i].size;
@@ -253,9 +264,7 @@ int installer_run(Installer *in, FetchPlan *p, const char *what, int verify) {
         return df_fail("%s lacks %s of the model and fetching is off (K3_OFFLINE=1): run `deltafin fetch --root %s` "
                        "where the source can be reached",
                        in->root, what, in->root);
-    installer_note_source(in);
-    for (int s = 0; s < in->cat->n_shards; s++)
-        if (installer_open_shard(in, s)) return -1;
+    if (installer_may_fetch(in) || open_planned_shards(in, p)) return -1;
     Run r = {.in = in, .plan = p};
     pthread_mutex_init(&r.mu, NULL);
     r.job_written = df_calloc((size_t)p->n, sizeof *r.job_written);
