@@ -22,9 +22,10 @@ int cmd_fetch(Settings *set, int argc, char **argv) {
         CLI_FLAG("dry-run", 0, &dry, "print what would be fetched and write nothing"),
     };
     static const char about[] =
-        "Completes a streaming install: every missing expert, or those of some layers, at the commit the install is "
-        "pinned to. Resumable and runnable any time; what is present is never fetched again. --verify hashes every "
-        "complete file first and fetches damaged ones again.";
+        "Completes a streaming install: every missing expert, or those of some layers, from the source it was "
+        "installed from and at the commit it is pinned to (settings naming another source are refused). Resumable "
+        "and runnable any time; what is present is never fetched again. --verify hashes every complete file first "
+        "and fetches damaged ones again.";
     const CliCommand cmd = {"fetch", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     const char *root = cli_install_dir(set);

@@ -54,8 +54,10 @@ int cmd_setup(Settings *set, int argc, char **argv) {
         "DELTAFIN_ROOT, else $XDG_CACHE_HOME/deltafin (~/.cache/deltafin), where every command looks for it: "
         "metadata, tokenizer, shard headers, the spine and, in full mode, every expert, all pinned to the commit the "
         "source reports. Resumable after any interruption; SHA-256 computed while downloading and checked against "
-        "the published hashes. A directory holding other files is refused unless --force; with --dry-run or "
-        "K3_OFFLINE=1 the plan comes from the local install when the source cannot be consulted.";
+        "the published hashes; an interrupted run keeps what it received. Run again on an install, it keeps to the "
+        "install's source and revision unless the settings name others (another source: files it cannot tie to the "
+        "installed bytes are fetched again). A directory holding other files is refused unless --force; with "
+        "--dry-run or K3_OFFLINE=1 the plan comes from the local install when the source cannot be consulted.";
     const CliCommand cmd = {"setup", "[--full | --stream] [options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     const char *root = cli_install_dir(set);
