@@ -107,6 +107,7 @@ int cmd_doctor(Settings *set, int argc, char **argv) {
         if (m->f[i].whole) printf(" %s%s", m->f[i].name, m->f[i].verified ? " (verified)" : "");
     printf("\n");
     install_revision_report(in, stdout);
+    bad += install_access_report(in, &set->engine.fetch, stdout);
     if (install_verify_report(in, verify ? UINT64_MAX : DOCTOR_RECHECK_BYTES, 0)) {
         printf("BAD: %s; deltafin fetch --verify --root %s fetches them again\n", df_errmsg(), installer_root(in));
         bad++;

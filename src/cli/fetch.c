@@ -22,9 +22,10 @@ int cmd_fetch(Settings *set, int argc, char **argv) {
         CLI_FLAG("dry-run", 0, &dry, "print what would be fetched and write nothing"),
     };
     static const char about[] =
-        "Completes a streaming install: every missing expert, or those of some layers, at the commit the install is "
-        "pinned to. Resumable and runnable any time; what is present is never fetched again. --verify hashes every "
-        "complete file first and fetches damaged ones again.";
+        "Completes a streaming install: every missing expert, or those of some layers, from the source it was "
+        "installed from and at the commit it is pinned to (settings naming another source are refused). Resumable "
+        "and runnable any time; what is present is never fetched again. --verify hashes every complete file first "
+        "and fetches damaged ones again.";
     const CliCommand cmd = {"fetch", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     const char *root = cli_install_dir(set);
@@ -37,6 +38,8 @@ int cmd_fetch(Settings *set, int argc, char **argv) {
     FetchPlan plan = {0};
     int rc = 0;
     VerifyReport vr = {0};
+    if (verify && !dry && installer_check_writable(root, "fetch --verify", INSTALL_WRITER_TODO))
+        df_die("fetch: %s", df_errmsg());
     if (verify && !dry) { /* damaged files lose their bytes here, so the plan below includes them */
         if (installer_verify(in, UINT64_MAX, 1, &vr) && !vr.bad) df_die("fetch: %s", df_errmsg());
         if (vr.bad) fprintf(stderr, "deltafin: fetch --verify: %d damaged file(s) are fetched again\n", vr.bad);
@@ -54,6 +57,8 @@ int cmd_fetch(Settings *set, int argc, char **argv) {
     char a[32], b[32], c[32];
     if (!rc) printf("plan: %s to fetch in %d requests into %s, %s free\n", fmt_bytes(a, sizeof a, plan.bytes), plan.n,
                     installer_root(in), fmt_bytes(b, sizeof b, free_b));
+    /* a complete install needs nothing: only a fetch that writes needs write access */
+    if (!rc && !dry && plan.n) rc = installer_check_writable(installer_root(in), "fetch", INSTALL_WRITER_TODO);
     if (!rc && !install_fits(plan.bytes, free_b))
         rc = df_fail("fetch: %s to fetch and %s to keep free, but only %s free", fmt_bytes(a, sizeof a, plan.bytes),
                      fmt_bytes(c, sizeof c, install_reserve(plan.bytes)), fmt_bytes(b, sizeof b, free_b));

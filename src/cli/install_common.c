@@ -27,9 +27,25 @@ uint64_t install_reserve(uint64_t need) { return need / 100 + (64u << 20); }
 
 int install_fits(uint64_t need, uint64_t free_b) { return need == 0 || need + install_reserve(need) <= free_b; }
 
-const char *install_source_display(const FetchOptions *o) {
-    static Source s;
-    return source_init(&s, o) ? "?" : s.display;
+int install_access_report(Installer *in, const FetchOptions *fetch, FILE *f) {
+    uint64_t have, all;
+    installer_expert_counts(in, &have, &all);
+    int complete = have == all, bad = 0, err = installer_write_errno(installer_root(in));
+    char why[1200];
+    int mismatch = installer_source_mismatch(in, fetch, why, sizeof why);
+    const Manifest *m = installer_manifest(in);
+    if (*m->source) fprintf(f, "source: %s\n", m->source);
+    if (mismatch < 0) fprintf(f, "BAD source: %s\n", df_errmsg()), bad++;
+    else if (mismatch && complete) fprintf(f, "note: %s (the install is complete: nothing is fetched)\n", why);
+    else if (mismatch) fprintf(f, "MISMATCH %s\n", why), bad++;
+    if (!err) fprintf(f, "access: writable here\n");
+    else if (complete)
+        fprintf(f, "access: read-only here (%s): fine for a complete install, which runs without writing\n", strerror(err));
+    else
+        fprintf(f, "READ-ONLY %s (%s): its %llu missing experts cannot be fetched from here: deltafin fetch --root %s, "
+                   "run by a user who may write there, completes it\n",
+                installer_root(in), strerror(err), (unsigned long long)(all - have), installer_root(in)), bad++;
+    return bad;
 }
 
 int install_verify_report(Installer *in, uint64_t recheck_upto, int apply) {

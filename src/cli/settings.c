@@ -288,14 +288,27 @@ static int parse_into(Settings *s, const Setting *row, const char *v) {
     return df_fail("unknown setting kind");
 }
 
+/* FetchOptions.given follows the origins of the source's rows: an install fetches from the source
+ * it records unless the settings name another one. */
+static void note_source_given(Settings *s, const Setting *row, int given) {
+    unsigned bit = row->offset == F(engine.fetch.host)       ? FETCH_GIVEN_HOST
+                   : row->offset == F(engine.fetch.path)     ? FETCH_GIVEN_PATH
+                   : row->offset == F(engine.fetch.revision) ? FETCH_GIVEN_REVISION
+                                                             : 0;
+    if (given) s->engine.fetch.given |= bit;
+    else s->engine.fetch.given &= ~bit;
+}
+
 int settings_set(Settings *s, const Setting *row, const char *value, const char *origin) {
     size_t i = (size_t)(row - table);
     if (!value || !*value) {
         s->origin[i] = NULL;
+        note_source_given(s, row, 0);
         if (!row->def) return set_unset(s, row), 0;
         value = row->def;
     } else {
         s->origin[i] = origin;
+        note_source_given(s, row, 1);
     }
     return parse_into(s, row, value) ? df_failctx("%s", origin) : 0;
 }

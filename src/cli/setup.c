@@ -54,13 +54,16 @@ int cmd_setup(Settings *set, int argc, char **argv) {
         "DELTAFIN_ROOT, else $XDG_CACHE_HOME/deltafin (~/.cache/deltafin), where every command looks for it: "
         "metadata, tokenizer, shard headers, the spine and, in full mode, every expert, all pinned to the commit the "
         "source reports. Resumable after any interruption; SHA-256 computed while downloading and checked against "
-        "the published hashes. A directory holding other files is refused unless --force; with --dry-run or "
-        "K3_OFFLINE=1 the plan comes from the local install when the source cannot be consulted.";
+        "the published hashes; an interrupted run keeps what it received. Run again on an install, it keeps to the "
+        "install's source and revision unless the settings name others (another source: files it cannot tie to the "
+        "installed bytes are fetched again). A directory holding other files is refused unless --force; with "
+        "--dry-run or K3_OFFLINE=1 the plan comes from the local install when the source cannot be consulted.";
     const CliCommand cmd = {"setup", "[--full | --stream] [options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     const char *root = cli_install_dir(set);
     if (full && stream) cli_usage_error(&cmd, "give at most one of --full and --stream");
     if (install_check_root(root, force)) df_die("setup: %s", df_errmsg());
+    if (!dry && installer_check_writable(root, "setup", INSTALL_WRITER_TODO)) df_die("setup: %s", df_errmsg());
     if (set->engine.offline && !dry)
         df_die("setup: K3_OFFLINE=1: setup fetches the model from the source and needs the network (unset K3_OFFLINE, "
                "or use --dry-run to see what is missing)");
@@ -87,7 +90,7 @@ int cmd_setup(Settings *set, int argc, char **argv) {
     char e[32];
     printf("plan: %s install of %s from %s\n  %d shards (%s; %s present), %s to fetch in %d requests "
            "(after %s of metadata and headers), %s free\n",
-           full ? "full" : "streaming", installer_root(in), install_source_display(&set->engine.fetch), cat->n_shards,
+           full ? "full" : "streaming", installer_root(in), installer_source(in), cat->n_shards,
            fmt_bytes(a, sizeof a, full_b), fmt_bytes(b, sizeof b, present_b), fmt_bytes(c, sizeof c, plan->bytes), plan->n,
            fmt_bytes(e, sizeof e, meta), fmt_bytes(d, sizeof d, free_b));
     if (from_source) printf("  %s\n", installer_pin_note(in));

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "fetch/digest.h"
-#include "fetch/progress.h"
 #include "fetch/revision.h"
 #include "format/config.h"
 #include "format/index.h"
@@ -172,6 +171,16 @@ int installer_open_shard(Installer *in, int s) {
     return 0;
 }
 
+/* When setup moves an install to another source: whether that source's file is the one whose
+ * bytes the install holds. Only what names the bytes themselves counts: the same published hash,
+ * the same SHA-256 identity, or both sources pinned to the same commit (another mirror's ETag
+ * says nothing about these bytes). */
+static int tied_to_install(const Installer *in, const ManifestFile *f, const char *pub, const char *identity) {
+    if (*pub && !strcmp(pub, f->pub)) return 1;
+    if (is_hex_digest(identity, 64) && !strcmp(identity, f->identity)) return 1;
+    return *in->src.commit && !strcmp(in->src.commit, in->man.commit);
+}
+
 /* Shard s's header from the source: 8 bytes (learning the file's size, identity and published
  * hash), then the JSON, which must come from the same version of the file. A size, hash or
  * identity that differs from the manifest's resets the shard's entry. */
@@ -198,6 +207,14 @@ static int refresh_header(Installer *in, Conn *c, const char *name, int s, StHea
                      (unsigned long long)(h->data_start + h->data_size), (unsigned long long)info.total);
     if (!rc) {
         int reset = 0, e = manifest_find(&in->man, name);
+        /* another source: two published hashes compare (a difference resets the entry below, as
+         * a change on the server); without them only a tie keeps the bytes */
+        if (e >= 0 && in->switching && !(*pub && *in->man.f[e].pub) && !tied_to_install(in, &in->man.f[e], pub, info.identity)) {
+            if (manifest_present_bytes(&in->man, e))
+                fprintf(stderr, "deltafin: %s: nothing ties the bytes installed from %s to %s: fetching it again\n", name,
+                        in->man.source, in->src.repo);
+            manifest_reset(&in->man, e);
+        }
         int adopt = e >= 0 && !installer_identity_comparable(in, in->man.f[e].identity);
         ManifestFacts facts = {info.total, 0, pub, info.identity, adopt};
         e = manifest_entry(&in->man, name, &facts, &reset);
@@ -254,6 +271,10 @@ static int refresh(Installer *in) {
     char *text[N_META] = {0};
     size_t len[N_META] = {0};
     int rc = pin_revision(in, c);
+    if (!rc && in->switching)
+        fprintf(stderr, "deltafin: %s was installed from %s; the settings name %s: moving the install there (files "
+                        "whose bytes nothing ties to the new source are fetched again)\n",
+                in->root, in->man.source, in->src.repo);
     if (!rc && *in->man.commit && *in->src.commit && strcmp(in->man.commit, in->src.commit))
         fprintf(stderr, "deltafin: %s moved from commit %.12s to %.12s since this install: files that changed are "
                         "fetched again\n", in->src.revision, in->man.commit, in->src.commit);
@@ -280,6 +301,7 @@ static int refresh(Installer *in) {
     }
     if (!rc && !*in->pin_note)
         snprintf(in->pin_note, sizeof in->pin_note, "the source names no commit (no revision API, no X-Repo-Commit)");
+    if (!rc && in->switching) in->same_source = 1; /* what was kept is tied to the new source */
     index_free(&ix);
     free(headers);
     for (int k = 0; k < N_META; k++) free(text[k]);
@@ -355,7 +377,18 @@ static int open_local(Installer *in) {
     return bind_shards(in);
 }
 
-/* Every shard of the catalog must have a manifest entry of its size. */
+/* 1 when shard s's file on disk is not of the size the manifest records (or is missing). */
+static int shard_misfits(const Installer *in, int s) {
+    char *path = path_join(in->root, in->man.f[in->shard_entry[s]].name);
+    struct stat st;
+    int misfits = stat(path, &st) != 0 || (uint64_t)st.st_size != in->man.f[in->shard_entry[s]].size;
+    free(path);
+    return misfits;
+}
+
+/* Every shard of the catalog must have a manifest entry of its size. Shards are opened for writing
+ * only when something is fetched into them (a complete install is used read-only), except that
+ * with fetching allowed a shard file of the wrong size is reset and sized now. */
 static int bind_shards(Installer *in) {
     in->shard_entry = df_calloc((size_t)in->cat->n_shards, sizeof *in->shard_entry);
     for (int s = 0; s < in->cat->n_shards; s++) {
@@ -363,15 +396,90 @@ static int bind_shards(Installer *in) {
         if (e < 0 || in->man.f[e].size != in->cat->shards[s].size)
             return df_fail("%s: not recorded in %s with its size (run deltafin setup)", in->cat->shards[s].file, MANIFEST_FILE);
         in->shard_entry[s] = e;
-        if (in->access == INST_ONLINE && installer_open_shard(in, s)) return -1;
+        if (in->access == INST_ONLINE && shard_misfits(in, s) && installer_open_shard(in, s)) return -1;
     }
     return 0;
 }
 
-/* The source for fetching into an existing install: its revision and pinned commit come from the
- * manifest, and a source that is not the one recorded says so. */
+/* The host ("https://h", "http://h:port") and repository path of the source a manifest records:
+ * "https://h/owner/name" (a version 1 manifest recorded ".../resolve/REV/" after it). The manifest
+ * is input like any other: both are validated as the settings would be. */
+static int recorded_source(const Manifest *m, char host[300], char path[208]) {
+    const char *src = m->source, *sep = strstr(src, "://"), *slash = sep ? strchr(sep + 3, '/') : NULL;
+    const char *resolve = slash && m->version == 1 ? strstr(slash, "/resolve/") : NULL;
+    size_t hl = slash ? (size_t)(slash - src) : 0, pl = slash ? (resolve ? (size_t)(resolve - slash - 1) : strlen(slash + 1)) : 0;
+    int loopback, http;
+    if (!slash || hl >= 300 || pl >= 208) return df_fail("%s: source %s: not https://HOST/OWNER/NAME", m->path, src);
+    snprintf(host, 300, "%.*s", (int)hl, src);
+    snprintf(path, 208, "%.*s", (int)pl, slash + 1);
+    if (source_check_host(host, &loopback, &http) || source_check_path(path)) return df_failctx("%s: source", m->path);
+    return 0;
+}
+
+/* The settings' source for this install: every part they name (FetchOptions.given), else the part
+ * the manifest records (else the default). host and path hold the recorded parts. */
+static int wanted_options(const Manifest *m, const FetchOptions *fetch, FetchOptions *o, char host[300], char path[208]) {
+    *o = *fetch;
+    if (*m->source) {
+        if (recorded_source(m, host, path)) return -1;
+        if (!(o->given & FETCH_GIVEN_HOST)) o->host = host;
+        if (!(o->given & FETCH_GIVEN_PATH)) o->path = path;
+    }
+    if (*m->revision && !(o->given & FETCH_GIVEN_REVISION)) o->revision = m->revision;
+    return 0;
+}
+
+/* 1 when repo ("https://host/path") is the source the manifest records. */
+static int is_recorded_source(const Manifest *m, const char *repo) {
+    size_t rl = strlen(repo);
+    return !*m->source || !strcmp(m->source, repo) ||
+           (m->version == 1 && !strncmp(m->source, repo, rl) && !strncmp(m->source + rl, "/resolve/", 9));
+}
+
+/* The settings that named the source's repository (FetchOptions.given), as messages name them. */
+static const char *repo_settings(unsigned given, int *several) {
+    unsigned g = given & (FETCH_GIVEN_HOST | FETCH_GIVEN_PATH);
+    *several = g != FETCH_GIVEN_HOST && g != FETCH_GIVEN_PATH;
+    return g == FETCH_GIVEN_HOST ? "K3_HF_HOST" : g == FETCH_GIVEN_PATH ? "K3_HF_PATH" : "K3_HF_HOST and K3_HF_PATH";
+}
+
+/* Why the source s may not complete this install ("" when it may): another repository, or another
+ * revision than the install's. */
+static void source_refusal(const char *root, const Manifest *m, unsigned given, const Source *s, char *why, size_t n) {
+    char pinned[80] = "";
+    if (*m->commit) snprintf(pinned, sizeof pinned, " at commit %.12s", m->commit);
+    why[0] = 0;
+    if (!is_recorded_source(m, s->repo)) {
+        int several;
+        const char *named = repo_settings(given, &several);
+        snprintf(why, n, "%s was installed from %s (revision %s%s); %s name%s %s: refusing to fetch its missing files "
+                         "from another source, whose bytes nothing ties to the installed revision: unset %s to fetch "
+                         "from %s, or run deltafin setup with these settings to move the whole install there",
+                 root, m->source, *m->revision ? m->revision : "?", pinned, named, several ? "" : "s", s->repo, named,
+                 m->source);
+    } else if (*m->revision && strcmp(m->revision, s->revision)) {
+        snprintf(why, n, "%s is an install of revision %s%s; K3_HF_REVISION asks for %s: run deltafin setup to switch "
+                         "revisions", root, m->revision, pinned, s->revision);
+    }
+}
+
+int installer_source_mismatch(Installer *in, const FetchOptions *fetch, char *why, size_t n) {
+    char host[300], path[208];
+    FetchOptions o;
+    Source s;
+    if (wanted_options(&in->man, fetch, &o, host, path) || source_init(&s, &o)) return -1;
+    source_refusal(in->root, &in->man, fetch->given, &s, why, n);
+    return *why != 0;
+}
+
+/* The source for fetching into an install: its own (the one the manifest records, at its revision
+ * and pinned commit) unless the settings name another. Fetching from another one is refused when
+ * asked (no_fetch); setup (REFRESH) moves the install there instead, keeping only what is tied to
+ * the new source. */
 static int bind_source(Installer *in, int quick) {
-    if (source_init(&in->src, &in->fetch)) return -1;
+    char host[300], path[208];
+    FetchOptions o;
+    if (wanted_options(&in->man, &in->fetch, &o, host, path) || source_init(&in->src, &o)) return -1;
     if (quick) { /* a dry run: an unreachable source fails in seconds, not after a minute of retries */
         if (in->src.retries > 1) in->src.retries = 1;
         if (in->src.connect_timeout_s > 10) in->src.connect_timeout_s = 10;
@@ -379,18 +487,12 @@ static int bind_source(Installer *in, int quick) {
     in->urls = urlcache_new();
     in->has_source = 1;
     Manifest *m = &in->man;
+    in->same_source = is_recorded_source(m, in->src.repo);
     if (in->access == INST_REFRESH) {
-        in->same_source = !*m->source || !strcmp(m->source, in->src.repo);
+        in->switching = !in->same_source;
         return 0;
     }
-    /* a version 1 manifest recorded the resolve URL: https://host/path/resolve/REV/ */
-    size_t rl = strlen(in->src.repo);
-    in->same_source = !strcmp(m->source, in->src.repo) ||
-                      (m->version == 1 && !strncmp(m->source, in->src.repo, rl) && !strncmp(m->source + rl, "/resolve/", 9));
-    if (*m->revision && strcmp(m->revision, in->src.revision))
-        return df_fail("%s is an install of revision %s%s%.12s; K3_HF_REVISION asks for %s: run deltafin setup to switch "
-                       "revisions", in->root, m->revision, *m->commit ? " (commit " : "", *m->commit ? m->commit : "",
-                       in->src.revision);
+    source_refusal(in->root, m, in->fetch.given, &in->src, in->no_fetch, sizeof in->no_fetch);
     if (*m->commit) source_pin(&in->src, m->commit);
     return 0;
 }
@@ -465,13 +567,26 @@ void installer_expect(const Installer *in, int e, RemoteInfo *x) {
     snprintf(x->commit, sizeof x->commit, "%s", in->src.commit);
 }
 
-void installer_note_source(Installer *in) {
-    pthread_mutex_lock(&in->mu);
-    int say = !in->same_source && !in->warned_source;
-    in->warned_source = 1;
-    pthread_mutex_unlock(&in->mu);
-    if (say)
-        progress_note("%s was installed from %s; its files now come from %s%s", in->root,
-                *in->man.source ? in->man.source : "another source", in->src.repo,
-                *in->src.commit ? " at the pinned commit" : ": bytes are checked by size (and published hashes) only");
+int installer_write_errno(const char *root) {
+    /* the effective ids decide, and a read-only mount answers EROFS whoever asks */
+    if (faccessat(AT_FDCWD, root, W_OK | X_OK, AT_EACCESS) == 0 || errno == ENOENT) return 0;
+    return errno;
+}
+
+int installer_check_writable(const char *root, const char *need, const char *todo) {
+    int err = installer_write_errno(root);
+    if (!err) return 0;
+    return df_fail("%s is not writable here (%s): %s needs write access to it; %s", root, strerror(err), need, todo);
+}
+
+int installer_may_fetch(Installer *in) {
+    if (*in->no_fetch) return df_fail("%s", in->no_fetch);
+    char todo[1200];
+    snprintf(todo, sizeof todo, "run `deltafin fetch --root %s` as a user who may write there (the install's owner), "
+             "or where it is mounted read-write", in->root);
+    return installer_check_writable(in->root, "fetching what the install lacks", todo);
+}
+
+const char *installer_source(const Installer *in) {
+    return in->has_source ? in->src.display : *in->man.source ? in->man.source : "?";
 }

@@ -7,12 +7,23 @@
  *
  * Opening:
  *   INST_OFFLINE  reads the catalog from the root; no network, writes nothing (doctor, queries).
- *   INST_ONLINE   as OFFLINE, plus writable shards and the source for fetching (fetch, warm, the
- *                 run-time store's on-demand fetch).
+ *   INST_ONLINE   as OFFLINE, plus the source for fetching (fetch, warm, the run-time store's
+ *                 on-demand fetch). Shards are opened for writing only when bytes are fetched into
+ *                 them, so a complete install is used read-only (any user who may read it, a
+ *                 read-only mount); fetching into a directory this process may not write fails
+ *                 with one line saying so.
  *   INST_REFRESH  fetches metadata files and every shard header from the source (8 bytes, then the
  *                 header, by range requests) and builds the catalog from them, writing nothing;
  *                 installer_write_fetched then writes them (after setup has checked the disk). A
  *                 shard whose size, hash or header changed upstream starts over.
+ *
+ * The source: an install records the repository it came from, its revision and the commit that
+ * was pinned (fetch/manifest.h). Every part of the source the settings do not name
+ * (FetchOptions.given) is the recorded one, so a streaming install keeps fetching from its own
+ * mirror. When the settings name another repository or revision, ONLINE refuses to fetch (the
+ * bytes could not be tied to the installed revision; a complete install still runs), and REFRESH
+ * (setup) moves the install to the new source, starting over every file whose bytes nothing ties
+ * to it (the same published hash, SHA-256 identity or pinned commit).
  *
  * Plans list missing byte ranges; installer_run fetches them in parallel (K3_FETCH_PARALLEL
  * keep-alive connections), records them durably as they complete and reports progress.
@@ -66,6 +77,18 @@ uint64_t installer_fetched_bytes(const Installer *in);
 int installer_write_fetched(Installer *in);
 
 const Catalog *installer_catalog(const Installer *in);
+/* The source as messages show it: the one bound for fetching, else the one the manifest records. */
+const char *installer_source(const Installer *in);
+/* Whether the source the fetch settings name (the recorded one for the parts they leave unset) is
+ * not this install's: 1 with why[] saying so (both sources and what to do), 0 when it is, -1 with
+ * a message when the settings or the recorded source are malformed. */
+int installer_source_mismatch(Installer *in, const FetchOptions *fetch, char *why, size_t n);
+/* 0 when this process may create, replace and write files in the directory root (or it does not
+ * exist yet); else -1 with one line: root, why not (read-only file system, permission), that
+ * `need` requires write access, and `todo`. */
+int installer_check_writable(const char *root, const char *need, const char *todo);
+/* The same as an errno: 0, or why this process may not write there (EROFS, EACCES). */
+int installer_write_errno(const char *root);
 /* REFRESH: how the revision was pinned to a commit, or why it could not be (one line). */
 const char *installer_pin_note(const Installer *in);
 Manifest *installer_manifest(Installer *in);

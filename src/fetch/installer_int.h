@@ -28,10 +28,12 @@ struct Installer {
     Source src;
     FetchOptions fetch;      /* the settings the source was built from (and K3_DISK_FREE_BYTES) */
     int same_source;         /* the source is the one the manifest records: its ETags compare */
+    int switching;           /* REFRESH: the settings name another source than the recorded one */
+    char no_fetch[1024];     /* ONLINE: why nothing may be fetched into this install from the source
+                              * the settings name (another source or revision), "" when it may */
     RevisionInfo rev;        /* the revision API's answer (setup), when have_rev */
     int have_rev;
     char pin_note[400];      /* how the revision was pinned, or why it could not be */
-    int warned_source;       /* installer_note_source has spoken */
     UrlCache *urls;          /* redirect targets shared by every connection */
     Manifest man;
     const Catalog *cat;      /* &own, or the caller's (installer_attach) */
@@ -57,9 +59,10 @@ int installer_open_shard(Installer *in, int s);
 int installer_identity_comparable(const Installer *in, const char *identity);
 /* What a response for entry e must match: size, identity (when comparable), pinned commit. */
 void installer_expect(const Installer *in, int e, RemoteInfo *expect);
-/* Before the first fetch: says once when the source is not the install's (its ETags then mean
- * nothing here). */
-void installer_note_source(Installer *in);
+/* Before a fetch: 0 when bytes may be fetched into the install now, else -1 with one line saying
+ * why not (the source is not the install's, or the directory is not writable here) and what to
+ * do. The caller says first when it has no source at all (K3_OFFLINE=1). */
+int installer_may_fetch(Installer *in);
 /* Appends [begin, end) of entry `file` to the plan, split at the chunk size. */
 void plan_add(Installer *in, FetchPlan *p, int file, uint64_t begin, uint64_t end);
 

@@ -16,7 +16,8 @@
  *   file <name> <size> <whole 0|1> <ranges> <published: sha256:HEX | git-sha1:HEX | -> <local SHA-256 | -> <verified 0|1> <identity | ->
  *   <begin> <end>                      (one line per present range, sorted, disjoint)
  *
- * The one invariant: a range is recorded only after its bytes were written and fsynced. Writers
+ * The one invariant: a range is recorded only after its bytes were written and fsynced (a range
+ * may be the prefix of a transfer still in flight: fetch/runner.c records those too). Writers
  * call manifest_add_written() once a range's bytes are in the file; manifest_commit() then
  * fdatasyncs every file with such ranges, merges them into the present set and replaces the
  * manifest file atomically (write tmp, fsync, rename, fsync directory). A kill at any moment leaves

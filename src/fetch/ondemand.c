@@ -3,6 +3,7 @@
  * consecutive fetches reuse their keep-alive connections. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fetch/progress.h"
 
@@ -60,9 +61,9 @@ int installer_fetch_expert(Installer *in, int layer, int expert) {
         return df_fail("expert %d of layer %d is not installed and fetching is off (K3_OFFLINE=1): run `deltafin fetch "
                        "--root %s` where the source can be reached",
                        expert, layer, in->root);
-    installer_note_source(in);
     int e = in->shard_entry[sp->shard];
     uint64_t begin = sp->offset, end = begin + in->cat->expert_bytes;
+    if (!manifest_has(&in->man, e, begin, end) && installer_may_fetch(in)) return -1;
     int64_t key = (int64_t)layer * in->cat->cfg.n_experts + expert;
     pthread_mutex_lock(&in->mu);
     while (inflight_index(in, key) >= 0) pthread_cond_wait(&in->cv, &in->mu);
@@ -110,10 +111,17 @@ void installer_reminder(Installer *in, char *buf, size_t len) {
         snprintf(buf, len, "%s", "");
         return;
     }
-    char cost[32];
+    char cost[32], how[200] = "missing experts are fetched on demand";
+    int err;
+    /* what happens to a missing expert, said truthfully: fetched, or an error, and why */
+    if (!in->has_source) snprintf(how, sizeof how, "fetching is off (K3_OFFLINE=1): a missing expert is an error");
+    else if (*in->no_fetch)
+        snprintf(how, sizeof how, "the settings name another source or revision than the install's: a missing expert is "
+                 "an error (deltafin doctor says more)");
+    else if ((err = installer_write_errno(in->root)))
+        snprintf(how, sizeof how, "the install is not writable here (%s): a missing expert is an error", strerror(err));
     snprintf(buf, len,
-             "streaming install: %llu of %llu experts local (%.1f%%); missing experts are fetched on demand. "
-             "Finishing costs %s: deltafin fetch --root %s",
-             (unsigned long long)have, (unsigned long long)total, total ? 100.0 * have / total : 100.0,
+             "streaming install: %llu of %llu experts local (%.1f%%); %s. Finishing costs %s: deltafin fetch --root %s",
+             (unsigned long long)have, (unsigned long long)total, total ? 100.0 * have / total : 100.0, how,
              fmt_bytes(cost, sizeof cost, (total - have) * in->cat->expert_bytes), in->root);
 }

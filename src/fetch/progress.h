@@ -18,6 +18,8 @@
 typedef struct {
     const char *what;
     uint64_t total;
+    uint64_t saved;      /* of the bytes shown, those recorded durably (kept if interrupted) */
+    int show_saved;
     double t0, last;
     int tty, drawn;
 } Progress;
@@ -31,6 +33,9 @@ typedef struct {
 /* The process's sharing rule (copied); NULL: none (the display owns the terminal). */
 void progress_share(const ProgressShare *s);
 void progress_start(Progress *p, const char *what, uint64_t total);
+/* From now on the display also says how many of the bytes are saved: recorded durably, so an
+ * interrupted transfer keeps them. */
+void progress_saved(Progress *p, uint64_t saved);
 /* Shows `done` bytes; final = 1 prints the closing line (erases the display when transient). */
 void progress_show(Progress *p, uint64_t done, int final);
 /* One line of its own on stderr ("deltafin: " and the text), the terminal claimed first as a

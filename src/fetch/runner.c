@@ -7,7 +7,13 @@
  * the shard's bytes in order as soon as they are written (from the page cache, so verification
  * costs no pass over the disk after the download), and once the shard is whole compares the
  * SHA-256 with the published one and records it. A shard resumed from an earlier run has its
- * already present prefix hashed the same way, overlapping the download of the rest. */
+ * already present prefix hashed the same way, overlapping the download of the rest.
+ *
+ * An interrupted range keeps what it received: once a second the main thread records the prefix
+ * of every range in flight that has arrived so far (fdatasync'ed first, like a finished range), so
+ * a run killed at any moment resumes each range where its bytes stop, however slow the source.
+ * The bytes of a prefix were checked like any others (the response's range, size, identity and
+ * commit before a byte was written); the shard's SHA-256 is checked when the shard completes. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,6 +30,7 @@
 #include "util/fileio.h"
 
 #define HASH_CHUNK (8u << 20)
+#define PARTIAL_EVERY_S 1.0 /* how often the prefixes of ranges in flight are recorded */
 
 typedef struct {
     int e;                   /* manifest entry */
@@ -41,6 +48,7 @@ typedef struct {
     _Atomic int next, stop, running, downloads_over;
     _Atomic uint64_t received, hashed;
     _Atomic uint64_t *job_written; /* [plan->n] bytes of each job in place so far */
+    uint64_t *job_recorded;        /* [plan->n] of them handed to the manifest (main thread only) */
     pthread_mutex_t mu;
     char err[1024];
     FileHash *hash;
@@ -241,6 +249,35 @@ int installer_disk_free(Installer *in, uint64_t *free_bytes) {
     return rc;
 }
 
+/* Hands the manifest the bytes every started job has in place (a prefix of its range: a retry
+ * resumes after it), so the next commit records them durably; returns what the plan has handed
+ * over in all. */
+static uint64_t record_prefixes(Run *r) {
+    int started = atomic_load(&r->next);
+    uint64_t handed = 0;
+    for (int k = 0; k < started && k < r->plan->n; k++) {
+        const FetchJob *j = &r->plan->job[k];
+        uint64_t w = atomic_load(&r->job_written[k]);
+        if (w > r->job_recorded[k]) {
+            manifest_add_written(&r->in->man, j->file, j->begin, j->begin + w);
+            r->job_recorded[k] = w;
+        }
+        handed += r->job_recorded[k];
+    }
+    return handed;
+}
+
+/* Opens (creating, sized) every shard the plan writes into; the others stay closed. */
+static int open_planned_shards(Installer *in, const FetchPlan *p) {
+    uint8_t *planned = df_calloc((size_t)in->man.n + 1, 1);
+    for (int k = 0; k < p->n; k++) planned[p->job[k].file] = 1;
+    int rc = 0;
+    for (int s = 0; s < in->cat->n_shards && !rc; s++)
+        if (planned[in->shard_entry[s]]) rc = installer_open_shard(in, s);
+    free(planned);
+    return rc;
+}
+
 static uint64_t hash_bytes_left(const Run *r) {
     uint64_t left = 0;
     for (int i = 0; i < r->n_hash; i++) left += r->hash[i].size;
@@ -253,12 +290,11 @@ int installer_run(Installer *in, FetchPlan *p, const char *what, int verify) {
         return df_fail("%s lacks %s of the model and fetching is off (K3_OFFLINE=1): run `deltafin fetch --root %s` "
                        "where the source can be reached",
                        in->root, what, in->root);
-    installer_note_source(in);
-    for (int s = 0; s < in->cat->n_shards; s++)
-        if (installer_open_shard(in, s)) return -1;
+    if (installer_may_fetch(in) || open_planned_shards(in, p)) return -1;
     Run r = {.in = in, .plan = p};
     pthread_mutex_init(&r.mu, NULL);
     r.job_written = df_calloc((size_t)p->n, sizeof *r.job_written);
+    r.job_recorded = df_calloc((size_t)p->n, sizeof *r.job_recorded);
     if (verify) plan_hashes(&r);
     uint64_t resumed = 0; /* present bytes of the shards hashed: read back from disk */
     for (int i = 0; i < r.n_hash; i++) resumed += manifest_present_bytes(&in->man, r.hash[i].e);
@@ -279,14 +315,18 @@ int installer_run(Installer *in, FetchPlan *p, const char *what, int verify) {
         fprintf(stderr, "deltafin: %s: hashing the %s already present while the rest downloads\n", what,
                 fmt_bytes((char[32]){0}, 32, resumed));
     int rc = 0;
-    double last_commit = df_now();
+    double last_commit = df_now(), last_partial = last_commit;
+    uint64_t handed = 0;
     while (atomic_load(&r.running) > 0) {
         sleep_ms(20);
         if (df_now() - last_commit < 0.25) continue;
         last_commit = df_now();
+        if (last_commit - last_partial >= PARTIAL_EVERY_S) last_partial = last_commit, handed = record_prefixes(&r);
         if (!rc && manifest_commit(&in->man)) rc = -1, atomic_store(&r.stop, 1);
+        if (!rc) progress_saved(&pr, handed);
         progress_show(&pr, atomic_load(&r.received), 0);
     }
+    if (!rc && *r.err) record_prefixes(&r); /* a failed run keeps what its ranges received */
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     free(th);
     if (!rc && !*r.err) progress_show(&pr, p->bytes, 1);
@@ -306,7 +346,7 @@ int installer_run(Installer *in, FetchPlan *p, const char *what, int verify) {
     }
     if (!rc && r.n_hash) rc = finish_hashes(&r);
     else drop_hashes(&r);
-    free(r.job_written);
+    free(r.job_written), free(r.job_recorded);
     if (!rc) rc = manifest_commit(&in->man);
     if (!rc && err) rc = df_fail("cannot start a fetch thread: %s", strerror(err));
     else if (rc) manifest_commit(&in->man); /* keep what was fetched, and any reset */

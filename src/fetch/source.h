@@ -13,6 +13,10 @@
 #include <stdint.h>
 
 /* What the fetch settings say; the strings are borrowed. */
+/* FetchOptions.given: the parts of the source the settings name (not left at their defaults). An
+ * install follows the source it records for every part not given (fetch/installer.h). */
+enum { FETCH_GIVEN_HOST = 1, FETCH_GIVEN_PATH = 2, FETCH_GIVEN_REVISION = 4 };
+
 typedef struct {
     const char *host;      /* K3_HF_HOST */
     const char *path;      /* K3_HF_PATH: "owner/name" */
@@ -25,6 +29,7 @@ typedef struct {
     int parallel;          /* K3_FETCH_PARALLEL */
     int chunk_kb;          /* K3_FETCH_CHUNK_KB */
     int64_t disk_free_bytes; /* K3_DISK_FREE_BYTES (tests): the free space to assume; -1: ask the file system */
+    unsigned given;        /* FETCH_GIVEN_*: which of host, path, revision were set */
 } FetchOptions;
 
 typedef struct {

@@ -26,7 +26,7 @@ static int fetch_missing(FetchingSource *fs, int layer, const int *ids, int n) {
         for (int i = 0; i < m && !rc; i++)
             if (!installer_has_expert(fs->inst, layer, missing[i]))
                 rc = df_fail("expert %d of layer %d is not installed and could not be fetched", missing[i], layer);
-        if (rc) df_failctx("layer %d needs experts this install does not hold (deltafin fetch completes it)", layer);
+        if (rc) df_failctx("layer %d needs experts this install does not hold", layer);
         else fs->fetched += (uint64_t)m;
     }
     free(layers), free(missing);

@@ -78,7 +78,7 @@ quietly "$DF" setup --stream --root "$t/inst"
 cp -a --sparse=always "$t/inst" "$t/inst2"
 stop_faults
 export K3_FETCH_STALL_TIMEOUT=60 K3_FETCH_PARALLEL=2 # one slow server: no retries
-start_faults "$SRC" --delay-ms 300
+FAULT_PORT=$PORT start_faults "$SRC" --delay-ms 300 # the install's own mirror (its recorded source), slow now
 "$DF" run --model "$SRC" --tokens "5" --max-new 3 >"$t/od.want"
 run_in_pane "K3_HF_HOST=$K3_HF_HOST K3_FETCH_STALL_TIMEOUT=60 K3_FETCH_PARALLEL=2 '$DF' run --model '$t/inst' --tokens '5' --max-new 3"
 wait_pane "fetching [0-9]* experts\? of layer" 120

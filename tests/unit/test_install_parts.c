@@ -196,6 +196,15 @@ static void test_source_validation(void) {
     CHECK(source_check_path("a?x=1") != 0);
     Settings set;
     settings_defaults(&set);
+    /* which parts of the source the settings name: an install follows its own for the others */
+    const Setting *host = settings_find_flag("hf-host"), *rev = settings_find_flag("hf-revision");
+    CHECK(set.engine.fetch.given == 0);
+    CHECK(settings_set(&set, host, "http://127.0.0.1:9", "--hf-host") == 0 && set.engine.fetch.given == FETCH_GIVEN_HOST);
+    CHECK(settings_set(&set, rev, "main", "--hf-revision") == 0 &&
+          set.engine.fetch.given == (FETCH_GIVEN_HOST | FETCH_GIVEN_REVISION)); /* the default, named */
+    CHECK(settings_set(&set, host, "", "--hf-host") == 0 && set.engine.fetch.given == FETCH_GIVEN_REVISION);
+    settings_defaults(&set);
+    CHECK(set.engine.fetch.given == 0);
     Source s;
     CHECK(source_init(&s, &set.engine.fetch) == 0);
     char *u = source_url(&s, "x");
