@@ -44,7 +44,7 @@ CUDA_HOME ?= /usr/local/cuda
 ifeq ($(B),build-cuda)
   CSTD   += -DDF_CUDA
   CU_OBJ := $(patsubst %.cu,$(B)/obj/%.o,$(shell find src -name '*.cu' | sort))
-  LIBS   += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+  LIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
 endif
 # --fmad=false: as -ffp-contract=off, the GPU must not fuse what the CPU kernels do not.
 # Machine code for Ampere (sm_80), Ada (sm_89) and Hopper (sm_90), and PTX for later GPUs.

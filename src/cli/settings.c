@@ -189,6 +189,8 @@ static const Setting table[] = {
      .help = "experts the GPU's cache misses: copy (into the cache), cpu (CPU threads compute them from host memory meanwhile; copied into the cache in the background), auto (split by measured cost, the likeliest to be used again copied into the cache)"},
     {.name = "K3_DEV_GRAPHS", .flag = "device-graphs", .kind = SET_BOOL, .offset = F(engine.device_graphs), .def = "1",
      .help = "cuda: decode steps replay their launches between waits as CUDA graphs (0: launched one by one; same results)"},
+    {.name = "K3_DEV_TENSOR_CORES", .flag = "device-tensor-cores", .kind = SET_BOOL, .offset = F(engine.device_tensor_cores), .def = "1",
+     .help = "the layer pass's products of many rows (prefill windows) as BF16 tensor-core GEMMs of X in three parts (within the reference's tolerance); 0: on the CUDA cores"},
     {.name = "TMPDIR", .arg = "DIR", .flag = "tmpdir", .kind = SET_TEXT, .offset = F(tmpdir), .what = "a directory", .def = "/tmp",
      .help = "where bench keeps its children's output while it runs"},
     {.name = "XDG_CACHE_HOME", .arg = "DIR", .kind = SET_TEXT, .offset = F(cache_home), .check = check_absolute, .what = "a directory", .def_text = "~/.cache",

@@ -259,6 +259,7 @@ static int use_device(Engine *e) {
     if (e->opt.device_pass != PASS_LAYERS || !dev) return 0;
     int holds_all = 0;
     dev->graphs = e->opt.device_graphs;
+    dev->tensor_cores = e->opt.device_tensor_cores;
     if (e->opt.device_expert_bytes != UINT64_MAX) {
         dev->expert_bytes = e->opt.device_expert_bytes < SIZE_MAX ? (size_t)e->opt.device_expert_bytes : SIZE_MAX;
         lock_mapping(e, dev); /* (before the cache may copy every expert at start-up) */

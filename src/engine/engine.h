@@ -48,6 +48,7 @@ typedef struct {
     uint64_t device_expert_bytes; /* K3_DEV_EXPERT_GB: device memory experts may take; UINT64_MAX: all there is */
     HostExperts host_experts; /* K3_DEV_HOST_EXPERTS: experts the device does not hold, copied or on the CPU */
     int device_graphs;       /* K3_DEV_GRAPHS: the layer pass's decode steps replayed as CUDA graphs */
+    int device_tensor_cores; /* K3_DEV_TENSOR_CORES: the layer pass's many-row products on the tensor cores */
     const char *kernels;     /* K3_KERNELS: kern_select's name */
     StoreOptions store;      /* K3_STORE and the streaming store's settings */
     FetchOptions fetch;      /* where a streaming install fetches missing experts from */

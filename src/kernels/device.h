@@ -43,6 +43,9 @@ struct MatDevice {
     size_t expert_bytes;  /* device memory experts may take at most (SIZE_MAX: all the room there is) */
     size_t weight_room;   /* device memory it may give to weights, activations and states, set at open */
     int graphs;           /* devops.h record: 1 runs recordings as CUDA graphs, 0 launches one by one */
+    int tensor_cores;     /* the layer pass's products of many rows on the tensor cores (BF16 GEMMs of X in
+                           * three parts: within the reference's tolerance); 0: every product on the
+                           * CUDA cores */
     int host_memory;      /* its memory is the host's (the CPU device): a State's arrays serve as its
                            * copy of them, nothing is copied between the two */
     /* Whole-layer operations on device memory (devops.h), or NULL: the model then runs its layers

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_dev.h"
+#include "kernels/cuda/gemm_cuda.h"
 #include "kernels/exactmath.h"
 #include "util/err.h"
 
@@ -416,7 +417,7 @@ void product(MatDevice *base, float *Y, const Mat *W, const MatHeads *hd, const 
     const Span sp = hd ? Span{hd->row0, hd->stride, hd->n, x_t, (size_t)hd->x_stride, (size_t)heads * (size_t)hd->n}
                        : Span{0, 0, W->rows, x_t, 0, (size_t)W->rows};
     MulJob job = {dev_mat(W, dw), sp, X, Y};
-    launch_products(L.d, &job, 1, heads, T, tmul);
+    layer_products(L.d, &job, 1, heads, T, tmul);
     slots_read_done(L.d);
     settle_uploads(L.d);
 }
@@ -536,7 +537,7 @@ void expert_launch(CudaDevice *d, const Mat *const *w1, const Mat *const *w2, co
         jobs[2 * i] = MulJob{dev_mat(mats[3 * i], dw[3 * i]), sp, x, h + (size_t)i * rows * inter};
         jobs[2 * i + 1] = MulJob{dev_mat(mats[3 * i + 1], dw[3 * i + 1]), sp, x, h3 + (size_t)i * rows * inter};
     }
-    launch_products(d, jobs, 2 * m, 1, rows, false);
+    layer_products(d, jobs, 2 * m, 1, rows, false);
     const size_t hn = (size_t)m * rows * inter;
     situ_kernel<<<blocks(hn, RT), RT, 0, d->stream>>>(h, h3, hn, beta, beta_lin);
     for (int i = 0; i < m; i++) {
@@ -544,7 +545,7 @@ void expert_launch(CudaDevice *d, const Mat *const *w1, const Mat *const *w2, co
         jobs[i] = MulJob{dev_mat(mats[3 * i + 2], dw[3 * i + 2]), sp, h + (size_t)i * rows * inter,
                          out + (size_t)y_row[at + i] * latent};
     }
-    launch_products(d, jobs, m, 1, rows, false);
+    layer_products(d, jobs, m, 1, rows, false);
     check(d, cudaGetLastError(), "expert kernels");
     slots_read_done(d);
 }

@@ -75,6 +75,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_dev.h"
+#include "kernels/cuda/gemm_cuda.h"
 #include "util/err.h"
 
 namespace dfcuda {
@@ -361,6 +362,7 @@ void cuda_close(MatDevice *base) {
     for (int i = 0; i < MAX_GRAPHS; i++)
         if (d->graphs[i]) cudaGraphExecDestroy(d->graphs[i]);
     slots_free(d); /* (waits for the copies, which may read the page-locked buffers) */
+    gemm_close(d);
     for (int i = 0; i < d->n_locked; i++) cudaHostUnregister(d->locked[i]);
     for (size_t i = 0; i < d->cap; i++)
         if (d->table[i].key.store && !d->table[i].in_slot) cudaFree(d->table[i].dev);
@@ -421,6 +423,7 @@ extern "C" int cuda_device_open(MatDevice **out) {
     d->base.ops = &layer_ops;
     d->base.expert_bytes = SIZE_MAX;
     d->base.graphs = 1;
+    d->base.tensor_cores = 1;
     d->base.weight_room = d->budget;
     grow_table(d);
     *out = &d->base;
