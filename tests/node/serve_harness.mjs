@@ -22,7 +22,8 @@ export function synth(dir, preset = "tiny") {
 // Starts the server and resolves once it listens; log lines accumulate in server.log.
 export function startServer(model, args = [], env = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(DF, ["serve", "--model", model, "--port", "0", ...args], {
+    // the tests name the model as MODEL_ID (its own name would be its directory's: test_serve_alias.mjs)
+    const child = spawn(DF, ["serve", "--model", model, "--port", "0", "--alias", MODEL_ID, ...args], {
       env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"],
     });
     const server = { child, log: "", url: null };
