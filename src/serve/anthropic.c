@@ -323,18 +323,11 @@ static int check_fields(Translation *t, const char *model_id, int counting) {
 }
 
 int anthropic_request_parse(const char *body, size_t len, const char *model_id, int counting, ApiRequest *r, ApiError *err) {
-    memset(r, 0, sizeof *r);
-    r->kind = API_CHAT;
+    if (api_translated_begin(r, body, len, err)) return -1;
     r->anthropic = 1;
-    r->max_tokens = -1;
-    r->sample = (SampleParams)SAMPLE_PARAMS_GREEDY;
-    r->parallel_tool_calls = 1;
-    if (!(r->root = api_parse_json(body, len, err))) return -1;
-    r->owned = json_pack("{s:[], s:[]}", "messages", "tools");
     Translation t = {r, err, json_object_get(r->owned, "messages"), json_object_get(r->owned, "tools"), NULL};
     int rc = -1;
-    if (!json_is_object(r->root)) api_wrong_type(err, "body", "a JSON object", r->root);
-    else if (!check_fields(&t, model_id, counting) && !translate_messages(&t) && !translate_system(&t) && !translate_tools(&t) &&
+    if (!check_fields(&t, model_id, counting) && !translate_messages(&t) && !translate_system(&t) && !translate_tools(&t) &&
              !translate_thinking(&t) && !translate_output_config(&t))
         rc = 0;
     r->messages = t.messages;

@@ -423,6 +423,20 @@ int api_request_parse(ApiKind kind, const char *body, size_t len, const char *mo
     return rc;
 }
 
+int api_translated_begin(ApiRequest *r, const char *body, size_t len, ApiError *err) {
+    memset(r, 0, sizeof *r);
+    r->kind = API_CHAT;
+    r->max_tokens = -1;
+    r->sample = (SampleParams)SAMPLE_PARAMS_GREEDY;
+    r->parallel_tool_calls = 1;
+    if (!(r->root = api_parse_json(body, len, err))) return -1;
+    r->owned = json_pack("{s:[], s:[]}", "messages", "tools");
+    if (json_is_object(r->root)) return 0;
+    api_wrong_type(err, "body", "a JSON object", r->root);
+    api_request_free(r);
+    return -1;
+}
+
 void api_request_free(ApiRequest *r) {
     json_decref(r->root);
     json_decref(r->owned);

@@ -75,6 +75,11 @@ int api_check_sampling_fields(ApiRequest *r, ApiError *err);
  * change nothing here. */
 int api_check_bookkeeping(ApiRequest *r, ApiError *err);
 void api_request_free(ApiRequest *r);
+/* The start of a request another API's body is translated into (anthropic.h, responses.h): a
+ * greedy chat, parallel tool calls allowed, no budget, body parsed into r->root (an object), and
+ * r->owned = {"messages": [], "tools": []} for the translation. Returns 0, or -1 with *err
+ * filled (r then holds nothing). */
+int api_translated_begin(ApiRequest *r, const char *body, size_t len, ApiError *err);
 
 /* Parses a JSON body; on failure fills *err (400 invalid_json; the message says where and what,
  * in words a client understands). NULL then. */

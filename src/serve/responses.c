@@ -287,18 +287,11 @@ static json_t *echo_of(const ApiRequest *r) {
 }
 
 int responses_request_parse(const char *body, size_t len, const char *model_id, ApiRequest *r, ApiError *err) {
-    memset(r, 0, sizeof *r);
-    r->kind = API_CHAT;
+    if (api_translated_begin(r, body, len, err)) return -1;
     r->responses = 1;
-    r->max_tokens = -1;
-    r->sample = (SampleParams)SAMPLE_PARAMS_GREEDY;
-    r->parallel_tool_calls = 1;
-    if (!(r->root = api_parse_json(body, len, err))) return -1;
-    r->owned = json_pack("{s:[], s:[]}", "messages", "tools");
     Translation t = {r, err, json_object_get(r->owned, "messages"), json_object_get(r->owned, "tools"), {0}};
     int rc = -1;
-    if (!json_is_object(r->root)) api_wrong_type(err, "body", "a JSON object", r->root);
-    else if (!check_fields(&t, model_id) && !translate_input(&t) && !translate_tools(&t) && !translate_tool_choice(&t) &&
+    if (!check_fields(&t, model_id) && !translate_input(&t) && !translate_tools(&t) && !translate_tool_choice(&t) &&
              !translate_text(&t) && !translate_reasoning(&t))
         rc = 0;
     sb_free(&t.reasoning);

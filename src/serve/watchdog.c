@@ -105,12 +105,12 @@ void watchdog_stop(Watchdog *w) {
     pthread_mutex_destroy(&w->mu);
 }
 
-/* The connection to give up for a newcomer (from peer p only, when p is not NULL): the longest
- * waiting for its request, else the longest idle; NULL when all are busy. */
-static Watch *victim(Watchdog *w, const Peer *p) {
+/* The connection to give up for a newcomer: the longest waiting for its request, else the
+ * longest idle; NULL when all are busy. */
+static Watch *victim(Watchdog *w) {
     Watch *waiting = NULL, *idle = NULL;
     for (Watch *x = w->head; x; x = x->next) {
-        if (x->cut || x->phase == WATCH_BUSY || x->verdict != WATCH_ADMITTED || (p && !same_peer(&x->peer, p))) continue;
+        if (x->cut || x->phase == WATCH_BUSY || x->verdict != WATCH_ADMITTED) continue;
         Watch **best = x->phase == WATCH_IDLE ? &idle : &waiting;
         if (!*best || x->since < (*best)->since) *best = x;
     }
@@ -128,17 +128,13 @@ static int live(const Watchdog *w, const Peer *p) {
 
 /* The verdict on a newcomer from p; may cut another connection to make room. */
 static WatchVerdict admit(Watchdog *w, const Peer *p) {
-    Watch *v;
-    if (live(w, p) >= w->lim.max_per_client) { /* room among the client's own connections, if any is waiting */
-        if (!(v = victim(w, p))) {
-            w->n.refused_client++;
-            return WATCH_REFUSED_CLIENT;
-        }
-        cut(v);
-        w->n.evicted++;
+    if (live(w, p) >= w->lim.max_per_client) { /* (its own connections may be a burst it is sending now: none is cut) */
+        w->n.refused_client++;
+        return WATCH_REFUSED_CLIENT;
     }
     if (live(w, NULL) < w->lim.max_connections) return WATCH_ADMITTED;
-    if (!(v = victim(w, NULL))) {
+    Watch *v = victim(w);
+    if (!v) {
         w->n.refused_full++;
         return WATCH_REFUSED_FULL;
     }

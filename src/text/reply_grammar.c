@@ -2,6 +2,7 @@
  * grammar of K3's reply from them (see reply_grammar.h). */
 #include "text/reply_grammar.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "text/jsonschema.h"
@@ -167,13 +168,27 @@ static int response_node(Grammar *g, RfMode mode, const json_t *schema, int stri
     return 0;
 }
 
-/* Every declared tool's parameters compiled, as when a call may be made, into a grammar that is
- * then dropped: tool_choice none refuses what auto and required refuse. */
+/* Every declared tool judged alone, as when only it may be called (its arguments compiled and
+ * analysed), and all of them together for size, whatever tool_choice says: a definition refused
+ * under one choice is refused under every choice, with the same message. */
 static int check_tool_schemas(const json_t *tools) {
-    Grammar *scratch = grammar_new();
+    int rc = 0;
+    for (size_t i = 0; i < json_array_size(tools) && !rc; i++) {
+        Grammar *one = grammar_new();
+        uint32_t node;
+        char where[64];
+        snprintf(where, sizeof where, "tools[%zu].function.parameters", i);
+        rc = tools_element(one, tools, (int)i, 1, &node) || grammar_finish(one, gb_seq(one, &node, 1), where, NULL);
+        grammar_free(one);
+    }
+    if (rc || !json_array_size(tools)) return rc;
+    Grammar *all = grammar_new();
     uint32_t node;
-    int rc = tools_element(scratch, tools, -1, 1, &node);
-    grammar_free(scratch);
+    rc = tools_element(all, tools, -1, 1, &node);
+    if (!rc && all->too_big)
+        rc = df_fail("tools: too large to enforce (at most %d nodes, %d literals, %u characters of literal text)", GRAMMAR_MAX_NODES,
+                     GRAMMAR_MAX_LITS, GRAMMAR_MAX_UNITS);
+    grammar_free(all);
     return rc;
 }
 
@@ -208,10 +223,9 @@ int reply_grammar(const ReplySpec *spec, Grammar **out) {
     int strict, named;
     *out = NULL;
     if (check_response_format(spec->response_format, &rf, &schema, &strict) || check_tools(spec->tools) ||
-        check_tool_choice(spec->tool_choice, spec->tools, &tc, &named))
+        check_tool_choice(spec->tool_choice, spec->tools, &tc, &named) || check_tool_schemas(spec->tools))
         return -1;
     int calls = tc != TC_NONE && json_array_size(spec->tools);
-    if (!calls && json_array_size(spec->tools) && check_tool_schemas(spec->tools)) return -1;
     Grammar *g = grammar_new();
     uint32_t kids[4], n = 0, response, tools = GRAMMAR_NONE;
     if (spec->thinking) {
