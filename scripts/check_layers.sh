@@ -5,7 +5,9 @@
 #  2. only src/cli/settings.c reads the environment (getenv, secure_getenv, environ outside cli/);
 #  3. only src/cli/ and src/main.c end the process (exit, _exit, df_die), except the documented
 #     out-of-memory abort point in src/util/err.c;
-#  4. only src/util/clock.c reads the monotonic clock.
+#  4. only src/util/clock.c reads the monotonic clock;
+#  5. only src/cli/ and src/main.c handle signals (library code takes a stop request or a cancel
+#     function instead: src/serve/server.h, engine.h's CancelFn).
 # Prints every violation as FILE:LINE: what, and exits 1 if there is any.
 # usage: scripts/check_layers.sh [SRC_DIR]   (default: src)
 set -euo pipefail
@@ -72,8 +74,15 @@ while IFS=: read -r file line text; do
     report "$file:$line: reads the monotonic clock itself (use df_now, src/util/clock.h)"
 done < <(grep -rnE 'clock_gettime[[:space:]]*\([[:space:]]*CLOCK_MONOTONIC' "$src" || true)
 
+# 5. signals are the CLI's: sigaction/signal only in src/cli/ and src/main.c
+while IFS=: read -r file line text; do
+    case "$file" in "$src"/cli/* | "$src"/main.c) continue ;; esac
+    [[ "$text" =~ ^[[:space:]]*(\*|/\*|//) ]] && continue
+    report "$file:$line: handles a signal (the CLI does: library code takes a stop request or a cancel function)"
+done < <(grep -rnE '(^|[^a-z_])(sigaction|signal)[[:space:]]*\(' "$src" || true)
+
 if [ "$bad" -ne 0 ]; then
     echo "check_layers: FAILED"
     exit 1
 fi
-echo "check_layers: ok (${order[*]}; environment in $src/cli/settings.c; exits in $src/cli and $src/main.c; clock in $src/util/clock.c)"
+echo "check_layers: ok (${order[*]}; environment in $src/cli/settings.c; exits and signals in $src/cli and $src/main.c; clock in $src/util/clock.c)"

@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include "check.h"
 #include "serve/anthropic.h"
@@ -14,6 +16,7 @@
 #include "serve/request.h"
 #include "serve/route.h"
 #include "serve/stopseq.h"
+#include "serve/watchdog.h"
 #include "serve/wire.h"
 
 static void memo_is_an_lru_of_exact_keys(void) {
@@ -185,6 +188,48 @@ static void gate_seats_several_holders(void) {
     gate_release(&g, a, -1), gate_release(&g, c, -1);
     CHECK(g.busy == 0);
     gate_destroy(&g);
+}
+
+/* Every connection over a limit is admitted to be answered, not dropped: over its address's
+ * limit it is refused (429), over the server's with every other one busy too (503); refused
+ * connections count toward neither limit; a newcomer takes the room of an idle connection, or
+ * of one still waiting for its request. */
+static void watchdog_answers_who_is_over_a_limit(void) {
+    Watchdog w;
+    WatchLimits lim = {10, 10, 10, 4, 2}; /* 4 connections, 2 per address */
+    CHECK(watchdog_start(&w, &lim) == 0);
+    struct sockaddr_in peer[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&peer[i], 0, sizeof peer[i]);
+        peer[i].sin_family = AF_INET;
+        peer[i].sin_addr.s_addr = htonl(0x0a000001u + (uint32_t)i); /* 10.0.0.1, .2, .3 */
+    }
+    int fds[8][2];
+    Watch *x[8];
+    static const int from[8] = {0, 0, 0, 1, 1, 2, 2, 2};
+    static const WatchVerdict want[8] = {WATCH_ADMITTED, WATCH_ADMITTED, WATCH_REFUSED_CLIENT, WATCH_ADMITTED, WATCH_ADMITTED,
+                                         WATCH_REFUSED_FULL, WATCH_ADMITTED, WATCH_ADMITTED};
+    for (int i = 0; i < 8; i++) {
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fds[i]) == 0);
+        if (i == 6) watch_phase(&w, x[0], WATCH_IDLE); /* room: the idle one goes */
+        x[i] = watch_add(&w, fds[i][0], (struct sockaddr *)&peer[from[i]]);
+        if (i == 4)
+            for (int k = 0; k < 5; k++) watch_phase(&w, x[k], WATCH_BUSY);
+        CHECK_MSG(watch_verdict(&w, x[i]) == want[i], "connection %d: verdict %d, wanted %d", i, watch_verdict(&w, x[i]), want[i]);
+    }
+    char b;
+    CHECK(recv(fds[0][1], &b, 1, MSG_DONTWAIT) == 0); /* the idle connection was shut down for 6 */
+    CHECK(recv(fds[6][1], &b, 1, MSG_DONTWAIT) == 0); /* 6, still without its request, for 7 (the refused 5 is no room) */
+    CHECK(recv(fds[5][1], &b, 1, MSG_DONTWAIT) == -1);
+    WatchCounts n = watchdog_counts(&w);
+    CHECK_MSG(n.open == 8 && n.refused_client == 1 && n.refused_full == 1 && n.evicted == 2, "open %d, refused %lu/%lu, evicted %lu",
+              n.open, n.refused_client, n.refused_full, n.evicted);
+    for (int i = 0; i < 8; i++) {
+        watch_remove(&w, x[i]);
+        close(fds[i][0]), close(fds[i][1]);
+    }
+    CHECK(watchdog_counts(&w).open == 0);
+    watchdog_stop(&w);
 }
 
 /* Parses body as kind; returns the error (status 0 when accepted). */
@@ -523,6 +568,7 @@ int main(void) {
     RUN(gate_without_queue_refuses_and_waiters_can_leave);
     RUN(gate_estimates_when_it_will_be_free);
     RUN(gate_seats_several_holders);
+    RUN(watchdog_answers_who_is_over_a_limit);
     RUN(validation_names_the_field);
     RUN(requests_carry_sampling_and_client_fields);
     RUN(json_nul_is_refused_plainly);
