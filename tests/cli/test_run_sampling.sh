@@ -33,6 +33,9 @@ seed=$(sed -n 's/.*seed \(-\{0,1\}[0-9]*\) (sampled.*/\1/p' "$t/err")
 [ "$(run --temperature 1.1 --min-p 0.05 --seed "$seed")" = "$b" ]
 # top-k 1 keeps only the most probable token: greedy whatever the temperature
 [ "$(run --temperature 1.5 --top-k 1 --seed 3)" = "$greedy" ]
+# min-p 1, the edge of its range (the server's rule too), keeps only the most probable tokens
+mp=$(run --temperature 1.5 --min-p 1 --seed 3) || { echo "--min-p 1 was refused: $(cat "$t/err")"; exit 1; }
+[ "$mp" = "$greedy" ] || { echo "--min-p 1 is not greedy: wanted '$greedy', got '$mp'"; exit 1; }
 for bad in "--temperature 3" "--top-p 1.5" "--top-k -1" "--min-p 2" "--presence-penalty 9" "--seed x"; do
     if run $bad >/dev/null; then echo "accepted $bad"; exit 1; fi
     grep -q -- "${bad%% *}" "$t/err" || { echo "the error for $bad does not name it: $(cat "$t/err")"; exit 1; }
