@@ -157,8 +157,7 @@ int cmd_serve(Settings *set, int argc, char **argv) {
                        .prompt_snapshot = set->prompt_snapshot,
                        .effort = set->effort};
     int listen_fd;
-    unsigned bound;
-    if (serve_listen(&cfg, &listen_fd, &bound)) df_die("%s", df_errmsg());
+    if (serve_listen(&cfg, &listen_fd)) df_die("%s", df_errmsg());
     catch_stop_signals();
     EngineOptions eo = set->engine;
     eo.extra_states = cfg.prompt_snapshot; /* each slot's snapshot is a second State */
@@ -177,7 +176,6 @@ int cmd_serve(Settings *set, int argc, char **argv) {
     if (!tok) df_die("%s", df_errmsg());
     if (tok_vocab_size(tok) != e.cat.cfg.vocab)
         df_die("serve: the tokenizer has %d ids but the model's vocabulary is %d", tok_vocab_size(tok), e.cat.cfg.vocab);
-    (void)bound;
     int rc = serve_run(&e, tok, &cfg, listen_fd, stop_pipe[0], stderr);
     if (rc) fprintf(stderr, "deltafin: %s\n", df_errmsg());
     tok_free(tok);

@@ -392,21 +392,20 @@ static int parse_host(const char *host, int port, struct sockaddr_storage *ss, s
     return df_fail("--host: '%s' is not an IPv4 or IPv6 address", host);
 }
 
-int serve_listen(const ServeConfig *cfg, int *fd, unsigned *port) {
+int serve_listen(const ServeConfig *cfg, int *fd) {
     struct sockaddr_storage ss;
-    socklen_t len;
+    socklen_t len = 0;
     if (parse_host(cfg->host, cfg->port, &ss, &len)) return -1;
     int s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0) return df_fail("serve: socket: %s", strerror(errno));
     int one = 1;
     if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(s, (struct sockaddr *)&ss, len) ||
-        listen(s, LISTEN_BACKLOG) || getsockname(s, (struct sockaddr *)&ss, &len)) {
+        listen(s, LISTEN_BACKLOG)) {
         int err = errno;
         close(s);
         return df_fail("serve: cannot listen on %s:%d: %s", cfg->host, cfg->port, strerror(err));
     }
     *fd = s;
-    *port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port : ((struct sockaddr_in6 *)&ss)->sin6_port);
     return 0;
 }
 
@@ -418,8 +417,7 @@ static int stop_requested(int stop_fd, double timeout_s) {
     while ((n = poll(&p, 1, timeout_s < 0 ? -1 : (int)(timeout_s * 1000))) < 0 && errno == EINTR) {}
     if (n <= 0) return 0;
     char c;
-    ssize_t got;
-    while ((got = read(stop_fd, &c, 1)) < 0 && errno == EINTR) {}
+    while (read(stop_fd, &c, 1) < 0 && errno == EINTR) {}
     return 1; /* readable: a byte, or the writer closed it, either way a request to stop */
 }
 

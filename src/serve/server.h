@@ -54,10 +54,10 @@ typedef struct {
     const char *effort;   /* K3_REASONING_EFFORT: a chat request's thinking effort when it names none; NULL: max */
 } ServeConfig;
 
-/* Binds and listens on cfg's host and port. Returns 0 with *fd (the caller's until handed to
- * serve_run) and *port (the one bound: port 0 picks a free one), or -1 with a message (the
- * address is not an IP address, or cannot be bound: in use, not this machine's...). */
-int serve_listen(const ServeConfig *cfg, int *fd, unsigned *port);
+/* Binds and listens on cfg's host and port (0: a free one, which serve_run prints). Returns 0
+ * with *fd (the caller's until handed to serve_run), or -1 with a message (the address is not an
+ * IP address, or cannot be bound: in use, not this machine's...). */
+int serve_listen(const ServeConfig *cfg, int *fd);
 
 /* Serves on listen_fd (taken over: closed before returning) until stop_fd is readable (see
  * above), then prints a summary. Borrows e and tok. Returns 0, or -1 with a message when the
