@@ -8,6 +8,8 @@
 #  4. only src/util/clock.c reads the monotonic clock;
 #  5. the file-level call graph of src/model/ has no cycle: a file calls functions of the files
 #     below it, never back into a caller (the layer schedule, k3.c, on top).
+#  6. only src/cli/ and src/main.c handle signals (library code takes a stop request or a cancel
+#     function instead: src/serve/server.h, engine.h's CancelFn).
 # Prints every violation as FILE:LINE: what, and exits 1 if there is any.
 # usage: scripts/check_layers.sh [SRC_DIR]   (default: src)
 set -euo pipefail
@@ -100,9 +102,15 @@ model_edges() {
 if ! loop=$(model_edges | tsort 2>&1 >/dev/null) || [ -n "$loop" ]; then
     report "$src/model/: the files' call graph has a cycle (a file calls back into a caller): $(echo "$loop" | tr '\n' ' ')"
 fi
+# 6. signals are the CLI's: sigaction/signal only in src/cli/ and src/main.c
+while IFS=: read -r file line text; do
+    case "$file" in "$src"/cli/* | "$src"/main.c) continue ;; esac
+    [[ "$text" =~ ^[[:space:]]*(\*|/\*|//) ]] && continue
+    report "$file:$line: handles a signal (the CLI does: library code takes a stop request or a cancel function)"
+done < <(grep -rnE '(^|[^a-z_])(sigaction|signal)[[:space:]]*\(' "$src" || true)
 
 if [ "$bad" -ne 0 ]; then
     echo "check_layers: FAILED"
     exit 1
 fi
-echo "check_layers: ok (${order[*]}; environment in $src/cli/settings.c; exits in $src/cli and $src/main.c; clock in $src/util/clock.c; no call cycle in $src/model/)"
+echo "check_layers: ok (${order[*]}; environment in $src/cli/settings.c; exits and signals in $src/cli and $src/main.c; clock in $src/util/clock.c; no call cycle in $src/model/)"

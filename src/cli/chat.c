@@ -15,7 +15,8 @@
  * Feedback (term.h): on a terminal a status line shows the reading of a long prompt and, while
  * the thinking is hidden, a live count of its tokens; the answer then starts with "(thought for N
  * tokens, T s)", and an answer cut short ends with why ([stopped], [--max-new N reached],
- * [context full]). */
+ * [context full], the answer limit, the repetition stop). Answers stop at DELTAFIN_ANSWER_TOKENS
+ * unless -n says otherwise, and when they repeat one phrase over and over (DELTAFIN_REPEAT_STOP). */
 #include <errno.h>
 #include <jansson.h>
 #include <locale.h>
@@ -34,6 +35,7 @@
 #include "cli/sample_args.h"
 #include "cli/term.h"
 #include "engine/engine.h"
+#include "engine/repeat.h"
 #include "engine/session.h"
 #include "serve/reply.h"
 #include "text/strbuf.h"
@@ -92,6 +94,8 @@ static int next_prompt(Chat *c, const json_t *with_user, TokIds *prompt, int *co
 typedef struct {
     int generated, state, done, full; /* tokens shown; 0 nothing shown, 1 thinking, 2 answer; ended
                                        * itself; context full */
+    int looped;                       /* the repetition stop ended it (engine/repeat.h) */
+    RepeatGuard repeat;
     double t0;                        /* when the first token was picked */
     double last_status;
 } Answer;
@@ -167,6 +171,10 @@ static int answer(Chat *c, Reply *reply, Answer *a) {
         if (sm) sampler_accept(sm, tok);
         a->generated++;
         thinking_status(c, a);
+        if (c->repeat_stop && repeat_push(&a->repeat, tok)) {
+            a->looped = 1;
+            break;
+        }
     }
     ReplyDelta d;
     reply_finish(reply, &d);
@@ -179,8 +187,10 @@ static void ending(Chat *c, const Answer *a, int stopped) {
     char why[96] = "";
     if (stopped) snprintf(why, sizeof why, " [stopped]");
     else if (a->full) snprintf(why, sizeof why, " [context full: -c/--ctx-size]");
+    else if (a->looped) snprintf(why, sizeof why, " [stopped: the answer repeats itself; --no-repeat-stop lets it run]");
     else if (!a->done && c->max_new >= 0 && a->generated >= c->max_new)
-        snprintf(why, sizeof why, " [--max-new %lld reached]", (long long)c->max_new);
+        snprintf(why, sizeof why, c->limit_default ? " [answer limit of %lld tokens reached: -n N for more]" : " [--max-new %lld reached]",
+                 (long long)c->max_new);
     if (a->state == 1 && c->show_thinking && c->tty) out("\033[0m");
     if (a->state < 2 && !c->show_thinking && a->generated) thought(c, a, "still thinking after");
     term_status_clear();
@@ -372,7 +382,7 @@ int cmd_chat(Settings *set, int argc, char **argv) {
         CLI_STR("system", 0, &system, "TEXT", "a system message that opens the conversation"),
         CLI_FLAG("show-thinking", 0, &c.show_thinking,
                  "stream the model's thinking (hidden by default: a live count of its tokens instead)"),
-        CLI_INT_ALIAS("max-new", 'n', &max_new, "N", "most tokens per answer (default: until the answer ends)", 1,
+        CLI_INT_ALIAS("max-new", 'n', &max_new, "N", "most tokens per answer (default DELTAFIN_ANSWER_TOKENS, 8192)", 1,
                       1 << 24, "n-predict"),
         CLI_FLAG("stats", 0, &c.stats, "print token counts and speed after each answer"),
         CLI_STR("load", 0, &load, "FILE", "continue a conversation saved with /save"),
@@ -390,7 +400,9 @@ int cmd_chat(Settings *set, int argc, char **argv) {
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     SampleParams sp;
     c.sampling = sample_args_finish(&cmd, &sargs, &sp, stderr);
-    c.max_new = max_new;
+    c.limit_default = max_new < 0;
+    c.max_new = max_new >= 0 ? max_new : set->answer_tokens > 0 ? set->answer_tokens : -1;
+    c.repeat_stop = set->repeat_stop;
     term_init();
     EngineOptions eo = set->engine;
     if (c.sampling) eo.decoding = sample_params_label(&sp);

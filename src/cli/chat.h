@@ -21,6 +21,8 @@ typedef struct {
     XtmlOptions xo;
     int show_thinking, stats, tty, turn;
     int64_t max_new;
+    int limit_default;  /* max_new is DELTAFIN_ANSWER_TOKENS (no -n) */
+    int repeat_stop;    /* DELTAFIN_REPEAT_STOP */
     TokIds tail;        /* tokens that close the last reply, fed at the start of the next turn */
     TokIds unanswered;  /* the last turn stopped during its prefill: its prompt without the
                          * generation prompt (the State holds a prefix of it); else empty */

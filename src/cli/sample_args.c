@@ -30,16 +30,19 @@ static void in_range(const CliCommand *cmd, const char *name, double v, double l
 int sample_args_finish(const CliCommand *cmd, SampleArgs *a, SampleParams *p, FILE *log) {
     *p = (SampleParams)SAMPLE_PARAMS_GREEDY;
     int temperature_given = a->temperature != UNSET;
-    if (temperature_given) in_range(cmd, "temperature", a->temperature, 0, 2);
-    in_range(cmd, "top-p", a->top_p, 0, 1);
-    in_range(cmd, "min-p", a->min_p, 0, 1);
-    in_range(cmd, "presence-penalty", a->presence, -2, 2);
-    in_range(cmd, "frequency-penalty", a->frequency, -2, 2);
+    in_range(cmd, "top-p", a->top_p, 0, 1); /* 0 means the most probable token (below) */
     p->temperature = temperature_given ? a->temperature : 0;
     p->top_p = a->top_p, p->top_k = (int)a->top_k, p->min_p = a->min_p;
     p->presence_penalty = a->presence, p->frequency_penalty = a->frequency;
     if (p->top_p == 0) p->top_p = 1, p->top_k = 1;
     if (!temperature_given && (p->top_p < 1 || p->top_k > 0 || p->min_p > 0)) p->temperature = 1;
+    const char *field;
+    if (sampler_check(p, &field)) { /* the sampler's rule, which the server applies too */
+        char flag[32];
+        snprintf(flag, sizeof flag, "%s", field);
+        for (char *c = flag; *c; c++) *c = *c == '_' ? '-' : *c;
+        cli_usage_error(cmd, "--%s: %s", flag, df_errmsg());
+    }
     int penalised = p->presence_penalty != 0 || p->frequency_penalty != 0;
     if (p->temperature == 0) {
         if (penalised)

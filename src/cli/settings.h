@@ -32,6 +32,8 @@ typedef struct {
     int64_t server_max_tokens; /* K3_SERVER_MAX_TOKENS; -1: no ceiling */
     int memo_entries;         /* K3_RESPONSE_MEMO_ENTRIES */
     int prompt_snapshot;      /* K3_PROMPT_SNAPSHOT */
+    int64_t answer_tokens;    /* DELTAFIN_ANSWER_TOKENS: a chat answer's default limit; 0: none */
+    int repeat_stop;          /* DELTAFIN_REPEAT_STOP */
     const char *effort;       /* K3_REASONING_EFFORT, or NULL: the chat format's default (max) */
     const char *tmpdir;       /* TMPDIR: where bench keeps its children's files */
     const char *cache_home;   /* XDG_CACHE_HOME, or NULL: $HOME/.cache */

@@ -19,21 +19,32 @@ double sampler_uniform(uint64_t seed, uint64_t position) {
     return (double)(h >> 11) * 0x1.0p-53;
 }
 
-static int check_params(const SampleParams *p, int vocab) {
-    if (!(p->temperature >= 0 && p->temperature <= 2)) return df_fail("temperature %g is outside 0..2", p->temperature);
-    if (!(p->top_p > 0 && p->top_p <= 1)) return df_fail("top_p %g is outside (0, 1]", p->top_p);
-    if (p->top_k < 0) return df_fail("top_k %d is negative", p->top_k);
-    if (!(p->min_p >= 0 && p->min_p < 1)) return df_fail("min_p %g is outside [0, 1)", p->min_p);
-    if (!(fabs(p->presence_penalty) <= 2)) return df_fail("presence_penalty %g is outside -2..2", p->presence_penalty);
-    if (!(fabs(p->frequency_penalty) <= 2)) return df_fail("frequency_penalty %g is outside -2..2", p->frequency_penalty);
+static int bad(const char **field, const char *name, const char *fmt, double v) {
+    *field = name;
+    return df_fail(fmt, v);
+}
+
+int sampler_check(const SampleParams *p, const char **field) {
+    if (!(p->temperature >= 0 && p->temperature <= 2)) return bad(field, "temperature", "%g is outside 0..2", p->temperature);
+    if (!(p->top_p > 0 && p->top_p <= 1)) return bad(field, "top_p", "%g is outside (0, 1]", p->top_p);
+    if (p->top_k < 0) return bad(field, "top_k", "%g is negative", p->top_k);
+    if (!(p->min_p >= 0 && p->min_p <= 1)) return bad(field, "min_p", "%g is outside 0..1", p->min_p);
+    if (!(fabs(p->presence_penalty) <= 2)) return bad(field, "presence_penalty", "%g is outside -2..2", p->presence_penalty);
+    if (!(fabs(p->frequency_penalty) <= 2)) return bad(field, "frequency_penalty", "%g is outside -2..2", p->frequency_penalty);
     if (p->top_logprobs < 0 || p->top_logprobs > SAMPLE_MAX_TOP_LOGPROBS)
-        return df_fail("top_logprobs %d is outside 0..%d", p->top_logprobs, SAMPLE_MAX_TOP_LOGPROBS);
-    if (p->n_bias < 0 || p->n_bias > SAMPLE_MAX_BIAS) return df_fail("logit_bias has more than %d entries", SAMPLE_MAX_BIAS);
-    for (int i = 0; i < p->n_bias; i++) {
+        return bad(field, "top_logprobs", "%g is outside 0..20", p->top_logprobs);
+    if (p->n_bias < 0 || p->n_bias > SAMPLE_MAX_BIAS) return bad(field, "logit_bias", "%g entries are more than the 300 allowed", p->n_bias);
+    for (int i = 0; i < p->n_bias; i++)
+        if (!(fabsf(p->bias[i].bias) <= 100)) return bad(field, "logit_bias", "%g is outside -100..100", p->bias[i].bias);
+    return 0;
+}
+
+static int check_params(const SampleParams *p, int vocab) {
+    const char *field;
+    if (sampler_check(p, &field)) return df_fail("%s: %s", field, df_errmsg());
+    for (int i = 0; i < p->n_bias; i++)
         if (p->bias[i].token < 0 || p->bias[i].token >= vocab)
             return df_fail("logit_bias: token id %d is outside 0..%d", p->bias[i].token, vocab - 1);
-        if (!(fabsf(p->bias[i].bias) <= 100)) return df_fail("logit_bias: %g is outside -100..100", p->bias[i].bias);
-    }
     return 0;
 }
 

@@ -37,7 +37,7 @@ typedef struct {
     double temperature;  /* 0: greedy; else 0 < t <= 2 */
     double top_p;        /* (0, 1]; 1: off */
     int top_k;           /* 0: off */
-    double min_p;        /* [0, 1); 0: off */
+    double min_p;        /* 0..1; 0: off (1: only the most probable tokens) */
     double presence_penalty, frequency_penalty; /* -2..2 */
     uint64_t seed;
     int logprobs;        /* 1: report the chosen token's log-probability */
@@ -71,7 +71,14 @@ typedef struct {
     int *order;          /* [vocab] candidate ids while truncating */
 } Sampler;
 
-/* Checks the parameters (ranges, bias ids < vocab) and allocates. Returns 0, or -1 with a
+/* The one rule for the parameters' values, which the server's requests and the CLI's options
+ * are checked with: temperature 0..2, top_p (0, 1], top_k >= 0, min_p 0..1, penalties -2..2,
+ * top_logprobs 0..SAMPLE_MAX_TOP_LOGPROBS, at most SAMPLE_MAX_BIAS biases in -100..100 (their
+ * ids are checked against the vocabulary by sampler_init). Returns 0, or -1 with *field the
+ * parameter's name ("min_p") and a message that says what is wrong with its value. */
+int sampler_check(const SampleParams *p, const char **field);
+
+/* Checks the parameters (sampler_check, bias ids < vocab) and allocates. Returns 0, or -1 with a
  * message naming the parameter. */
 int sampler_init(Sampler *s, const SampleParams *p, int vocab);
 void sampler_free(Sampler *s);

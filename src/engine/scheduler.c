@@ -117,10 +117,7 @@ int job_next(Job *j, int *tok, SampleInfo *info, int (*cancel)(void *ctx), void 
     }
     pthread_mutex_lock(&j->mu);
     while (j->taken == j->n && !j->ended) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        struct timespec ts = df_deadline(0.1);
         pthread_cond_timedwait(&j->cv, &j->mu, &ts);
         if (j->taken == j->n && !j->ended && cancel && cancel(ctx)) {
             j->cancelled = 1;
@@ -249,6 +246,23 @@ static void pick(Scheduler *s, Job *j) {
     after_pick(s, j, tok);
 }
 
+/* A lone greedy constrained job: the pick session_next made (speculation verifies drafts with
+ * the model's own argmax) kept when the matcher allows it, else made again under the mask from
+ * the same row (session_pick then drops the verified rows that assumed the other token). The
+ * same choice as constraint_mask's in a batch. Returns 0, or -1 with a message. */
+static int constrain_pick(Scheduler *s, Job *j, int *tok, SampleInfo *info) {
+    if (!j->matcher) return 0;
+    Session *sess = &s->slots[j->slot].sess;
+    int64_t budget = j->unbudgeted ? -1 : budget_left(s, j);
+    if (!matcher_allows(j->matcher, *tok, budget)) {
+        int n = matcher_mask(j->matcher, budget, j->mask);
+        if (n < 0) return -1;
+        if (n == 0) return df_fail("the output constraint allows no token here (budget %lld)", (long long)budget);
+        if (session_pick(sess, &j->sampler, j->mask, (uint64_t)j->picks, tok, info)) return -1;
+    }
+    return matcher_accept(j->matcher, *tok);
+}
+
 /* Session's own step (a speculative one, or one whose pick a verify pass already computed),
  * under the scheduler's speculation policy. */
 static void step_alone(Scheduler *s, Job *j) {
@@ -258,7 +272,10 @@ static void step_alone(Scheduler *s, Job *j) {
     int more = j->max_new < 0 ? -1 : j->max_new - j->picks - 1; /* drafts past the budget would be verified for nothing */
     sess->spec = s->spec;
     int rc = session_next(sess, &j->sampler, (uint64_t)j->picks, &tok, &info, more, NULL, NULL);
+    pthread_mutex_lock(&s->mu); /* (sched_spec reads it) */
     s->spec = sess->spec;
+    pthread_mutex_unlock(&s->mu);
+    if (rc == 0 && constrain_pick(s, j, &tok, &info)) rc = -1;
     if (rc == 1) end_job(j, 1, NULL);
     else if (rc < 0) end_job(j, -1, df_errmsg());
     else {
@@ -340,7 +357,9 @@ static void run_pass(Scheduler *s) {
     Job *only = NULL;
     for (int i = 0; i < s->o.parallel; i++)
         if (s->slots[i].job && live(s->slots[i].job)) running++, only = s->slots[i].job;
-    if (running == 1 && only->fed == only->prompt.n && !only->matcher) { /* alone: Session's speculative step */
+    /* alone: Session's speculative step (a constrained job's when it decodes greedily: its
+     * sampler then never needs the mask first) */
+    if (running == 1 && only->fed == only->prompt.n && (!only->matcher || only->sampler.plain)) {
         double t0 = df_now();
         step_alone(s, only);
         note_pass(s, df_now() - t0);
@@ -514,6 +533,13 @@ void sched_stop(Scheduler *s) {
     free(s->slots);
     free(s->logits), free(s->pass_tokens);
     free(s);
+}
+
+Spec sched_spec(Scheduler *s) {
+    pthread_mutex_lock(&s->mu);
+    Spec sp = s->spec;
+    pthread_mutex_unlock(&s->mu);
+    return sp;
 }
 
 void sched_load(Scheduler *s, int *running, int *waiting, double *pass_s) {

@@ -23,7 +23,9 @@
  * tokens it would get alone (bit for bit for greedy decoding).
  *
  * A constrained job (JobSpec.matcher) picks among the tokens its matcher allows, with the budget
- * left (max_new and the context), so its reply always completes within it; it never speculates.
+ * left (max_new and the context), so its reply always completes within it. Alone and greedy it
+ * speculates like any lone job: drafts are verified with the model's own choice, and a pick the
+ * matcher refuses is made again under its mask (the verified rows after it dropped).
  *
  * A job ends when its stop token is picked (handed over, never fed), after max_new tokens, when
  * the context is full, when the forward fails (every job of that pass fails and its slot is
@@ -90,6 +92,8 @@ JobStats job_stats(Job *j);
 /* The consumer is done: the job stops at the next pass if it still runs. j is invalid after. */
 void job_done(Job *j);
 
+/* Speculation's counters over the lone steps so far (spec.h). */
+Spec sched_spec(Scheduler *s);
 /* Jobs running in slots and waiting for one, and seconds per pass of the latest decode pass. */
 void sched_load(Scheduler *s, int *running, int *waiting, double *pass_s);
 

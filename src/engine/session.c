@@ -251,6 +251,7 @@ void session_batch_fed(Session *s, const int32_t *toks, int n, const float *row)
 int session_pick(Session *s, Sampler *sm, const uint64_t *mask, uint64_t position, int *tok, SampleInfo *info) {
     if (!s->have_logits) return df_fail("session: nothing was fed before generating");
     if (mask && !sm) return df_fail("session: a mask needs a sampler");
+    if (s->pending >= 0) s->ready = s->at + 1; /* a pick made again: rows verified after the old one do not follow it */
     s->sampler = sm;
     const float *row = s->rows + (size_t)s->at * s->e->cat.cfg.vocab;
     *tok = mask ? sampler_pick(sm, row, mask, position, info) : choose(s, row, position, info);

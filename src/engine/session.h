@@ -101,8 +101,9 @@ int session_batch_token(Session *s);
 /* A pass fed toks[0..n) to s->st; row: the logits of its last row. */
 void session_batch_fed(Session *s, const int32_t *toks, int n, const float *row);
 /* Picks the next token from the latest logits (sm NULL: greedy; mask: NULL or the permitted
- * tokens, sampler.h, which needs sm); it becomes the pending pick. Returns 0, or -1 with a
- * message (reset). */
+ * tokens, sampler.h, which needs sm); it becomes the pending pick. Called again before the pick
+ * is fed, it replaces it (a constraint refused the token session_next picked): draft rows a
+ * verify pass accepted after the old pick are dropped. Returns 0, or -1 with a message (reset). */
 int session_pick(Session *s, Sampler *sm, const uint64_t *mask, uint64_t position, int *tok, SampleInfo *info);
 
 /* Feeds the picked-but-unfed token now (before appending more prompt text). Returns 0 or -1. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/err.h"
 
@@ -15,7 +16,18 @@ typedef struct {
     ApiRequest *r;
     ApiError *err;
     json_t *messages, *tools; /* what the renderer gets (owned by r->owned) */
+    const json_t *asked;      /* the tool_use blocks of the message before the one being read (borrowed), or NULL */
 } Translation;
+
+/* 1 when the assistant message before made a tool_use with this id. */
+static int was_asked(const Translation *t, const char *id) {
+    for (size_t i = 0; i < json_array_size(t->asked); i++) {
+        const json_t *b = json_array_get(t->asked, i);
+        const char *type = json_string_value(json_object_get(b, "type")), *bid = json_string_value(json_object_get(b, "id"));
+        if (type && !strcmp(type, "tool_use") && bid && !strcmp(bid, id)) return 1;
+    }
+    return 0;
+}
 
 static int bad(Translation *t, const char *key, const char *fmt, const char *detail) {
     return api_invalid(t->err, "invalid_value", key, fmt, key, detail);
@@ -72,7 +84,13 @@ static int user_blocks(Translation *t, const json_t *blocks, size_t m) {
         } else if (!strcmp(type, "tool_result")) {
             const char *id = json_string_value(json_object_get(b, "tool_use_id"));
             StrBuf text = {0};
+            char idkey[128];
+            snprintf(idkey, sizeof idkey, "%s.tool_use_id", key);
             if (!id) bad(t, key, "Invalid '%s': a tool_result needs a string 'tool_use_id'%s.", "");
+            else if (!was_asked(t, id))
+                api_invalid(t->err, "invalid_value", idkey,
+                            "Invalid '%s': '%.64s' answers no tool_use block of the assistant message just before it.",
+                            idkey, id);
             else if (!(rc = tool_result_text(t, b, key, &text)))
                 json_array_append_new(t->messages, json_pack("{s:s, s:s, s:s%}", "role", "tool", "tool_call_id", id, "content",
                                                              text.p ? text.p : "", text.n));
@@ -151,6 +169,7 @@ static int translate_messages(Translation *t) {
             return api_wrong_type(t->err, key, "a string or an array of content blocks", content);
         else if (!strcmp(role, "user") ? user_blocks(t, content, m) : assistant_blocks(t, content, m))
             return -1;
+        t->asked = !strcmp(role, "assistant") && json_is_array(content) ? content : NULL;
         if (m + 1 == json_array_size(msgs) && !strcmp(role, "assistant"))
             return api_unsupported(t->err, key, "the last message must be the user's: continuing a prefilled assistant "
                                                 "reply is not supported");
@@ -279,15 +298,11 @@ static int check_stop_sequences(Translation *t) {
     return 0;
 }
 
-static int check_fields(Translation *t) {
+static int check_fields(Translation *t, const char *model_id, int counting) {
     ApiRequest *r = t->r;
     const json_t *root = r->root, *v;
-    const json_t *model = api_field(root, "model");
-    if (!json_is_string(model)) return api_wrong_type(t->err, "model", "a string", model);
-    if (strcmp(json_string_value(model), SERVE_MODEL_ID) != 0)
-        return api_error(t->err, 404, "not_found_error", "model_not_found", "model",
-                         "model: '%.80s' does not exist; this server serves '" SERVE_MODEL_ID "'.", json_string_value(model));
-    if (!api_field(root, "max_tokens"))
+    if (api_check_model(root, model_id, 1, t->err)) return -1;
+    if (!counting && !api_field(root, "max_tokens"))
         return api_invalid(t->err, "missing_required_parameter", "max_tokens", "max_tokens: Field required.");
     int64_t top_k = 0;
     if (api_get_int(t->err, root, "max_tokens", 1, MAX_TOKENS_LIMIT, &r->max_tokens) ||
@@ -298,6 +313,7 @@ static int check_fields(Translation *t) {
         return -1;
     r->sample.top_k = (int)top_k;
     api_sampling_defaults(r, api_field(root, "temperature") != NULL);
+    if (api_check_sampling(r, t->err)) return -1;
     if ((v = api_field(root, "metadata"))) {
         const json_t *user = json_object_get(v, "user_id");
         if (!json_is_object(v) || (user && !json_is_null(user) && !json_is_string(user)))
@@ -306,19 +322,12 @@ static int check_fields(Translation *t) {
     return 0;
 }
 
-int anthropic_request_parse(const char *body, size_t len, ApiRequest *r, ApiError *err) {
-    memset(r, 0, sizeof *r);
-    r->kind = API_CHAT;
+int anthropic_request_parse(const char *body, size_t len, const char *model_id, int counting, ApiRequest *r, ApiError *err) {
+    if (api_translated_begin(r, body, len, err)) return -1;
     r->anthropic = 1;
-    r->max_tokens = -1;
-    r->sample = (SampleParams)SAMPLE_PARAMS_GREEDY;
-    r->parallel_tool_calls = 1;
-    if (!(r->root = api_parse_json(body, len, err))) return -1;
-    r->owned = json_pack("{s:[], s:[]}", "messages", "tools");
-    Translation t = {r, err, json_object_get(r->owned, "messages"), json_object_get(r->owned, "tools")};
+    Translation t = {r, err, json_object_get(r->owned, "messages"), json_object_get(r->owned, "tools"), NULL};
     int rc = -1;
-    if (!json_is_object(r->root)) api_wrong_type(err, "body", "a JSON object", r->root);
-    else if (!check_fields(&t) && !translate_messages(&t) && !translate_system(&t) && !translate_tools(&t) &&
+    if (!check_fields(&t, model_id, counting) && !translate_messages(&t) && !translate_system(&t) && !translate_tools(&t) &&
              !translate_thinking(&t) && !translate_output_config(&t))
         rc = 0;
     r->messages = t.messages;
@@ -352,6 +361,17 @@ static json_t *error_object(const ApiError *e) {
 }
 
 char *anthropic_error(const ApiError *e) { return dump(error_object(e)); }
+
+char *anthropic_models(const char *model, int64_t created, int one) {
+    char when[32];
+    time_t t = (time_t)created;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_t *m = json_pack("{s:s, s:s, s:s, s:s}", "type", "model", "id", model, "display_name", model, "created_at", when);
+    if (one) return dump(m);
+    return dump(json_pack("{s:[o], s:b, s:s, s:s}", "data", m, "has_more", 0, "first_id", model, "last_id", model));
+}
 
 static const char *stop_reason(const AnthropicEnd *end) {
     if (!strcmp(end->finish, "length")) return "max_tokens";
@@ -402,9 +422,11 @@ char *anthropic_message(const WireHead *h, const char *reasoning, size_t reasoni
         json_array_append_new(blocks, json_pack("{s:s, s:s%}", "type", "text", "text", content ? content : "", content_len));
     for (size_t i = 0; i < json_array_size(tool_calls); i++)
         json_array_append_new(blocks, tool_use_block(h, json_array_get(tool_calls, i), i, 0));
-    return dump(json_pack("{s:o, s:s, s:s, s:s, s:o, s:s, s:o, s:o}", "id", message_id(h), "type", "message", "role",
-                          "assistant", "model", SERVE_MODEL_ID, "content", blocks, "stop_reason", stop_reason(end),
-                          "stop_sequence", stop_sequence(end), "usage", usage_object(u, u->completion)));
+    json_t *msg = json_pack("{s:o, s:s, s:s, s:s, s:o, s:s, s:o, s:o}", "id", message_id(h), "type", "message", "role",
+                            "assistant", "model", h->model, "content", blocks, "stop_reason", stop_reason(end),
+                            "stop_sequence", stop_sequence(end), "usage", usage_object(u, u->completion));
+    if (end->detail) json_object_set_new(msg, "finish_detail", json_string(end->detail));
+    return dump(msg);
 }
 
 /* "event: NAME\ndata: {...}\n\n" */
@@ -421,7 +443,7 @@ static void event(StrBuf *out, const char *name, json_t *data) {
 void anthropic_stream_start(AnthropicStream *st, StrBuf *out, const WireHead *h, const WireUsage *u) {
     st->index = 0, st->open = 0;
     json_t *msg = json_pack("{s:o, s:s, s:s, s:s, s:[], s:n, s:n, s:o}", "id", message_id(h), "type", "message", "role",
-                            "assistant", "model", SERVE_MODEL_ID, "content", "stop_reason", "stop_sequence", "usage",
+                            "assistant", "model", h->model, "content", "stop_reason", "stop_sequence", "usage",
                             usage_object(u, 0));
     event(out, "message_start", json_pack("{s:s, s:o}", "type", "message_start", "message", msg));
 }
@@ -472,9 +494,10 @@ void anthropic_stream_tool(AnthropicStream *st, StrBuf *out, const WireHead *h, 
 
 void anthropic_stream_end(AnthropicStream *st, StrBuf *out, const AnthropicEnd *end, const WireUsage *u) {
     close_block(st, out);
+    json_t *delta = json_pack("{s:s, s:o}", "stop_reason", stop_reason(end), "stop_sequence", stop_sequence(end));
+    if (end->detail) json_object_set_new(delta, "finish_detail", json_string(end->detail));
     event(out, "message_delta",
-          json_pack("{s:s, s:{s:s, s:o}, s:{s:i}}", "type", "message_delta", "delta", "stop_reason", stop_reason(end),
-                    "stop_sequence", stop_sequence(end), "usage", "output_tokens", u->completion));
+          json_pack("{s:s, s:o, s:{s:i}}", "type", "message_delta", "delta", delta, "usage", "output_tokens", u->completion));
     event(out, "message_stop", json_pack("{s:s}", "type", "message_stop"));
 }
 

@@ -15,7 +15,8 @@
  * Without a temperature decoding is greedy, exact.
  *
  * Answers: a message with thinking, text and tool_use content blocks, stop_reason end_turn /
- * max_tokens / stop_sequence / tool_use, usage with cache_read_input_tokens; streamed as
+ * max_tokens / stop_sequence / tool_use (a max_tokens that came early says why in
+ * "finish_detail", an extension), usage with cache_read_input_tokens; streamed as
  * message_start, content_block_start / _delta / _stop per block, message_delta, message_stop.
  * Errors: {"type": "error", "error": {"type", "message"}} with Anthropic's type per status.
  * Every function that returns a string returns a new one the caller frees. */
@@ -29,9 +30,14 @@
 #include "serve/wire.h"
 #include "text/strbuf.h"
 
-/* Parses and validates a /v1/messages body into r (r->anthropic set). Returns 0, or -1 with
- * *err filled. */
-int anthropic_request_parse(const char *body, size_t len, ApiRequest *r, ApiError *err);
+/* Parses and validates a /v1/messages body into r (r->anthropic set); model_id: the served
+ * model's name; counting: a /v1/messages/count_tokens body (no max_tokens). Returns 0, or -1
+ * with *err filled. */
+int anthropic_request_parse(const char *body, size_t len, const char *model_id, int counting, ApiRequest *r, ApiError *err);
+
+/* GET /v1/models in Anthropic's shape (for clients that send anthropic-version); one: the model
+ * object alone. */
+char *anthropic_models(const char *model, int64_t created, int one);
 
 char *anthropic_error(const ApiError *e);
 
@@ -40,6 +46,7 @@ typedef struct {
     const char *finish;        /* the exchange's: "stop" | "length" | "tool_calls" */
     const char *stop_sequence; /* the sequence that stopped it (stop_len bytes), or NULL */
     size_t stop_len;
+    const char *detail;        /* why max_tokens came early (exchange.h: "repetition", "thinking"), or NULL */
 } AnthropicEnd;
 
 /* The whole message. tool_calls: OpenAI-style calls (borrowed) or NULL. */

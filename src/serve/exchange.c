@@ -7,35 +7,48 @@
 #include <time.h>
 
 #include "text/reply_grammar.h"
+#include "util/clock.h"
 #include "text/utf8.h"
 #include "text/xtml.h"
 #include "util/err.h"
 
 #define COMPLETION_DEFAULT_MAX 256
 
-static void make_id(Exchange *x) {
+/* chatcmpl-X, cmpl-X, or resp_X (the Responses API's form). */
+static void make_id(Exchange *x, const ApiRequest *r) {
     static unsigned counter;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     unsigned n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-    snprintf(x->id, sizeof x->id, "%s-%08lx%06lx%04x", x->kind == API_CHAT ? "chatcmpl" : "cmpl",
+    snprintf(x->id, sizeof x->id, "%s%08lx%06lx%04x", r->responses ? "resp_" : x->kind == API_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long)ts.tv_sec, (unsigned long)(ts.tv_nsec / 1000) & 0xffffff, n & 0xffff);
-    x->head = (WireHead){x->kind, x->id, (int64_t)ts.tv_sec};
+    x->head = (WireHead){x->kind, x->id, (int64_t)ts.tv_sec, NULL};
 }
 
-static int render(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err) {
+/* The request field a message of the renderer or the reply grammar starts with
+ * ("messages[2].tool_call_id: ...": the path; with top: its first name, "tools[1].function.name:
+ * ..." is "tools"). */
+static void field_of(const char *msg, int top, char *field, size_t n) {
+    size_t len = strcspn(msg, top ? ".[: " : ": ");
+    snprintf(field, n, "%.*s", (int)(len < n ? len : n - 1), msg);
+}
+
+int exchange_prompt(const ExchangeEnv *env, const ApiRequest *r, TokIds *out, ApiError *err) {
     if (r->kind == API_CHAT) {
         XtmlOptions opt = XTML_OPTIONS_DEFAULT;
         opt.effort = r->effort ? r->effort : env->effort;
         opt.tools = r->tools;
-        if (xtml_render(env->tok, r->messages, &opt, &x->prompt)) {
+        if (xtml_render(env->tok, r->messages, &opt, out)) {
             const char *msg = df_errmsg();
-            return api_invalid(err, "invalid_value", strncmp(msg, "tools", 5) ? "messages" : "tools", "Invalid request: %s", msg);
+            char field[96];
+            field_of(msg, 0, field, sizeof field);
+            if (r->anthropic) snprintf(field, sizeof field, "messages"); /* (the translation's own indices) */
+            return api_invalid(err, "invalid_value", field, "Invalid request: %s", msg);
         }
         return 0;
     }
     if (r->prompt) {
-        if (tok_encode(env->tok, r->prompt, r->prompt_len, 0, &x->prompt))
+        if (tok_encode(env->tok, r->prompt, r->prompt_len, 0, out))
             return api_error(err, 500, "server_error", NULL, "prompt", "%s", df_errmsg());
         return 0;
     }
@@ -45,7 +58,7 @@ static int render(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiE
         if (id >= vocab)
             return api_invalid(err, "invalid_value", "prompt", "Invalid 'prompt': token id %lld at %zu is outside 0..%d.",
                                (long long)id, i, vocab - 1);
-        tokids_push(&x->prompt, (int32_t)id);
+        tokids_push(out, (int32_t)id);
     }
     return 0;
 }
@@ -75,12 +88,6 @@ static int take_sampling(Exchange *x, const ExchangeEnv *env, const ApiRequest *
     return 0;
 }
 
-/* The request field a reply_grammar message starts with ("tools[1].function.name: ..."). */
-static void field_of(const char *msg, char *field, size_t n) {
-    size_t len = strcspn(msg, ".[: ");
-    snprintf(field, n, "%.*s", (int)(len < n ? len : n - 1), msg);
-}
-
 /* 1 when the reply must have a shape (a JSON answer, a call), not only avoid calls. */
 static int demands_structure(const ApiRequest *r) {
     const char *rf = json_string_value(json_object_get(r->response_format, "type"));
@@ -88,31 +95,63 @@ static int demands_structure(const ApiRequest *r) {
     return (rf && strcmp(rf, "text")) || json_is_object(r->tool_choice) || (tc && !strcmp(tc, "required"));
 }
 
-/* The output constraint of a chat: its grammar and a matcher at its start. A reply that must
- * have a shape needs a budget that leaves room to complete it; one that only must not call
- * tools is cut at its budget like any reply (its matcher then makes no promise). */
+/* The output constraint of a chat: its grammar and a matcher at its start. Every chat has one
+ * (no undeclared tool is ever called; reply_grammar.h). A reply that must have a shape needs a
+ * budget that leaves room to complete it; one that only must not call tools it may not call is
+ * cut at its budget like any reply (its matcher then makes no promise). */
 static int constrain(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err) {
     if (r->kind != API_CHAT || !env->trie) return 0;
     ReplySpec spec = {env->trie, r->response_format, r->tools, r->tool_choice, r->parallel_tool_calls, 1};
     if (reply_grammar(&spec, &x->grammar)) {
         char field[64];
-        field_of(df_errmsg(), field, sizeof field);
+        field_of(df_errmsg(), 1, field, sizeof field);
         return api_invalid(err, "invalid_value", field, "Invalid request: %s", df_errmsg());
     }
     if (!x->grammar) return 0;
     if (!(x->matcher = matcher_new(x->grammar, env->trie)))
         return api_error(err, 500, "server_error", NULL, NULL, "%s", df_errmsg());
+    x->watch_repeat = env->repeat_stop && !demands_structure(r);
     uint32_t need = matcher_min_tokens(x->matcher);
     int64_t room = exchange_tokens_left(x, env);
-    if ((int64_t)need <= room) return 0;
-    if (!demands_structure(r)) { /* tool_choice none: only forbids calls; a reply cut short is fine */
+    if (!demands_structure(r)) { /* free text: only forbids calls; a reply cut short is fine */
         x->unbudgeted = 1;
         return 0;
     }
+    if ((int64_t)need <= room) return 0;
     return api_invalid(err, "invalid_value", x->max_new >= 0 && x->max_new < env->context ? "max_tokens" : "messages",
                        "The requested output format needs at least %u tokens to complete; only %lld are allowed "
                        "(max_tokens, or what is left of the context).",
                        need, (long long)room);
+}
+
+/* The memo key: endpoint, budget, the constraint's fields, stop sequences (bytes, each closed by
+ * -1), prompt ids. (Tools are rendered into the prompt, so their ids hold them.) */
+static void memo_key(Exchange *x, const ApiRequest *r) {
+    tokids_push(&x->key, (int32_t)r->kind);
+    tokids_push(&x->key, (int32_t)x->max_new);
+    json_t *c = json_pack("{s:O?, s:O?, s:b}", "response_format", r->response_format, "tool_choice", r->tool_choice,
+                          "parallel_tool_calls", r->parallel_tool_calls);
+    char *text = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+    for (const char *p = text ? text : ""; *p; p++) tokids_push(&x->key, (unsigned char)*p);
+    tokids_push(&x->key, -1);
+    free(text);
+    json_decref(c);
+    for (int i = 0; i < r->n_stop; i++) {
+        const char *seq = json_string_value(r->stop[i]);
+        for (size_t b = 0; b < json_string_length(r->stop[i]); b++) tokids_push(&x->key, (unsigned char)seq[b]);
+        tokids_push(&x->key, -1);
+    }
+    tokids_reserve(&x->key, x->prompt.n);
+    memcpy(x->key.v + x->key.n, x->prompt.v, x->prompt.n * sizeof *x->prompt.v);
+    x->key.n += x->prompt.n;
+}
+
+/* The budget: the request's max_tokens; a chat's answer limit when it gave none (a raw
+ * completion's 256); never above K3_SERVER_MAX_TOKENS. -1: none (until the context is full). */
+static int64_t budget_of(const ExchangeEnv *env, const ApiRequest *r) {
+    int64_t max = r->max_tokens >= 0 ? r->max_tokens : r->kind == API_COMPLETION ? COMPLETION_DEFAULT_MAX : env->answer_tokens;
+    if (env->max_tokens_cap >= 0 && (max < 0 || max > env->max_tokens_cap)) max = env->max_tokens_cap;
+    return max;
 }
 
 int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err) {
@@ -120,32 +159,19 @@ int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiE
     x->kind = r->kind;
     x->stop_index = -1;
     x->slot = -1;
-    make_id(x);
-    if (render(x, env, r, err)) return -1;
+    make_id(x, r);
+    x->head.model = env->model_id;
+    if (exchange_prompt(env, r, &x->prompt, err)) return -1;
     if (x->prompt.n == 0) return api_invalid(err, "invalid_value", "prompt", "Invalid 'prompt': it encodes to no tokens.");
     if (x->prompt.n > (size_t)env->context)
         return api_invalid(err, "context_length_exceeded", r->kind == API_CHAT ? "messages" : "prompt",
                            "This model's context limit is %d tokens; the prompt has %zu.", env->context, x->prompt.n);
-    int64_t max = r->max_tokens >= 0 ? r->max_tokens : r->kind == API_COMPLETION ? COMPLETION_DEFAULT_MAX : -1;
-    if (env->max_tokens_cap >= 0 && (max < 0 || max > env->max_tokens_cap)) max = env->max_tokens_cap;
-    x->max_new = (int)max;
+    x->max_new = (int)budget_of(env, r);
     if (take_sampling(x, env, r, err) || constrain(x, env, r, err)) return -1;
-    if (x->grammar) x->plain = 0; /* the memo key does not hold the constraint */
     if (reply_init(&x->reply, env->tok, r->kind == API_CHAT)) return api_error(err, 500, "server_error", NULL, NULL, "%s", df_errmsg());
-    /* memo key: endpoint, budget, stop sequences (bytes, each closed by -1), prompt ids */
-    tokids_push(&x->key, (int32_t)r->kind);
-    tokids_push(&x->key, (int32_t)x->max_new);
     stopseq_init(&x->stop);
-    for (int i = 0; i < r->n_stop; i++) {
-        const char *seq = json_string_value(r->stop[i]);
-        size_t len = json_string_length(r->stop[i]);
-        stopseq_add(&x->stop, seq, len);
-        for (size_t b = 0; b < len; b++) tokids_push(&x->key, (unsigned char)seq[b]);
-        tokids_push(&x->key, -1);
-    }
-    tokids_reserve(&x->key, x->prompt.n);
-    memcpy(x->key.v + x->key.n, x->prompt.v, x->prompt.n * sizeof *x->prompt.v);
-    x->key.n += x->prompt.n;
+    for (int i = 0; i < r->n_stop; i++) stopseq_add(&x->stop, json_string_value(r->stop[i]), json_string_length(r->stop[i]));
+    memo_key(x, r);
     /* only greedy answers without log-probabilities are a function of the key alone */
     if (x->plain) x->from_memo = memo_get(env->memo, x->key.v, x->key.n, &x->replay, &x->replay_stop);
     return 0;
@@ -180,6 +206,8 @@ static void deliver(Exchange *x, ReplyDelta *d, int last) {
 
 /* d: where the reply's held tail goes, or NULL when the reply ended itself (<|end_of_msg|>). */
 static int finish(Exchange *x, const ExchangeEnv *env, const char *why, ReplyDelta *d) {
+    if (!strcmp(why, "length") && !x->detail && x->kind == API_CHAT && xtml_parser_in_thinking(x->reply.parser))
+        x->detail = "thinking";
     if (d) {
         reply_finish(&x->reply, d);
         deliver(x, d, 1);
@@ -236,8 +264,10 @@ static json_t *logprob_entry(const Tokenizer *t, int id, float logprob) {
     return e;
 }
 
-/* Records the log-probabilities of the token just chosen. */
-static void record_logprobs(Exchange *x, const ExchangeEnv *env, int tok, const SampleInfo *info, int thinking) {
+/* Records the log-probabilities of the token just chosen, when the client reads its text. */
+static void record_logprobs(Exchange *x, const ExchangeEnv *env, int tok, const SampleInfo *info, int channel) {
+    if (channel == XTML_MARKUP) return;
+    int thinking = channel == XTML_THINKING;
     json_t *e = logprob_entry(env->tok, tok, info->logprob), *top = json_array();
     for (int i = 0; i < info->n_top; i++) json_array_append_new(top, logprob_entry(env->tok, info->top[i].token, info->top[i].logprob));
     json_object_set_new(e, "top_logprobs", top);
@@ -268,12 +298,14 @@ int exchange_step(Exchange *x, const ExchangeEnv *env, CancelFn cancel, void *ct
     memset(d, 0, sizeof *d);
     x->lp_step = NULL;
     if (x->finished) return 1;
-    if (x->max_new >= 0 && x->completion >= x->max_new) return finish(x, env, "length", d);
+    if ((x->max_new >= 0 && x->completion >= x->max_new) || x->detail) return finish(x, env, "length", d);
     SampleInfo info;
     int tok, rc = next_token(x, cancel, ctx, &tok, &info);
     x->started = 1;
     if (rc == 1) return finish(x, env, x->from_memo && x->replay_stop ? "stop" : "length", d);
     if (rc) return rc;
+    x->t_last = df_now();
+    if (!x->t_first) x->t_first = x->t_last;
     tokids_push(&x->out, tok);
     int thinking = x->kind == API_CHAT && xtml_parser_in_thinking(x->reply.parser);
     if (reply_feed(&x->reply, tok, d)) return -1;
@@ -282,11 +314,13 @@ int exchange_step(Exchange *x, const ExchangeEnv *env, CancelFn cancel, void *ct
         return finish(x, env, exchange_tool_calls(x) ? "tool_calls" : "stop", NULL);
     }
     x->completion++;
-    if (x->lp_content) record_logprobs(x, env, tok, &info, thinking);
+    x->reasoning_tokens += thinking;
+    if (x->lp_content) record_logprobs(x, env, tok, &info, d->channel);
     deliver(x, d, 0);
     if (x->stop.hit) {
         x->stop_index = x->stop.which;
         return finish(x, env, "stop", NULL);
     }
+    if (x->watch_repeat && repeat_push(&x->repeat, tok)) x->detail = "repetition"; /* ends at the next step */
     return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "engine/session.h"
 #include "engine/sampler.h"
+#include "engine/repeat.h"
 #include "engine/scheduler.h"
 #include "serve/memo.h"
 #include "serve/reply.h"
@@ -32,7 +33,14 @@ typedef struct {
     StrBuf reasoning, content; /* what the client got so far (after the stop filter) */
     size_t reused;           /* prompt tokens not fed again (held by the slot or its snapshot) */
     int started, finished, completion;
+    int reasoning_tokens;    /* of the completion, those generated while thinking */
     const char *finish;      /* "stop" | "length" | "tool_calls" once finished */
+    const char *detail;      /* why a "length" finish came early, or NULL: "repetition" (the
+                              * repetition stop ended a loop), "thinking" (the budget ran out
+                              * before the thinking ended: no answer) */
+    RepeatGuard repeat;      /* the repetition stop's view of the reply */
+    int watch_repeat;        /* the repetition stop applies (a chat whose shape is free) */
+    double t_first, t_last;  /* df_now() of the first and the latest token (0: none yet) */
     int stop_index;          /* finish "stop" by a stop sequence: which one (-1: none) */
     double prefill_s, model_s; /* from a slot to the first token; and to the last one */
     double wait_s;           /* waiting for a slot */
@@ -45,8 +53,9 @@ typedef struct {
     Matcher *matcher;        /* its state for this reply, until the job takes it over */
     int unbudgeted;          /* the matcher gets no budget: the reply may be cut short (tool_choice none) */
     uint64_t seed;           /* the request's, or a random one when it gave none */
-    /* with logprobs: OpenAI token entries {token, logprob, bytes, top_logprobs}; a chat's
-     * tokens are split by channel (thinking, then the rest), a completion's all go to content */
+    /* with logprobs: OpenAI token entries {token, logprob, bytes, top_logprobs} of the tokens
+     * whose text the client reads: a chat's split by channel (thinking, answer; the chat
+     * format's markers and headers have none), a completion's all in content */
     json_t *lp_content, *lp_reasoning;
     json_t *lp_step;         /* the entries the last step added (content, reasoning) or NULL */
     int lp_step_reasoning;   /* the last step's entry went to lp_reasoning */
@@ -57,17 +66,24 @@ typedef struct {
     Memo *memo;
     int eos;                 /* <|end_of_msg|>: a chat reply ends there */
     int64_t max_tokens_cap;  /* K3_SERVER_MAX_TOKENS, -1 for none */
+    int64_t answer_tokens;   /* a chat's budget when the request gives none; -1: until the context is full */
+    int repeat_stop;         /* end chats caught in a loop (engine/repeat.h) */
     int context;             /* positions */
     const char *effort;      /* K3_REASONING_EFFORT: thinking effort when the request names none; NULL: max */
     const VocabTrie *trie;   /* the vocabulary as constrained decoding walks it (text/vocab_trie.h) */
+    const char *model_id;    /* the served model's name, in every answer */
 } ExchangeEnv;
 
 /* Renders the request's prompt, checks its sampling against the vocabulary, compiles its output
- * constraint (response_format, tool_choice) and looks it up in the memo (unconstrained greedy
- * requests without log-probabilities only). Returns 0, or -1 with *err filled (a 400 for a
+ * constraint (every chat has one: no call of a tool the request did not declare, an answer that
+ * is not empty unless calls follow; and response_format, tool_choice, strict arguments) and
+ * looks it up in the memo (greedy requests without log-probabilities only). Returns 0, or -1 with *err filled (a 400 for a
  * prompt that does not render or does not fit the context, a logit_bias id outside the
  * vocabulary, a constraint that does not compile, or a max_tokens too small to complete it). */
 int exchange_init(Exchange *x, const ExchangeEnv *env, const ApiRequest *r, ApiError *err);
+/* The request's prompt ids (what exchange_init renders), appended to out: what usage reports as
+ * prompt tokens and count_tokens counts. Returns 0, or -1 with *err filled. */
+int exchange_prompt(const ExchangeEnv *env, const ApiRequest *r, TokIds *out, ApiError *err);
 void exchange_free(Exchange *x);
 
 /* 1 when the reply needs the model (not a memo replay, and a budget above 0). */

@@ -3,7 +3,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <signal.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -16,11 +16,13 @@
 #include "util/clock.h"
 #include "util/err.h"
 
-/* Connections MHD admits past --max-connections: the watchdog then closes one to make room. */
-#define CONNECTION_RESERVE 4
+/* Connections waiting to be accepted (listen's backlog): those that come while the model loads. */
+#define LISTEN_BACKLOG 128
+/* Seconds the generations cut by the shutdown have to send their final events. */
+#define FINAL_EVENTS_S 2.0
 
 /* Slots of Server.by_status: the statuses the server sends, then everything else. */
-static const int counted_status[STATUS_SLOTS - 1] = {200, 204, 400, 401, 404, 405, 413, 429, 499, 500};
+static const int counted_status[STATUS_SLOTS - 1] = {200, 204, 400, 401, 404, 405, 413, 429, 499, 500, 503};
 
 int status_slot(int status) {
     for (int i = 0; i < STATUS_SLOTS - 1; i++)
@@ -47,6 +49,7 @@ static void add_headers(Req *q, struct MHD_Response *resp) {
 
 enum MHD_Result conn_queue(Req *q, int status, struct MHD_Response *resp) {
     add_headers(q, resp);
+    if (q->close_after) MHD_add_response_header(resp, "Connection", "close");
     enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     q->status = status;
@@ -69,7 +72,7 @@ enum MHD_Result conn_respond(Req *q, int status, char *body, const char *content
 
 /* The error body in the shape of the API the request addressed. */
 static char *error_body(const Req *q, const ApiError *err) {
-    return q->route_known && q->route == ROUTE_MESSAGES ? anthropic_error(err) : wire_error(err);
+    return q->anthropic_api ? anthropic_error(err) : wire_error(err);
 }
 
 enum MHD_Result conn_respond_error(Req *q, const ApiError *err) {
@@ -165,16 +168,44 @@ static enum MHD_Result too_large(Req *q) {
                           "The request body is larger than this server accepts (%s bytes).", limit);
 }
 
+/* A connection the watchdog refused, or a generation while the server stops: answered with
+ * Retry-After once the body is in, then closed. */
+static enum MHD_Result refuse_busy(Req *q, WatchVerdict v) {
+    Server *srv = q->srv;
+    snprintf(q->retry_after, sizeof q->retry_after, "%d", gate_retry_after(&srv->gate));
+    q->close_after = 1;
+    if (v == WATCH_REFUSED_CLIENT) {
+        q->why = "per-client-limit";
+        snprintf(q->detail, sizeof q->detail, "%d", srv->cfg.max_per_client);
+        return refuse_later(q, 429, "rate_limit_error", "too_many_connections", "Retry-After", q->retry_after,
+                            "This client has too many connections open (at most %s at a time); retry after the others finish.",
+                            q->detail);
+    }
+    if (v == WATCH_REFUSED_FULL) {
+        q->why = "connections-full";
+        snprintf(q->detail, sizeof q->detail, "%d", srv->cfg.max_connections);
+        return refuse_later(q, 503, "server_error", "server_full", "Retry-After", q->retry_after,
+                            "Every connection of this server is busy (at most %s); retry later.", q->detail);
+    }
+    q->why = "stopping";
+    return refuse_later(q, 503, "server_error", "server_stopping", "Retry-After", q->retry_after, "%s",
+                        "The server is shutting down and takes no new generations.");
+}
+
 /* The first call of a request: everything the headers decide. Ambiguous or oversized bodies are
  * refused at once (the connection then closes); the other refusals wait for the body. */
 static enum MHD_Result on_headers(Req *q, const char *method) {
     const char *allow = NULL;
     RouteResult r = route_find(method, q->path, &q->route, &allow);
     q->route_known = r != ROUTE_NOT_FOUND;
+    q->anthropic_api = (q->route_known && route_is_anthropic(q->route)) ||
+                       MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "anthropic-version") != NULL;
     if (ambiguous_length(q->conn))
         return respond_simple(q, 400, "invalid_request_error", "invalid_content_length", NULL, NULL, "%s",
                               "Conflicting Content-Length / Transfer-Encoding headers: the body's length is ambiguous.");
     if (declared_too_large(q->srv, q->conn)) return too_large(q);
+    WatchVerdict v = watch_verdict(&q->srv->dog, watch_of(q->conn));
+    if (v != WATCH_ADMITTED) return refuse_busy(q, v);
     if (r == ROUTE_NOT_FOUND)
         return refuse_later(q, 404, "invalid_request_error", "not_found", NULL, NULL, "Unknown path '%s'.", q->path);
     if (r == ROUTE_BAD_METHOD)
@@ -187,6 +218,7 @@ static enum MHD_Result on_headers(Req *q, const char *method) {
     if (!route_is_public(q->route) && !authorized(q->srv, q->conn))
         return refuse_later(q, 401, "invalid_request_error", "invalid_api_key", "WWW-Authenticate", "Bearer", "%s",
                             "Missing or invalid API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.");
+    if (q->srv->draining && route_generates(q->route)) return refuse_busy(q, WATCH_ADMITTED);
     return MHD_YES;
 }
 
@@ -228,8 +260,10 @@ static enum MHD_Result dispatch(Req *q) {
     case ROUTE_MODEL: return endpoint_models(q, q->route == ROUTE_MODEL);
     case ROUTE_HEALTH: return endpoint_health(q);
     case ROUTE_METRICS: return endpoint_metrics(q);
+    case ROUTE_COUNT_TOKENS: return endpoint_count_tokens(q);
     case ROUTE_CHAT:
     case ROUTE_COMPLETIONS:
+    case ROUTE_RESPONSES:
     case ROUTE_MESSAGES: break;
     }
     return endpoint_generate(q);
@@ -286,22 +320,25 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
 static void log_request(Req *q, enum MHD_RequestTerminationCode toe) {
     Server *srv = q->srv;
     double dt = df_now() - q->t0;
-    int aborted = q->have_x && !q->x.finished && q->status == 200;
+    int aborted = q->have_x && !q->x.finished && q->status == 200 && !q->cut_by_shutdown;
     if (aborted && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) q->gone = 1;
-    char gen[256] = "";
+    const char *finish = q->x.finished ? q->x.finish : q->cut_by_shutdown ? "shutdown" : q->gone ? "aborted" : "none";
+    char gen[320] = "";
     if (q->have_x && (q->x.started || q->status == 200))
-        snprintf(gen, sizeof gen, " id=%s prompt=%zu cached=%zu completion=%d finish=%s seq=%llu slot=%d wait=%.3fs model=%.3fs",
-                 q->x.id, q->x.prompt.n, q->x.reused, q->x.completion,
-                 q->x.finished ? q->x.finish : q->gone ? "aborted" : "none", (unsigned long long)q->seq, q->x.slot,
-                 q->wait_s + q->x.wait_s, q->x.model_s);
-    fprintf(srv->log, "serve: %s %s %d%s time=%.3fs%s%s%s\n", q->method, q->path, q->gone && !q->status ? 499 : q->status,
-            gen, dt, q->stream ? " stream" : "", q->have_x && q->x.from_memo ? " memo" : "",
-            q->gone ? " client-disconnected" : "");
+        snprintf(gen, sizeof gen, " id=%s prompt=%zu cached=%zu completion=%d finish=%s%s%s seq=%llu slot=%d wait=%.3fs model=%.3fs",
+                 q->x.id, q->x.prompt.n, q->x.reused, q->x.completion, finish, q->x.detail ? "/" : "",
+                 q->x.detail ? q->x.detail : "", (unsigned long long)q->seq, q->x.slot, q->wait_s + q->x.wait_s, q->x.model_s);
+    int status = q->gone && !q->status ? 499 : q->status;
+    fprintf(srv->log, "serve: %s %s %d%s time=%.3fs%s%s%s%s%s\n", q->method, q->path, status, gen, dt, q->stream ? " stream" : "",
+            q->have_x && q->x.from_memo ? " memo" : "", q->gone ? " client-disconnected" : "", q->why ? " refused=" : "",
+            q->why ? q->why : "");
     fflush(srv->log);
     pthread_mutex_lock(&srv->stats_mu);
     srv->stats.requests++;
-    srv->stats.by_status[status_slot(q->gone && !q->status ? 499 : q->status)]++;
+    srv->stats.by_status[status_slot(status)]++;
     if (q->gone && q->have_x && !q->x.finished) srv->stats.disconnects++;
+    if (q->cut_by_shutdown) srv->stats.shutdown_cut++;
+    if (q->why && !strcmp(q->why, "stopping")) srv->stats.refused_draining++;
     pthread_mutex_unlock(&srv->stats_mu);
 }
 
@@ -313,6 +350,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     endpoint_release(q);
     log_request(q, toe);
     if (q->have_x) exchange_free(&q->x);
+    json_decref(q->echo);
+    sb_free(&q->rst.text);
+    if (q->counted_active) __atomic_sub_fetch(&srv->active, 1, __ATOMIC_RELAXED);
     sb_free(&q->body);
     sb_free(&q->sse);
     free(q);
@@ -324,14 +364,15 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     Server *srv = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = ci ? watch_add(&srv->dog, ci->connect_fd) : NULL;
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context = ci ? watch_add(&srv->dog, ci->connect_fd, ai ? ai->client_addr : NULL) : NULL;
     } else {
         watch_remove(&srv->dog, *socket_context);
         *socket_context = NULL;
     }
 }
 
-static int parse_host(const char *host, int port, struct sockaddr_storage *ss, unsigned *flags) {
+static int parse_host(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len) {
     memset(ss, 0, sizeof *ss);
     if (!strcmp(host, "localhost")) host = "127.0.0.1";
     struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
@@ -339,130 +380,173 @@ static int parse_host(const char *host, int port, struct sockaddr_storage *ss, u
     if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
         a4->sin_family = AF_INET;
         a4->sin_port = htons((uint16_t)port);
+        *len = sizeof *a4;
         return 0;
     }
     if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
         a6->sin6_family = AF_INET6;
         a6->sin6_port = htons((uint16_t)port);
-        *flags |= MHD_USE_IPv6;
+        *len = sizeof *a6;
         return 0;
     }
     return df_fail("--host: '%s' is not an IPv4 or IPv6 address", host);
 }
 
-/* SIGINT/SIGTERM may land on any thread (the compute pool's included): the handler only writes
- * to a pipe that the main thread waits on. */
-static int stop_pipe[2] = {-1, -1};
-
-static void on_stop_signal(int sig) {
-    char c = (char)sig;
-    ssize_t n = write(stop_pipe[1], &c, 1);
-    (void)n;
+int serve_listen(const ServeConfig *cfg, int *fd) {
+    struct sockaddr_storage ss;
+    socklen_t len = 0;
+    if (parse_host(cfg->host, cfg->port, &ss, &len)) return -1;
+    int s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) return df_fail("serve: socket: %s", strerror(errno));
+    int one = 1;
+    if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(s, (struct sockaddr *)&ss, len) ||
+        listen(s, LISTEN_BACKLOG)) {
+        int err = errno;
+        close(s);
+        return df_fail("serve: cannot listen on %s:%d: %s", cfg->host, cfg->port, strerror(err));
+    }
+    *fd = s;
+    return 0;
 }
 
-static void wait_for_stop(void) {
+/* Waits up to timeout_s (< 0: for ever) for a stop request: one byte on stop_fd. Returns 1 when
+ * one came (and consumes it). */
+static int stop_requested(int stop_fd, double timeout_s) {
+    struct pollfd p = {stop_fd, POLLIN, 0};
+    int n;
+    while ((n = poll(&p, 1, timeout_s < 0 ? -1 : (int)(timeout_s * 1000))) < 0 && errno == EINTR) {}
+    if (n <= 0) return 0;
     char c;
-    while (read(stop_pipe[0], &c, 1) < 0 && errno == EINTR) {}
+    while (read(stop_fd, &c, 1) < 0 && errno == EINTR) {}
+    return 1; /* readable: a byte, or the writer closed it, either way a request to stop */
 }
 
 static void print_summary(Server *srv) {
-    int open;
-    unsigned long expired, evicted, refused;
-    watchdog_counts(&srv->dog, &open, &expired, &evicted, &refused);
+    WatchCounts w = watchdog_counts(&srv->dog);
+    ServerStats *s = &srv->stats;
     fprintf(srv->log,
             "serve: stopped after %llu requests: %llu generations (%llu tokens), %llu replayed from the memo, "
-            "%llu stopped by a client disconnect, %llu turned away busy, %lu cut for arriving too slowly, "
-            "%lu closed to make room for new clients, %lu refused with every connection busy\n",
-            (unsigned long long)srv->stats.requests, (unsigned long long)srv->stats.generations, (unsigned long long)srv->stats.tokens,
-            (unsigned long long)srv->stats.memo_hits, (unsigned long long)srv->stats.disconnects, (unsigned long long)srv->stats.busy, expired,
-            evicted, refused);
+            "%llu stopped by a client disconnect, %llu cut by the shutdown, %llu turned away busy (429), "
+            "%llu refused while stopping (503), %lu cut for arriving too slowly, %lu closed to make room for new clients, "
+            "%lu refused over the per-client limit (429), %lu refused with every connection busy (503)\n",
+            (unsigned long long)s->requests, (unsigned long long)s->generations, (unsigned long long)s->tokens,
+            (unsigned long long)s->memo_hits, (unsigned long long)s->disconnects, (unsigned long long)s->shutdown_cut,
+            (unsigned long long)s->busy, (unsigned long long)s->refused_draining, w.expired, w.evicted, w.refused_client,
+            w.refused_full);
 }
 
-int serve_check(const ServeConfig *cfg) {
-    struct sockaddr_storage ss;
-    unsigned flags = 0;
-    return parse_host(cfg->host, cfg->port, &ss, &flags);
+/* Everything serve_run sets up, undone in reverse; each part may be missing (a start that
+ * failed half-way), so this is the one place the server unwinds. */
+static void server_close(Server *srv) {
+    if (srv->daemon) MHD_stop_daemon(srv->daemon);
+    if (srv->dog_started) watchdog_stop(&srv->dog);
+    if (srv->memo) memo_free(srv->memo);
+    if (srv->gate_started) gate_destroy(&srv->gate);
+    sched_stop(srv->sched);
+    if (srv->trie) vocab_trie_free(srv->trie);
+    pthread_mutex_destroy(&srv->stats_mu);
+    free(srv);
 }
 
-int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log) {
-    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION;
-    struct sockaddr_storage ss;
-    if (parse_host(cfg->host, cfg->port, &ss, &flags)) return -1;
-    if (pipe(stop_pipe)) return df_fail("serve: pipe: %s", strerror(errno));
+/* The server up to its daemon (the model thread, the watchdog, the memo...), or NULL with a
+ * message. */
+static Server *server_open(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, FILE *log) {
     Server *srv = df_calloc(1, sizeof *srv);
     srv->cfg = *cfg;
     srv->e = e;
     srv->log = log;
-    VocabTrie *trie = vocab_trie_new(tok); /* for constrained decoding: built once, shared by every request */
-    if (!trie) {
-        close(stop_pipe[0]), close(stop_pipe[1]);
-        free(srv);
-        return -1;
-    }
-    WatchLimits lim = {cfg->header_timeout_s, cfg->body_timeout_s, cfg->timeout_s, cfg->max_connections};
-    if (watchdog_start(&srv->dog, &lim)) {
-        vocab_trie_free(trie);
-        close(stop_pipe[0]), close(stop_pipe[1]);
-        free(srv);
-        return -1;
-    }
-    SchedOptions so = {cfg->parallel, cfg->prompt_snapshot, SERVE_PREFILL_ROWS};
-    if (!(srv->sched = sched_start(e, &so))) {
-        watchdog_stop(&srv->dog);
-        vocab_trie_free(trie);
-        close(stop_pipe[0]), close(stop_pipe[1]);
-        free(srv);
-        return -1;
-    }
-    gate_init(&srv->gate, cfg->parallel, cfg->queue);
-    srv->memo = memo_new(cfg->memo_entries);
-    srv->env = (ExchangeEnv){tok, srv->memo, e->cat.cfg.eos_id, cfg->max_tokens, e->max_context, cfg->effort, trie};
     pthread_mutex_init(&srv->stats_mu, NULL);
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    signal(SIGPIPE, SIG_IGN);
-    /* MHD admits a few connections past the limit, so that the watchdog sees the newcomer and
-     * makes room for it (watchdog.h); a burst beyond that is refused by MHD */
-    struct MHD_Daemon *d = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
-        MHD_OPTION_URI_LOG_CALLBACK, on_request_line, srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections + CONNECTION_RESERVE),
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_per_client, MHD_OPTION_END);
-    int rc = 0;
-    if (!d) rc = df_fail("serve: cannot listen on %s:%d (%s)", cfg->host, cfg->port, errno ? strerror(errno) : "address in use?");
-    else {
-        const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-        char cap[32] = "unlimited";
-        if (cfg->max_tokens >= 0) snprintf(cap, sizeof cap, "%lld", (long long)cfg->max_tokens);
-        int v6 = strchr(cfg->host, ':') != NULL;
-        fprintf(log, "serve: listening on http://%s%s%s:%u (model %s; %d generations at a time (%s), queue %d; memo %d entries; "
-                     "prompt snapshot %s; max tokens %s; API key %s; CORS %s; connections %d, %d per client)\n",
-                v6 ? "[" : "", cfg->host, v6 ? "]" : "", di ? di->port : (unsigned)cfg->port, SERVE_MODEL_ID, cfg->parallel,
-                e->slots_how[0] ? e->slots_how : "as asked", cfg->queue,
-                cfg->memo_entries, cfg->prompt_snapshot ? "on" : "off", cap, cfg->api_key ? "required" : "not required",
-                cfg->cors_origin ? cfg->cors_origin : "off", cfg->max_connections, cfg->max_per_client);
-        fflush(log);
-        wait_for_stop();
-        srv->stopping = 1;
-        MHD_stop_daemon(d);
+    WatchLimits lim = {cfg->header_timeout_s, cfg->body_timeout_s, cfg->timeout_s, cfg->max_connections, cfg->max_per_client};
+    SchedOptions so = {cfg->parallel, cfg->prompt_snapshot, SERVE_PREFILL_ROWS};
+    if (!(srv->trie = vocab_trie_new(tok)) || watchdog_start(&srv->dog, &lim)) goto fail;
+    srv->dog_started = 1;
+    if (!(srv->sched = sched_start(e, &so))) goto fail;
+    gate_init(&srv->gate, cfg->parallel, cfg->queue);
+    srv->gate_started = 1;
+    srv->memo = memo_new(cfg->memo_entries);
+    srv->env = (ExchangeEnv){tok, srv->memo, e->cat.cfg.eos_id, cfg->max_tokens, cfg->answer_tokens, cfg->repeat_stop,
+                             e->max_context, cfg->effort, srv->trie, cfg->model_id};
+    return srv;
+fail:
+    server_close(srv);
+    return NULL;
+}
+
+static unsigned port_of(int fd) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len)) return 0;
+    return ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port : ((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+/* MHD on the listening socket (taken over). Returns 0, or -1 with a message. */
+static int start_daemon(Server *srv, int listen_fd) {
+    const ServeConfig *cfg = &srv->cfg;
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC;
+    /* past --max-connections the watchdog answers newcomers 503 (or makes room); MHD itself
+     * closes only what comes past twice the limit */
+    srv->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, srv,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(2 * cfg->max_connections), MHD_OPTION_END);
+    if (srv->daemon) return 0;
+    close(listen_fd);
+    return df_fail("serve: the HTTP daemon did not start on %s:%d", cfg->host, cfg->port);
+}
+
+static void announce(Server *srv, unsigned port) {
+    const ServeConfig *cfg = &srv->cfg;
+    char cap[32] = "unlimited", answer[32] = "none";
+    if (cfg->max_tokens >= 0) snprintf(cap, sizeof cap, "%lld", (long long)cfg->max_tokens);
+    if (cfg->answer_tokens >= 0) snprintf(answer, sizeof answer, "%lld", (long long)cfg->answer_tokens);
+    int v6 = strchr(cfg->host, ':') != NULL;
+    fprintf(srv->log,
+            "serve: listening on http://%s%s%s:%u (model %s; %d generations at a time (%s), queue %d; memo %d entries; "
+            "prompt snapshot %s; answer limit %s, max tokens %s, repetition stop %s; API key %s; CORS %s; connections %d, "
+            "%d per client)\n",
+            v6 ? "[" : "", cfg->host, v6 ? "]" : "", port, cfg->model_id, cfg->parallel,
+            srv->e->slots_how[0] ? srv->e->slots_how : "as asked", cfg->queue, cfg->memo_entries,
+            cfg->prompt_snapshot ? "on" : "off", answer, cap, cfg->repeat_stop ? "on" : "off",
+            cfg->api_key ? "required" : "not required", cfg->cors_origin ? cfg->cors_origin : "off", cfg->max_connections,
+            cfg->max_per_client);
+    fflush(srv->log);
+}
+
+/* The shutdown: no new connections; the generations running or queued may finish for up to
+ * drain_s (a second stop request ends the wait); then the rest end with their final events,
+ * which get a moment to go out before the daemon closes every connection. */
+static void drain(Server *srv, int stop_fd) {
+    srv->draining = 1;
+    MHD_socket ls = MHD_quiesce_daemon(srv->daemon);
+    if (ls != MHD_INVALID_SOCKET) close(ls);
+    int active = __atomic_load_n(&srv->active, __ATOMIC_RELAXED);
+    if (active)
+        fprintf(srv->log, "serve: stopping: %d requests being answered may take up to %d s to finish (stop again to end them now)\n",
+                active, srv->cfg.drain_s);
+    fflush(srv->log);
+    double deadline = df_now() + srv->cfg.drain_s;
+    while (__atomic_load_n(&srv->active, __ATOMIC_RELAXED) && df_now() < deadline && !stop_requested(stop_fd, 0.05)) {}
+    srv->stopping = 1;
+    deadline = df_now() + FINAL_EVENTS_S;
+    while (__atomic_load_n(&srv->active, __ATOMIC_RELAXED) && df_now() < deadline) usleep(10000);
+}
+
+int serve_run(Engine *e, const Tokenizer *tok, const ServeConfig *cfg, int listen_fd, int stop_fd, FILE *log) {
+    Server *srv = server_open(e, tok, cfg, log);
+    if (!srv) {
+        close(listen_fd);
+        return -1;
     }
-    watchdog_stop(&srv->dog);
-    if (d) print_summary(srv);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    close(stop_pipe[0]);
-    close(stop_pipe[1]);
-    memo_free(srv->memo);
-    gate_destroy(&srv->gate);
-    sched_stop(srv->sched);
-    vocab_trie_free(trie);
-    pthread_mutex_destroy(&srv->stats_mu);
-    free(srv);
+    int rc = start_daemon(srv, listen_fd);
+    if (!rc) {
+        announce(srv, port_of(listen_fd));
+        stop_requested(stop_fd, -1);
+        drain(srv, stop_fd);
+        MHD_stop_daemon(srv->daemon);
+        srv->daemon = NULL;
+        print_summary(srv);
+    }
+    server_close(srv);
     return rc;
 }

@@ -1,6 +1,8 @@
 /* metrics.c - GET /metrics in Prometheus' text format (version 0.0.4): request and token
- * counters, queue depth, prompt-cache and expert-cache hits, bytes read, model time per token.
- * Counters only grow; "_total" names are counters, the rest gauges. */
+ * counters, queue depth, prompt-cache and expert-cache hits, bytes read, model time per token,
+ * refusals, and latency histograms (time to first token, time per token after it, request to
+ * last token). Counters only grow; "_total" names are counters, "_seconds" histograms, the rest
+ * gauges. */
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -10,6 +12,19 @@ static void metric(StrBuf *out, const char *name, const char *type, const char *
     char line[320];
     snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
     sb_adds(out, line);
+}
+
+/* Upper bounds of the latency buckets, seconds: from a millisecond (a token of the small model)
+ * to half an hour (a long answer of the streamed K3). */
+const double histogram_bounds[HISTOGRAM_BOUNDS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                                   2.5,   5,      10,    30,   60,    120,  300, 600,  1800};
+
+void histogram_observe(Histogram *h, double seconds) {
+    int b = 0;
+    while (b < HISTOGRAM_BOUNDS && seconds > histogram_bounds[b]) b++;
+    h->count[b]++;
+    h->sum += seconds;
+    h->n++;
 }
 
 static void value(StrBuf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -32,6 +47,17 @@ static void gauge(StrBuf *out, const char *name, const char *help, double v) {
     value(out, "%s %.9g\n", name, v);
 }
 
+static void histogram(StrBuf *out, const char *name, const char *help, const Histogram *h) {
+    metric(out, name, "histogram", help);
+    uint64_t cum = 0;
+    for (int b = 0; b < HISTOGRAM_BOUNDS; b++) {
+        cum += h->count[b];
+        value(out, "%s_bucket{le=\"%g\"} %llu\n", name, histogram_bounds[b], (unsigned long long)cum);
+    }
+    value(out, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)h->n);
+    value(out, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->n);
+}
+
 /* What the HTTP side counted (under stats_mu). */
 static void requests(StrBuf *out, Server *srv) {
     pthread_mutex_lock(&srv->stats_mu);
@@ -51,6 +77,13 @@ static void requests(StrBuf *out, Server *srv) {
     counter(out, "deltafin_memo_hits_total", "Answers replayed from the exact-request memo.", s.memo_hits);
     counter(out, "deltafin_rejected_busy_total", "Requests turned away with 429 (queue full).", s.busy);
     counter(out, "deltafin_client_disconnects_total", "Generations stopped because the client hung up.", s.disconnects);
+    counter(out, "deltafin_shutdown_cut_total", "Generations the server's shutdown ended before they were done.", s.shutdown_cut);
+    counter(out, "deltafin_rejected_stopping_total", "Requests refused (503) while the server was stopping.",
+            s.refused_draining);
+    histogram(out, "deltafin_time_to_first_token_seconds", "From a generation request's arrival to its first token.", &s.ttft);
+    histogram(out, "deltafin_time_per_output_token_seconds", "A generation's mean time per token after its first.",
+              &s.per_token);
+    histogram(out, "deltafin_request_duration_seconds", "From a generation request's arrival to its last token.", &s.e2e);
     metric(out, "deltafin_model_seconds_total", "counter", "Model time of completed generations, by phase.");
     value(out, "deltafin_model_seconds_total{phase=\"prefill\"} %.6f\n", s.prefill_s);
     value(out, "deltafin_model_seconds_total{phase=\"decode\"} %.6f\n", s.decode_s);
@@ -79,14 +112,15 @@ static void model_side(StrBuf *out, Server *srv) {
 }
 
 static void connections(StrBuf *out, Server *srv) {
-    int open;
-    unsigned long expired, evicted, refused;
-    watchdog_counts(&srv->dog, &open, &expired, &evicted, &refused);
-    gauge(out, "deltafin_connections", "Open client connections.", open);
+    WatchCounts w = watchdog_counts(&srv->dog);
+    gauge(out, "deltafin_connections", "Open client connections.", w.open);
     metric(out, "deltafin_connections_closed_total", "counter", "Connections the server closed, by reason.");
-    value(out, "deltafin_connections_closed_total{reason=\"deadline\"} %lu\n", expired);
-    value(out, "deltafin_connections_closed_total{reason=\"room\"} %lu\n", evicted);
-    value(out, "deltafin_connections_closed_total{reason=\"all_busy\"} %lu\n", refused);
+    value(out, "deltafin_connections_closed_total{reason=\"deadline\"} %lu\n", w.expired);
+    value(out, "deltafin_connections_closed_total{reason=\"room\"} %lu\n", w.evicted);
+    metric(out, "deltafin_connections_refused_total", "counter",
+           "Connections answered with a refusal and closed, by reason (per_client: 429, all_busy: 503).");
+    value(out, "deltafin_connections_refused_total{reason=\"per_client\"} %lu\n", w.refused_client);
+    value(out, "deltafin_connections_refused_total{reason=\"all_busy\"} %lu\n", w.refused_full);
 }
 
 char *metrics_text(Server *srv) {

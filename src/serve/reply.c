@@ -31,12 +31,13 @@ int reply_feed(Reply *r, int32_t id, ReplyDelta *d) {
     if (r->chat) {
         XtmlDelta x;
         if (xtml_parser_feed(r->parser, id, &x)) return -1;
-        *d = (ReplyDelta){x.reasoning, x.content, x.reasoning_len, x.content_len, x.done};
+        *d = (ReplyDelta){x.reasoning, x.content, x.reasoning_len, x.content_len, x.done, x.channel};
     } else {
         size_t n;
         const uint8_t *b = tok_token_bytes(r->tok, id, &n);
         if (!b) return df_fail("token %d is outside the vocabulary", (int)id);
         d->content = utf8stream_push(&r->raw, b, n, &d->content_len);
+        d->channel = XTML_ANSWER;
     }
     keep(r, d);
     return 0;
@@ -45,9 +46,9 @@ int reply_feed(Reply *r, int32_t id, ReplyDelta *d) {
 void reply_finish(Reply *r, ReplyDelta *d) {
     memset(d, 0, sizeof *d);
     if (r->chat) {
-        XtmlDelta x;
+        XtmlDelta x = {0};
         xtml_parser_finish(r->parser, &x);
-        *d = (ReplyDelta){x.reasoning, x.content, x.reasoning_len, x.content_len, x.done};
+        *d = (ReplyDelta){x.reasoning, x.content, x.reasoning_len, x.content_len, x.done, XTML_MARKUP};
     } else
         d->content = utf8stream_finish(&r->raw, &d->content_len);
     keep(r, d);

@@ -17,6 +17,8 @@ typedef struct {
     const char *reasoning, *content; /* valid until the next call */
     size_t reasoning_len, content_len;
     int done;                        /* chat: <|end_of_msg|> (not counted as a completion token) */
+    int channel;                     /* the token's bytes: XTML_MARKUP, XTML_THINKING or XTML_ANSWER
+                                      * (a completion's are all XTML_ANSWER) */
 } ReplyDelta;
 
 typedef struct {

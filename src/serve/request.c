@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/err.h"
+
 #define MAX_TOKENS_LIMIT (1 << 24)
 
 static int verror(ApiError *err, int status, const char *type, const char *code, const char *param, const char *fmt,
@@ -149,27 +151,36 @@ void api_sampling_defaults(ApiRequest *r, int temperature_given) {
     if (!temperature_given && truncates) p->temperature = 1; /* OpenAI's default temperature */
 }
 
-/* temperature, top_p, top_k, min_p, seed, penalties, logit_bias. */
-static int check_sampling(ApiRequest *r, ApiError *err) {
+/* The sampler's own rule for the values (engine/sampler.h: one rule for the server and the
+ * CLI), as a 400 naming the field. */
+int api_check_sampling(const ApiRequest *r, ApiError *err) {
+    const char *field;
+    if (!sampler_check(&r->sample, &field)) return 0;
+    return api_invalid(err, "invalid_value", field, "Invalid value for '%s': %s.", field, df_errmsg());
+}
+
+/* temperature, top_p, top_k, min_p, seed, penalties, logit_bias: their types here, their
+ * ranges by the sampler's rule (top_p 0 and top_k -1 are accepted first, as OpenAI's clients
+ * and llama.cpp's send them). */
+int api_check_sampling_fields(ApiRequest *r, ApiError *err) {
     const json_t *root = r->root;
     SampleParams *p = &r->sample;
     int64_t top_k = 0, seed = 0;
-    if (api_get_number(err, root, "temperature", 0, 2, &p->temperature) || api_get_number(err, root, "top_p", 0, 1, &p->top_p) ||
-        api_get_int(err, root, "top_k", -1, 1 << 20, &top_k) || api_get_number(err, root, "min_p", 0, 1, &p->min_p) ||
+    if (api_get_number(err, root, "temperature", -INFINITY, INFINITY, &p->temperature) ||
+        api_get_number(err, root, "top_p", 0, 1, &p->top_p) || api_get_int(err, root, "top_k", -1, 1 << 20, &top_k) ||
+        api_get_number(err, root, "min_p", -INFINITY, INFINITY, &p->min_p) ||
         api_get_int(err, root, "seed", INT64_MIN, INT64_MAX, &seed) ||
-        api_get_number(err, root, "presence_penalty", -2, 2, &p->presence_penalty) ||
-        api_get_number(err, root, "frequency_penalty", -2, 2, &p->frequency_penalty) || check_logit_bias(r, err))
+        api_get_number(err, root, "presence_penalty", -INFINITY, INFINITY, &p->presence_penalty) ||
+        api_get_number(err, root, "frequency_penalty", -INFINITY, INFINITY, &p->frequency_penalty) || check_logit_bias(r, err))
         return -1;
     p->top_k = (int)top_k;
     p->seed = (uint64_t)seed;
     r->seeded = api_field(root, "seed") != NULL;
     api_sampling_defaults(r, api_field(root, "temperature") != NULL);
-    return 0;
+    return api_check_sampling(r, err);
 }
 
-/* user: a string; metadata: up to 16 string values (keys <= 64, values <= 512 bytes). Both
- * are for the client's bookkeeping and change nothing here. */
-static int check_bookkeeping(ApiRequest *r, ApiError *err) {
+int api_check_bookkeeping(ApiRequest *r, ApiError *err) {
     const json_t *v = api_field(r->root, "user");
     if (v && !json_is_string(v)) return api_wrong_type(err, "user", "a string", v);
     int store = 0;
@@ -189,17 +200,21 @@ static int check_bookkeeping(ApiRequest *r, ApiError *err) {
     return 0;
 }
 
-/* Fields both endpoints share. */
-static int check_common(ApiRequest *r, ApiError *err) {
-    const json_t *root = r->root;
+int api_check_model(const json_t *root, const char *model_id, int anthropic, ApiError *err) {
     const json_t *model = api_field(root, "model");
     if (!model) return api_invalid(err, "missing_required_parameter", "model", "Missing required parameter: 'model'.");
     if (!json_is_string(model)) return api_wrong_type(err, "model", "a string", model);
-    if (strcmp(json_string_value(model), SERVE_MODEL_ID) != 0)
-        return api_error(err, 404, "invalid_request_error", "model_not_found", "model",
-                         "The model '%.80s' does not exist; this server serves '" SERVE_MODEL_ID "'.",
-                         json_string_value(model));
-    if (api_get_bool(err, root, "stream", &r->stream) || check_sampling(r, err) || check_bookkeeping(r, err)) return -1;
+    if (strcmp(json_string_value(model), model_id) != 0)
+        return api_error(err, 404, anthropic ? "not_found_error" : "invalid_request_error", "model_not_found", "model",
+                         "The model '%.80s' does not exist; this server serves '%.128s'.", json_string_value(model), model_id);
+    return 0;
+}
+
+/* Fields both endpoints share. */
+static int check_common(ApiRequest *r, const char *model_id, ApiError *err) {
+    const json_t *root = r->root;
+    if (api_check_model(root, model_id, 0, err)) return -1;
+    if (api_get_bool(err, root, "stream", &r->stream) || api_check_sampling_fields(r, err) || api_check_bookkeeping(r, err)) return -1;
     int64_t i = 1;
     if (api_get_int(err, root, "n", 1, 128, &i)) return -1;
     if (i != 1) return api_unsupported(err, "n", "only n=1 is supported (one answer per request)");
@@ -260,6 +275,30 @@ static int check_messages(ApiRequest *r, ApiError *err) {
     return 0;
 }
 
+/* Fields other servers implement for chats and this one does not: refused by name unless they
+ * ask for nothing (their neutral value), never accepted and ignored. */
+static int check_unimplemented(const json_t *root, ApiError *err) {
+    static const struct {
+        const char *key, *what;
+        double neutral; /* NAN: no neutral value, refused whenever present */
+    } fields[] = {
+        {"repetition_penalty", "not implemented here (use frequency_penalty or presence_penalty)", 1},
+        {"top_a", "top-a sampling is not implemented (use top_p, top_k or min_p)", 0},
+        {"web_search_options", "web search is not available", NAN},
+        {"prediction", "predicted outputs are not implemented", NAN},
+        {"best_of", "only best_of=1 is supported (one answer per request)", 1},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const json_t *v = api_field(root, fields[i].key);
+        if (v && !(json_is_number(v) && json_number_value(v) == fields[i].neutral)) return api_unsupported(err, fields[i].key, fields[i].what);
+    }
+    const json_t *v = api_field(root, "echo");
+    if (v && !json_is_false(v)) return api_unsupported(err, "echo", "echoing the prompt is not supported");
+    v = api_field(root, "suffix");
+    if (v && !(json_is_string(v) && !json_string_length(v))) return api_unsupported(err, "suffix", "suffixes are not supported");
+    return 0;
+}
+
 static int check_chat(ApiRequest *r, ApiError *err) {
     const json_t *root = r->root, *v;
     if (check_messages(r, err)) return -1;
@@ -286,6 +325,7 @@ static int check_chat(ApiRequest *r, ApiError *err) {
         if (!json_is_string(v) && !json_is_object(v)) return api_wrong_type(err, "tool_choice", "a string or an object", v);
         r->tool_choice = v;
     }
+    if (check_unimplemented(root, err)) return -1;
     if (api_field(root, "functions")) return api_unsupported(err, "functions", "use 'tools' instead of the legacy 'functions'");
     if (api_field(root, "function_call")) return api_unsupported(err, "function_call", "use 'tools' instead of 'function_call'");
     if (api_field(root, "audio")) return api_unsupported(err, "audio", "audio output is not supported");
@@ -343,19 +383,9 @@ static int check_prompt(ApiRequest *r, ApiError *err) {
 }
 
 static int check_completion(ApiRequest *r, ApiError *err) {
-    const json_t *root = r->root, *v;
+    const json_t *root = r->root;
     if (check_prompt(r, err)) return -1;
-    if (api_get_int(err, root, "max_tokens", 0, MAX_TOKENS_LIMIT, &r->max_tokens)) return -1;
-    int echo = 0;
-    if (api_get_bool(err, root, "echo", &echo)) return -1;
-    if (echo) return api_unsupported(err, "echo", "echoing the prompt is not supported");
-    if ((v = api_field(root, "suffix"))) {
-        if (!json_is_string(v)) return api_wrong_type(err, "suffix", "a string", v);
-        if (json_string_length(v)) return api_unsupported(err, "suffix", "suffixes are not supported");
-    }
-    int64_t best = 1;
-    if (api_get_int(err, root, "best_of", 1, 128, &best)) return -1;
-    if (best != 1) return api_unsupported(err, "best_of", "only best_of=1 is supported");
+    if (api_get_int(err, root, "max_tokens", 0, MAX_TOKENS_LIMIT, &r->max_tokens) || check_unimplemented(root, err)) return -1;
     int64_t lp = -1;
     if (api_get_int(err, root, "logprobs", 0, 5, &lp)) return -1;
     if (lp >= 0) r->sample.logprobs = 1, r->sample.top_logprobs = (int)lp;
@@ -378,7 +408,7 @@ json_t *api_parse_json(const char *body, size_t len, ApiError *err) {
     return NULL;
 }
 
-int api_request_parse(ApiKind kind, const char *body, size_t len, ApiRequest *r, ApiError *err) {
+int api_request_parse(ApiKind kind, const char *body, size_t len, const char *model_id, ApiRequest *r, ApiError *err) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->max_tokens = -1;
@@ -387,14 +417,29 @@ int api_request_parse(ApiKind kind, const char *body, size_t len, ApiRequest *r,
     int rc = -1;
     if (!json_is_object(r->root))
         api_invalid(err, "invalid_type", NULL, "The request body must be a JSON object, not %s.", type_name(r->root));
-    else if (!check_common(r, err))
+    else if (!check_common(r, model_id, err))
         rc = kind == API_CHAT ? check_chat(r, err) : check_completion(r, err);
     if (rc) api_request_free(r);
     return rc;
 }
 
+int api_translated_begin(ApiRequest *r, const char *body, size_t len, ApiError *err) {
+    memset(r, 0, sizeof *r);
+    r->kind = API_CHAT;
+    r->max_tokens = -1;
+    r->sample = (SampleParams)SAMPLE_PARAMS_GREEDY;
+    r->parallel_tool_calls = 1;
+    if (!(r->root = api_parse_json(body, len, err))) return -1;
+    r->owned = json_pack("{s:[], s:[]}", "messages", "tools");
+    if (json_is_object(r->root)) return 0;
+    api_wrong_type(err, "body", "a JSON object", r->root);
+    api_request_free(r);
+    return -1;
+}
+
 void api_request_free(ApiRequest *r) {
     json_decref(r->root);
     json_decref(r->owned);
-    r->root = r->owned = NULL;
+    json_decref(r->echo);
+    r->root = r->owned = r->echo = NULL;
 }

@@ -2,8 +2,9 @@
  * and the request both those and /v1/messages (anthropic.h) become.
  *
  * Every field the server reads is checked for type and range; what cannot be honoured (n > 1,
- * images, audio, echo, suffix, best_of...) is refused with a 400 naming the field, never accepted
- * and ignored. response_format (text, json_object, json_schema) and tool_choice (none, auto,
+ * images, audio, echo, suffix, best_of, repetition_penalty, top_a, web_search_options,
+ * prediction...) is refused with a 400 naming the field, never accepted and ignored (a field at
+ * its neutral value, echo false or repetition_penalty 1, asks for nothing and is accepted). response_format (text, json_object, json_schema) and tool_choice (none, auto,
  * required, a named function) with parallel_tool_calls are honoured by constrained decoding
  * (text/reply_grammar.h, which checks them in full when the exchange starts). Sampling (temperature, top_p, top_k, min_p, seed,
  * penalties, logit_bias, logprobs) is honoured by the sampler (engine/sampler.h); without a
@@ -23,8 +24,6 @@
 
 #include "engine/sampler.h"
 
-#define SERVE_MODEL_ID "deltafin-kimi-k3"
-
 typedef enum { API_CHAT, API_COMPLETION } ApiKind;
 
 typedef struct {
@@ -38,6 +37,8 @@ typedef struct {
 typedef struct {
     ApiKind kind;
     int anthropic;            /* came from /v1/messages: answer in Anthropic's shapes */
+    int responses;            /* came from /v1/responses: answer as OpenAI's Responses API */
+    json_t *echo;             /* owned: what a Responses answer repeats of the request, or NULL */
     json_t *root;             /* owned */
     json_t *owned;            /* owned: what a translated request built (messages, tools) */
     const json_t *messages;   /* chat: OpenAI-shaped messages */
@@ -58,9 +59,27 @@ typedef struct {
     int seeded;               /* a seed was given (else the caller picks one) */
 } ApiRequest;
 
-/* Parses and validates body[0..len). Returns 0, or -1 with *err filled. */
-int api_request_parse(ApiKind kind, const char *body, size_t len, ApiRequest *r, ApiError *err);
+/* Parses and validates body[0..len); model_id: the served model's name, the one `model` may
+ * name. Returns 0, or -1 with *err filled. */
+int api_request_parse(ApiKind kind, const char *body, size_t len, const char *model_id, ApiRequest *r, ApiError *err);
+/* root's `model` names model_id, else a 400 (missing, not a string) or 404 (another model;
+ * anthropic: Anthropic's error type). */
+int api_check_model(const json_t *root, const char *model_id, int anthropic, ApiError *err);
+/* r->sample by the sampler's rule (sampler_check), as a 400 naming the field. */
+int api_check_sampling(const ApiRequest *r, ApiError *err);
+/* OpenAI's sampling fields of r->root (temperature, top_p, top_k, min_p, seed, penalties,
+ * logit_bias) into r->sample, checked. */
+int api_check_sampling_fields(ApiRequest *r, ApiError *err);
+/* user: a string; store and parallel_tool_calls: booleans (r->parallel_tool_calls); metadata:
+ * up to 16 string values (keys <= 64, values <= 512 bytes). For the client's bookkeeping: they
+ * change nothing here. */
+int api_check_bookkeeping(ApiRequest *r, ApiError *err);
 void api_request_free(ApiRequest *r);
+/* The start of a request another API's body is translated into (anthropic.h, responses.h): a
+ * greedy chat, parallel tool calls allowed, no budget, body parsed into r->root (an object), and
+ * r->owned = {"messages": [], "tools": []} for the translation. Returns 0, or -1 with *err
+ * filled (r then holds nothing). */
+int api_translated_begin(ApiRequest *r, const char *body, size_t len, ApiError *err);
 
 /* Parses a JSON body; on failure fills *err (400 invalid_json; the message says where and what,
  * in words a client understands). NULL then. */

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "serve/request.h"
+#define MODEL_PREFIX "/v1/models/"
 
 static const struct {
     const char *path;
@@ -12,17 +12,22 @@ static const struct {
     Route route;
 } routes[] = {
     {"/v1/models", 0, ROUTE_MODELS},
-    {"/v1/models/" SERVE_MODEL_ID, 0, ROUTE_MODEL},
+    {MODEL_PREFIX, 0, ROUTE_MODEL}, /* a prefix: see route.h */
     {"/v1/chat/completions", 1, ROUTE_CHAT},
     {"/v1/completions", 1, ROUTE_COMPLETIONS},
+    {"/v1/responses", 1, ROUTE_RESPONSES},
     {"/v1/messages", 1, ROUTE_MESSAGES},
+    {"/v1/messages/count_tokens", 1, ROUTE_COUNT_TOKENS},
     {"/health", 0, ROUTE_HEALTH},
     {"/metrics", 0, ROUTE_METRICS},
 };
 
 RouteResult route_find(const char *method, const char *path, Route *route, const char **allow) {
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (strcmp(path, routes[i].path) != 0) continue;
+        int model = routes[i].route == ROUTE_MODEL;
+        if (model ? strncmp(path, MODEL_PREFIX, strlen(MODEL_PREFIX)) || !path[strlen(MODEL_PREFIX)]
+                  : strcmp(path, routes[i].path) != 0)
+            continue;
         const char *methods = routes[i].post ? "POST" : "GET, HEAD";
         if (allow) *allow = methods;
         *route = routes[i].route;
@@ -35,7 +40,11 @@ RouteResult route_find(const char *method, const char *path, Route *route, const
 
 int route_is_public(Route r) { return r == ROUTE_HEALTH; }
 
-int route_generates(Route r) { return r == ROUTE_CHAT || r == ROUTE_COMPLETIONS || r == ROUTE_MESSAGES; }
+int route_generates(Route r) { return r == ROUTE_CHAT || r == ROUTE_COMPLETIONS || r == ROUTE_MESSAGES || r == ROUTE_RESPONSES; }
+
+int route_is_anthropic(Route r) { return r == ROUTE_MESSAGES || r == ROUTE_COUNT_TOKENS; }
+
+const char *route_model_id(const char *path) { return path + strlen(MODEL_PREFIX); }
 
 static int hex_digit(char ch) {
     if (ch >= '0' && ch <= '9') return ch - '0';

@@ -22,20 +22,22 @@ static json_t *error_object(const ApiError *e) {
 
 char *wire_error(const ApiError *e) { return dump(error_object(e)); }
 
-char *wire_models(int64_t created) {
-    return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id", SERVE_MODEL_ID, "object",
-                          "model", "created", (json_int_t)created, "owned_by", "deltafin"));
+char *wire_models(const char *model, int64_t created, int one) {
+    json_t *m = json_pack("{s:s, s:s, s:I, s:s}", "id", model, "object", "model", "created", (json_int_t)created, "owned_by",
+                          "deltafin");
+    return dump(one ? m : json_pack("{s:s, s:[o]}", "object", "list", "data", m));
 }
 
 static json_t *usage_object(const WireUsage *u) {
-    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt, "completion_tokens", u->completion,
-                     "total_tokens", u->prompt + u->completion, "prompt_tokens_details", "cached_tokens", u->cached);
+    return json_pack("{s:i, s:i, s:i, s:{s:i}, s:{s:i}}", "prompt_tokens", u->prompt, "completion_tokens", u->completion,
+                     "total_tokens", u->prompt + u->completion, "prompt_tokens_details", "cached_tokens", u->cached,
+                     "completion_tokens_details", "reasoning_tokens", u->reasoning);
 }
 
 static json_t *head_object(const WireHead *h, int chunk) {
     const char *object = h->kind == API_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
     return json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", h->id, "object", object, "created", (json_int_t)h->created, "model",
-                     SERVE_MODEL_ID, "system_fingerprint", "deltafin-fp32");
+                     h->model, "system_fingerprint", "deltafin-fp32");
 }
 
 static json_t *str(const char *s, size_t n) { return json_stringn(s ? s : "", n); }
@@ -106,6 +108,7 @@ char *wire_response(const WireHead *h, const WirePart *p, const WireUsage *u) {
     } else
         choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", str(p->content, p->content_len), "logprobs",
                            logprobs_of(h, p), "finish_reason", p->finish);
+    if (p->detail) json_object_set_new(choice, "finish_detail", json_string(p->detail));
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     json_object_set_new(o, "usage", usage_object(u));
     return dump(o);
@@ -134,6 +137,7 @@ char *wire_chunk(const WireHead *h, int role, const WirePart *p, int with_usage)
     } else
         choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "text", str(p->content, p->content_len), "logprobs",
                            logprobs_of(h, p), "finish_reason", fr);
+    if (p->finish && p->detail) json_object_set_new(choice, "finish_detail", json_string(p->detail));
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     if (with_usage) json_object_set_new(o, "usage", json_null());
     return event(o);

@@ -13,16 +13,18 @@ typedef struct {
     ApiKind kind;
     const char *id;   /* "chatcmpl-..." / "cmpl-..." */
     int64_t created;  /* unix seconds */
+    const char *model; /* the served model's name */
 } WireHead;
 
 typedef struct {
     int prompt, completion, cached;
+    int reasoning;    /* of the completion, tokens spent thinking */
 } WireUsage;
 
 /* {"error": {"message", "type", "param", "code"}} */
 char *wire_error(const ApiError *e);
-/* GET /v1/models */
-char *wire_models(int64_t created);
+/* GET /v1/models: the one model; one: the model object alone (GET /v1/models/{id}). */
+char *wire_models(const char *model, int64_t created, int one);
 /* What a response or a stream chunk carries. */
 typedef struct {
     const char *reasoning, *content;
@@ -32,12 +34,15 @@ typedef struct {
     const json_t *lp_content;       /* log-probability entries (exchange.h), or NULL when not asked for */
     const json_t *lp_reasoning;     /* chat: those of the thinking tokens (an extension), or NULL */
     int lp_offset;                  /* completion: text offset of the first entry */
+    const char *detail;             /* why a "length" finish came early (exchange.h), or NULL */
 } WirePart;
 
 /* Characters (code points) of a JSON string: the unit of a completion's text_offset. */
 int wire_chars(const json_t *s);
 
-/* A whole (non-streamed) response. With tool calls, empty content is null. */
+/* A whole (non-streamed) response. With tool calls, empty content is null. The usage carries
+ * completion_tokens_details.reasoning_tokens; a finish with a detail says it in the choice's
+ * "finish_detail" (an extension: "repetition", "thinking"). */
 char *wire_response(const WireHead *h, const WirePart *p, const WireUsage *u);
 /* One "data: {...}\n\n" event. role: first chat chunk; with_usage: include "usage": null
  * (include_usage streams carry it on every chunk). */

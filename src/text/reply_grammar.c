@@ -2,6 +2,7 @@
  * grammar of K3's reply from them (see reply_grammar.h). */
 #include "text/reply_grammar.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "text/jsonschema.h"
@@ -167,6 +168,54 @@ static int response_node(Grammar *g, RfMode mode, const json_t *schema, int stri
     return 0;
 }
 
+/* Every declared tool judged alone, as when only it may be called (its arguments compiled and
+ * analysed), and all of them together for size, whatever tool_choice says: a definition refused
+ * under one choice is refused under every choice, with the same message. */
+static int check_tool_schemas(const json_t *tools) {
+    int rc = 0;
+    for (size_t i = 0; i < json_array_size(tools) && !rc; i++) {
+        Grammar *one = grammar_new();
+        uint32_t node;
+        char where[64];
+        snprintf(where, sizeof where, "tools[%zu].function.parameters", i);
+        rc = tools_element(one, tools, (int)i, 1, &node) || grammar_finish(one, gb_seq(one, &node, 1), where, NULL);
+        grammar_free(one);
+    }
+    if (rc || !json_array_size(tools)) return rc;
+    Grammar *all = grammar_new();
+    uint32_t node;
+    rc = tools_element(all, tools, -1, 1, &node);
+    if (!rc && all->too_big)
+        rc = df_fail("tools: too large to enforce (at most %d nodes, %d literals, %u characters of literal text)", GRAMMAR_MAX_NODES,
+                     GRAMMAR_MAX_LITS, GRAMMAR_MAX_UNITS);
+    grammar_free(all);
+    return rc;
+}
+
+/* The response element and what may follow it, down to the tools element. A free-text answer
+ * may be empty only when calls follow it; tools is the tools element, or GRAMMAR_NONE when no
+ * call may be made. */
+static uint32_t answer_and_calls(Grammar *g, RfMode rf, uint32_t response, uint32_t tools, ToolMode tc) {
+    uint32_t close = chat_lit(g, CLOSE "response" SEP);
+    if (tools == GRAMMAR_NONE) {
+        uint32_t text = rf == RF_TEXT ? gb_leaf(g, GK_RAWSTR, 1, UINT32_MAX, 0) : response;
+        uint32_t kids[2] = {text, close};
+        return gb_seq(g, kids, 2);
+    }
+    if (tc != TC_AUTO) {
+        uint32_t kids[3] = {response, close, tools};
+        return gb_seq(g, kids, 3);
+    }
+    uint32_t optional = gb_repeat(g, tools, 0, 1, (GSpan){0, 0}, (GSpan){0, 0}, (GSpan){0, 0}, 0);
+    if (rf != RF_TEXT) {
+        uint32_t kids[3] = {response, close, optional};
+        return gb_seq(g, kids, 3);
+    }
+    uint32_t said[3] = {gb_leaf(g, GK_RAWSTR, 1, UINT32_MAX, 0), close, optional}, calls_only[2] = {close, tools};
+    uint32_t alts[2] = {gb_seq(g, said, 3), gb_seq(g, calls_only, 2)};
+    return gb_choice(g, alts, 2);
+}
+
 int reply_grammar(const ReplySpec *spec, Grammar **out) {
     RfMode rf;
     ToolMode tc;
@@ -174,22 +223,18 @@ int reply_grammar(const ReplySpec *spec, Grammar **out) {
     int strict, named;
     *out = NULL;
     if (check_response_format(spec->response_format, &rf, &schema, &strict) || check_tools(spec->tools) ||
-        check_tool_choice(spec->tool_choice, spec->tools, &tc, &named))
+        check_tool_choice(spec->tool_choice, spec->tools, &tc, &named) || check_tool_schemas(spec->tools))
         return -1;
-    if (rf == RF_TEXT && tc == TC_AUTO) return 0; /* nothing to enforce */
+    int calls = tc != TC_NONE && json_array_size(spec->tools);
     Grammar *g = grammar_new();
-    uint32_t kids[8], n = 0, x;
+    uint32_t kids[4], n = 0, response, tools = GRAMMAR_NONE;
     if (spec->thinking) {
         kids[n++] = gb_leaf(g, GK_FREE, 0, 0, 0);
         kids[n++] = chat_lit(g, CLOSE "think" SEP OPEN "response" SEP);
     }
-    int rc = response_node(g, rf, schema, strict, &x);
-    kids[n++] = x;
-    kids[n++] = chat_lit(g, CLOSE "response" SEP);
-    if (!rc && tc != TC_NONE && json_array_size(spec->tools)) {
-        rc = tools_element(g, spec->tools, named, spec->parallel_tool_calls, &x);
-        kids[n++] = tc == TC_AUTO ? gb_repeat(g, x, 0, 1, (GSpan){0, 0}, (GSpan){0, 0}, (GSpan){0, 0}, 0) : x;
-    }
+    int rc = response_node(g, rf, schema, strict, &response);
+    if (!rc && calls) rc = tools_element(g, spec->tools, named, spec->parallel_tool_calls, &tools);
+    kids[n++] = answer_and_calls(g, rf, response, tools, tc);
     kids[n++] = chat_lit(g, CLOSE "message" SEP EOM);
     if (!rc) rc = grammar_finish(g, gb_seq(g, kids, n), rf == RF_TEXT ? "tools" : "response_format", spec->vocab);
     if (rc) {

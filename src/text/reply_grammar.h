@@ -17,8 +17,16 @@
  *
  * tool_choice: "none" no tools element; "auto" (or absent) tools optional; "required" at least
  * one call; {"type":"function","function":{"name":N}} calls of N only, at least one.
- * parallel_tool_calls false: at most one call. When neither response_format nor tool_choice
- * asks for anything ("auto", text response) the reply is not constrained at all: no grammar.
+ * parallel_tool_calls false: at most one call. No tools declared: no tools element, whatever
+ * the choice (a model trained on tools it was given once may still try to call them). A free
+ * text RESPONSE is at least one character unless calls follow it, so a reply that may not call
+ * always answers something. Every chat gets a grammar: even the freest reply is bound to name
+ * only declared tools.
+ *
+ * Every tool's parameters are compiled the same way whatever tool_choice says (none included),
+ * so a schema refused under "required" is refused under "auto" and "none" too; each call's
+ * arguments are bound to its function's schema whenever a call is made (strict functions with
+ * strict mode's extra rules).
  *
  * Hostile requests: every field is checked here (types, names, duplicates) and schemas are
  * compiled with jsonschema.h's caps; refusals name the field. */
@@ -40,8 +48,7 @@ typedef struct {
     int thinking;                  /* the reply starts inside the think element */
 } ReplySpec;
 
-/* Sets *out to the reply's grammar (the caller frees it with grammar_free), or to NULL when
- * nothing constrains the reply. Returns 0, or -1 with a message that starts with the request
+/* Sets *out to the reply's grammar (the caller frees it with grammar_free). Returns 0, or -1 with a message that starts with the request
  * field at fault, e.g. "response_format.json_schema.schema.properties.when: 'format' is not
  * supported: ..." or "tools[1].function.name: ...". */
 int reply_grammar(const ReplySpec *spec, Grammar **out);

@@ -52,7 +52,12 @@ typedef struct {
     const char *content;   /* answer text */
     size_t content_len;
     int done;              /* <|end_of_msg|> was generated: stop */
+    int channel;           /* where the token's own bytes went: XTML_MARKUP (a marker, a header, a
+                            * call's argument: nothing a client reads as text), XTML_THINKING or
+                            * XTML_ANSWER (even when held back as part of a split character) */
 } XtmlDelta;
+
+enum { XTML_MARKUP, XTML_THINKING, XTML_ANSWER };
 
 typedef struct XtmlParser XtmlParser;
 

@@ -180,8 +180,13 @@ static void route_text(XtmlParser *p, const uint8_t *b, size_t n, XtmlDelta *d) 
         return;
     }
     ElKind k = p->depth ? p->stack[p->depth - 1].kind : EL_OTHER;
-    if (k == EL_THINK) d->reasoning = utf8stream_push(&p->reasoning, b, n, &d->reasoning_len);
-    else if (k == EL_RESPONSE || k == EL_MESSAGE) d->content = utf8stream_push(&p->content, b, n, &d->content_len);
+    if (k == EL_THINK) {
+        d->reasoning = utf8stream_push(&p->reasoning, b, n, &d->reasoning_len);
+        d->channel = XTML_THINKING;
+    } else if (k == EL_RESPONSE || k == EL_MESSAGE) {
+        d->content = utf8stream_push(&p->content, b, n, &d->content_len);
+        d->channel = XTML_ANSWER;
+    }
     else if (k == EL_ARGUMENT || k == EL_JSON) sb_add(&p->value, b, n);
 }
 

@@ -33,6 +33,9 @@ seed=$(sed -n 's/.*seed \(-\{0,1\}[0-9]*\) (sampled.*/\1/p' "$t/err")
 expect_eq "$b" "$(run --temperature 1.1 --min-p 0.05 --seed "$seed")" "ids with the seed an unseeded run drew"
 # top-k 1 keeps only the most probable token: greedy whatever the temperature
 expect_eq "$greedy" "$(run --temperature 1.5 --top-k 1 --seed 3)" "ids with top-k 1 (against greedy)"
+# min-p 1, the edge of its range (the server's rule too), keeps only the most probable tokens
+mp=$(run --temperature 1.5 --min-p 1 --seed 3) || { echo "--min-p 1 was refused: $(cat "$t/err")"; exit 1; }
+[ "$mp" = "$greedy" ] || { echo "--min-p 1 is not greedy: wanted '$greedy', got '$mp'"; exit 1; }
 for bad in "--temperature 3" "--top-p 1.5" "--top-k -1" "--min-p 2" "--presence-penalty 9" "--seed x"; do
     expect_fail -- "${bad%% *}" "$DF" run --model "$m" --tokens "$ids" --max-new 40 $bad
 done

@@ -75,15 +75,18 @@ static inline const char *fuzz_tokenizer_dir(int n_mergeable) {
     return fuzz_tok_dir;
 }
 
-/* The synthetic tokenizer (2,048 merges, K3's special spellings) harnesses share; exits when it
- * cannot be made. */
-static inline Tokenizer *fuzz_load_tokenizer(void) {
-    Tokenizer *t = tok_load(fuzz_tokenizer_dir(2048));
+/* A synthetic tokenizer of n_mergeable tokens (256 bytes and the merges after them) with K3's
+ * special spellings; exits when it cannot be made. One per process. */
+static inline Tokenizer *fuzz_load_tokenizer_n(int n_mergeable) {
+    Tokenizer *t = tok_load(fuzz_tokenizer_dir(n_mergeable));
     if (!t) {
         fprintf(stderr, "tok_load: %s\n", df_errmsg());
         exit(2);
     }
     return t;
 }
+
+/* The synthetic tokenizer (2,048 merges) most harnesses share. */
+static inline Tokenizer *fuzz_load_tokenizer(void) { return fuzz_load_tokenizer_n(2048); }
 
 #endif

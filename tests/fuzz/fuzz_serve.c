@@ -1,6 +1,6 @@
 /* fuzz_serve.c - libFuzzer harness for the server's request handling without the network: the
  * request line's path is percent-decoded and routed; a generation route's body is validated
- * (OpenAI chat / completions, Anthropic messages) and, when valid, rendered into prompt tokens
+ * (OpenAI chat / completions / responses, Anthropic messages) and, when valid, rendered into prompt tokens
  * with K3's chat format (a synthetic vocabulary), its sampling checked and its output constraint
  * (response_format, tool_choice) compiled; every refusal is turned
  * into the error body its API sends. Whatever the input, nothing may crash, leak or read out of
@@ -18,11 +18,14 @@
 
 #include "serve/anthropic.h"
 #include "serve/exchange.h"
+#include "serve/responses.h"
 #include "serve/route.h"
 #include "serve/wire.h"
 #include "synth/vocab_synth.h"
 #include "text/tokenizer.h"
 #include "text/vocab_trie.h"
+
+#define MODEL_ID "deltafin-kimi-k3"
 
 static Tokenizer *tok;
 static Memo *memo;
@@ -57,7 +60,7 @@ static void check_error(const ApiError *err, int anthropic) {
 
 /* A valid request all the way to its prompt tokens and sampler. */
 static void render(const ApiRequest *r) {
-    ExchangeEnv env = {tok, memo, -1, -1, 4096, NULL, trie};
+    ExchangeEnv env = {tok, memo, -1, -1, 8192, 1, 4096, NULL, trie, MODEL_ID};
     Exchange x;
     ApiError err;
     if (exchange_init(&x, &env, r, &err)) check_error(&err, r->anthropic);
@@ -83,8 +86,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t len = nl ? size - head - 1 : 0;
     ApiRequest r;
     ApiError err;
-    int rc = route == ROUTE_MESSAGES ? anthropic_request_parse(body, len, &r, &err)
-                                     : api_request_parse(route == ROUTE_CHAT ? API_CHAT : API_COMPLETION, body, len, &r, &err);
+    int rc = route == ROUTE_MESSAGES    ? anthropic_request_parse(body, len, MODEL_ID, 0, &r, &err)
+             : route == ROUTE_RESPONSES ? responses_request_parse(body, len, MODEL_ID, &r, &err)
+                                        : api_request_parse(route == ROUTE_CHAT ? API_CHAT : API_COMPLETION, body, len, MODEL_ID, &r, &err);
     if (rc) {
         check_error(&err, route == ROUTE_MESSAGES);
         return 0;

@@ -13,16 +13,21 @@ export function scratch() {
   return mkdtempSync(join(base, "serve-"));
 }
 
-export function synth(dir, preset = "tiny") {
-  const out = join(dir, preset);
-  execFileSync(DF, ["synth", "--preset", preset, "--seed", "3", "--out", out, "--quiet"], { stdio: "ignore" });
+export function synth(dir, preset = "tiny", extra = []) {
+  const out = join(dir, preset + (extra.length ? "-" + extra.join("").replace(/[^a-z0-9]/gi, "") : ""));
+  execFileSync(DF, ["synth", "--preset", preset, "--seed", "3", "--out", out, "--quiet", ...extra], { stdio: "ignore" });
   return out;
 }
 
-// Starts the server and resolves once it listens; log lines accumulate in server.log.
-export function startServer(model, args = [], env = {}) {
+// The small trained model that ships in models/k3-mini: it answers, thinks and calls tools.
+export const BUNDLED = new URL("../../models/k3-mini", import.meta.url).pathname;
+
+// Starts the server and resolves once it listens; log lines accumulate in server.log. The model
+// is named MODEL_ID unless alias says otherwise (null: the model's own name, its directory's).
+export function startServer(model, args = [], env = {}, alias = MODEL_ID) {
   return new Promise((resolve, reject) => {
-    const child = spawn(DF, ["serve", "--model", model, "--port", "0", ...args], {
+    const named = alias === null ? [] : ["--alias", alias];
+    const child = spawn(DF, ["serve", "--model", model, "--port", "0", ...named, ...args], {
       env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"],
     });
     const server = { child, log: "", url: null };

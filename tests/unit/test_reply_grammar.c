@@ -34,18 +34,22 @@ typedef struct {
     const char *tool_choice;     /* JSON, or NULL */
     const char *response_format; /* JSON, or NULL */
     int parallel, thinking;
+    int no_tools;                /* the request declares no tools */
 } Case;
 
 static const Case cases[] = {
-    {"required", "\"required\"", NULL, 1, 1},
-    {"named store, one call, no thinking", "{\"type\":\"function\",\"function\":{\"name\":\"store\"}}", NULL, 0, 0},
+    {"required", "\"required\"", NULL, 1, 1, 0},
+    {"named store, one call, no thinking", "{\"type\":\"function\",\"function\":{\"name\":\"store\"}}", NULL, 0, 0, 0},
     {"none with a json_schema answer", "\"none\"",
      "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\",\"strict\":true,\"schema\":{\"type\":\"object\","
      "\"properties\":{\"ok\":{\"type\":\"boolean\"},\"n\":{\"type\":[\"integer\",\"null\"]}},\"required\":[\"ok\",\"n\"],"
      "\"additionalProperties\":false}}}",
-     1, 1},
-    {"auto with a json_object answer", "\"auto\"", "{\"type\":\"json_object\"}", 1, 0},
-    {"required, one call", "\"required\"", NULL, 0, 1},
+     1, 1, 0},
+    {"auto with a json_object answer", "\"auto\"", "{\"type\":\"json_object\"}", 1, 0, 0},
+    {"required, one call", "\"required\"", NULL, 0, 1, 0},
+    {"auto with a text answer", "\"auto\"", NULL, 1, 1, 0},
+    {"auto without tools", "\"auto\"", NULL, 1, 1, 1},
+    {"none with a text answer", "\"none\"", NULL, 1, 0, 0},
 };
 #define N_CASES (sizeof cases / sizeof *cases)
 
@@ -66,7 +70,7 @@ typedef struct {
 } Built;
 
 static Built build(const Case *c) {
-    Built b = {load(tools_json), load(c->tool_choice), load(c->response_format), {0}, NULL};
+    Built b = {c->no_tools ? NULL : load(tools_json), load(c->tool_choice), load(c->response_format), {0}, NULL};
     b.spec = (ReplySpec){trie, b.response_format, b.tools, b.tool_choice, c->parallel, c->thinking};
     if (reply_grammar(&b.spec, &b.g) || !b.g) {
         fprintf(stderr, "reply_grammar(%s): %s\n", c->name, df_errmsg());
@@ -270,6 +274,14 @@ static int xo_check(const Case *c, const Built *b, const int *u, int n, int *com
         if (xo_text(&x, buf, &len)) return 1;
         if (xo_lit(&x, XC "think" XS XO "response" XS) < 0) return x.eof;
     }
+    const char *tc = json_string_value(b->tool_choice);
+    int named = -1, n_tools = (int)json_array_size(b->tools);
+    for (int i = 0; i < n_tools && !tc; i++)
+        if (!strcmp(tool_name(b->tools, i), json_string_value(json_object_get(json_object_get(b->tool_choice, "function"), "name"))))
+            named = i;
+    int tools_allowed = n_tools && (!tc || strcmp(tc, "none")), tools_needed = tools_allowed && (!tc || !strcmp(tc, "required"));
+    /* a text answer that no call must follow is at least one character of well-formed UTF-8 */
+    int said = !b->response_format && !tools_needed;
     int cut = xo_text(&x, buf, &len);
     if (b->response_format) {
         const json_t *schema = json_object_get(json_object_get(b->response_format, "json_schema"), "schema");
@@ -278,15 +290,18 @@ static int xo_check(const Case *c, const Built *b, const int *u, int n, int *com
         json_decref(any_object);
         if (!ok || (!cut && !*complete)) return 0;
         *complete = 0;
+    } else if (said && len) {
+        json_t *text = json_pack("{s:s, s:i}", "type", "string", "minLength", 1);
+        int ok = xo_raw(text, text, buf, len, cut, 0);
+        json_decref(text);
+        if (!ok) return 0;
     }
     if (cut) return 1;
+    if (said && !len) { /* empty: only when calls follow */
+        if (!tools_allowed) return 0;
+        tools_needed = 1;
+    }
     if (xo_lit(&x, XC "response" XS) < 0) return x.eof;
-    const char *tc = json_string_value(b->tool_choice);
-    int named = -1, n_tools = (int)json_array_size(b->tools);
-    for (int i = 0; i < n_tools && !tc; i++)
-        if (!strcmp(tool_name(b->tools, i), json_string_value(json_object_get(json_object_get(b->tool_choice, "function"), "name"))))
-            named = i;
-    int tools_allowed = !tc || strcmp(tc, "none"), tools_needed = !tc || !strcmp(tc, "required");
     static Lit cand[64];
     int nc = 0;
     if (tools_allowed) {
@@ -485,12 +500,34 @@ static void replies_parse_into_valid_tool_calls(void) {
     }
 }
 
-/* Without anything to enforce there is no grammar; refusals name the field. */
+/* Every chat gets a grammar, even a text answer under auto (it may call declared tools only);
+ * refusals name the field, and a tool's schema is refused alike under every tool_choice. */
 static void requests_map_to_grammars_or_refusals(void) {
     json_t *tools = load(tools_json), *auto_choice = load("\"auto\""), *text_rf = load("{\"type\":\"text\"}");
     ReplySpec spec = {trie, text_rf, tools, auto_choice, 1, 1};
-    Grammar *g = (Grammar *)1;
-    CHECK(reply_grammar(&spec, &g) == 0 && g == NULL);
+    Grammar *g = NULL;
+    CHECK(reply_grammar(&spec, &g) == 0 && g != NULL);
+    grammar_free(g);
+    spec.tools = NULL;
+    g = NULL;
+    CHECK(reply_grammar(&spec, &g) == 0 && g != NULL);
+    grammar_free(g);
+    const char *choices[] = {"\"auto\"", "\"none\"", "\"required\"", "{\"type\":\"function\",\"function\":{\"name\":\"a\"}}", NULL};
+    json_t *odd = load("[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"type\":\"object\","
+                       "\"properties\":{\"x\":{\"not\":{\"type\":\"string\"}}}}}}]");
+    json_t *not_object = load("[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":\"x\"}}]");
+    for (int i = 0; i < 5; i++) {
+        json_t *tc = load(choices[i]);
+        ReplySpec s = {trie, NULL, odd, tc, 1, 1};
+        g = NULL;
+        CHECK_MSG(reply_grammar(&s, &g) == -1 && !g && strstr(df_errmsg(), "tools[0].function.parameters.properties.x: 'not'"),
+                  "choice %s: '%s'", choices[i] ? choices[i] : "absent", df_errmsg());
+        s.tools = not_object;
+        CHECK_MSG(reply_grammar(&s, &g) == -1 && !g && !strncmp(df_errmsg(), "tools[0].function.parameters", 28),
+                  "choice %s: '%s'", choices[i] ? choices[i] : "absent", df_errmsg());
+        json_decref(tc);
+    }
+    json_decref(odd), json_decref(not_object);
     static const struct {
         const char *rf, *tools, *tc, *msg;
     } bad[] = {

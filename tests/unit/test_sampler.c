@@ -220,14 +220,35 @@ static void logprobs_are_a_log_softmax(void) {
 static void bad_parameters_are_refused(void) {
     Sampler s;
     SampleParams bad[] = {{2.5, 1, 0, 0, 0, 0, 0, 0, 0, NULL, 0}, {1, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0},
-                          {1, 1, -1, 0, 0, 0, 0, 0, 0, NULL, 0}, {1, 1, 0, 1, 0, 0, 0, 0, 0, NULL, 0},
+                          {1, 1, -1, 0, 0, 0, 0, 0, 0, NULL, 0}, {1, 1, 0, 1.5, 0, 0, 0, 0, 0, NULL, 0},
                           {1, 1, 0, 0, 3, 0, 0, 0, 0, NULL, 0},  {1, 1, 0, 0, 0, 0, 0, 1, 21, NULL, 0},
                           {NAN, 1, 0, 0, 0, 0, 0, 0, 0, NULL, 0}};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK_MSG(sampler_init(&s, &bad[i], V) == -1, "set %zu", i);
+    static const char *const field[] = {"temperature", "top_p", "top_k", "min_p", "presence_penalty", "top_logprobs", "temperature"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_MSG(sampler_init(&s, &bad[i], V) == -1, "set %zu", i);
+        const char *f = NULL;
+        CHECK_MSG(sampler_check(&bad[i], &f) == -1 && f && !strcmp(f, field[i]), "set %zu: %s", i, f ? f : "none");
+    }
+}
+
+/* min_p 1 is the edge of its range, not past it: only the most probable tokens are kept, so
+ * every draw is the argmax. */
+static void min_p_one_keeps_the_most_probable(void) {
+    float z[V];
+    for (int i = 0; i < V; i++) z[i] = (float)((i * 7) % 11) * 0.1f;
+    z[5] = 3.0f;
+    SampleParams p = {1, 1, 0, 1, 0, 0, 0, 0, 0, NULL, 0};
+    const char *f;
+    CHECK(sampler_check(&p, &f) == 0);
+    Sampler s;
+    CHECK(sampler_init(&s, &p, V) == 0);
+    for (uint64_t pos = 0; pos < 50; pos++) CHECK(sampler_pick(&s, z, NULL, pos, NULL) == 5);
+    sampler_free(&s);
 }
 
 int main(void) {
     RUN(greedy_is_the_argmax_lowest_id_on_ties);
+    RUN(min_p_one_keeps_the_most_probable);
     RUN(sampled_choices_equal_the_reference);
     RUN(a_seed_reproduces_its_choices);
     RUN(frequencies_follow_the_truncated_distribution);

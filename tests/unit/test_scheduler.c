@@ -13,10 +13,11 @@
 #include "text/reply_grammar.h"
 #include "text/vocab_trie.h"
 
-#define MAX_PICKS 24
+#define MAX_PICKS 64
 
 static char dir[] = "/tmp/df-sched-XXXXXX";
 static Engine eng;
+static Engine *sched_engine = &eng; /* the model the scheduler runs */
 
 typedef struct {
     int32_t prompt[80];
@@ -25,6 +26,7 @@ typedef struct {
     int max_new, stop;
     int want[MAX_PICKS + 1], n_want;  /* alone */
     int got[MAX_PICKS + 1], n_got;    /* through the scheduler */
+    float lp_want[MAX_PICKS + 1], lp_got[MAX_PICKS + 1]; /* with sp.logprobs: each pick's log-probability */
     int rc;
     Scheduler *s;
     JobStats stats;
@@ -34,16 +36,18 @@ typedef struct {
 /* The tokens a job gets alone: a Session without speculation, picks until max_new or stop. */
 static void alone(Case *c) {
     Session s;
-    session_init(&s, &eng);
+    session_init(&s, sched_engine);
     s.spec.on = 0;
     Sampler sm;
-    CHECK(sampler_init(&sm, &c->sp, eng.cat.cfg.vocab) == 0);
+    CHECK(sampler_init(&sm, &c->sp, sched_engine->cat.cfg.vocab) == 0);
     CHECK(session_prefill(&s, c->prompt, c->n, NULL, NULL, NULL) == 0);
     c->n_want = 0;
     while (c->n_want < c->max_new) {
         int tok;
-        CHECK(session_next(&s, &sm, (uint64_t)c->n_want, &tok, NULL, -1, NULL, NULL) == 0);
+        SampleInfo info;
+        CHECK(session_next(&s, &sm, (uint64_t)c->n_want, &tok, &info, -1, NULL, NULL) == 0);
         sampler_accept(&sm, tok);
+        c->lp_want[c->n_want] = info.logprob;
         c->want[c->n_want++] = tok;
         if (tok == c->stop) break;
     }
@@ -57,7 +61,11 @@ static void *consume(void *arg) {
     Job *j = sched_submit(c->s, &spec);
     c->n_got = 0;
     int tok;
-    while ((c->rc = job_next(j, &tok, NULL, NULL, NULL)) == 0 && c->n_got <= MAX_PICKS) c->got[c->n_got++] = tok;
+    SampleInfo info;
+    while ((c->rc = job_next(j, &tok, &info, NULL, NULL)) == 0 && c->n_got <= MAX_PICKS) {
+        c->lp_got[c->n_got] = info.logprob;
+        c->got[c->n_got++] = tok;
+    }
     c->stats = job_stats(j);
     job_done(j);
     return NULL;
@@ -73,9 +81,11 @@ static void make_case(Case *c, int seed, size_t n, int max_new, int sampled) {
     if (sampled) c->sp.temperature = 0.9, c->sp.top_p = 0.9, c->sp.seed = (uint64_t)seed;
 }
 
-static void run_cases(int parallel, Case *cases, int n) {
+/* The cases through a scheduler of `parallel` slots; spec (may be NULL) gets its speculation
+ * counters. */
+static void run_cases_spec(int parallel, Case *cases, int n, Spec *spec) {
     SchedOptions o = {parallel, 1, 8};
-    Scheduler *s = sched_start(&eng, &o);
+    Scheduler *s = sched_start(sched_engine, &o);
     CHECK(s != NULL);
     pthread_t th[16];
     for (int i = 0; i < n; i++) {
@@ -83,8 +93,11 @@ static void run_cases(int parallel, Case *cases, int n) {
         pthread_create(&th[i], NULL, consume, &cases[i]);
     }
     for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+    if (spec) *spec = sched_spec(s);
     sched_stop(s);
 }
+
+static void run_cases(int parallel, Case *cases, int n) { run_cases_spec(parallel, cases, n, NULL); }
 
 static void jobs_together_equal_jobs_alone(void) {
     Case cases[7];
@@ -204,6 +217,69 @@ static void a_constrained_job_completes_within_its_budget(void) {
     tok_free(tok);
 }
 
+/* A chat reply (free thinking and answer, no tools) decoded greedily alone speculates, and gets
+ * the tokens it gets batched, where it never does: drafts are verified with the model's own
+ * choice, and the picks the matcher refuses (its budget closes the thinking and the reply) are
+ * made again under its mask, dropping the verified rows after them: the next turn, which
+ * continues from the slot's State, gets the tokens a fresh State fed the same text gets. */
+static void a_lone_constrained_job_speculates(void) {
+    char loop_dir[] = "/tmp/df-sched-loop-XXXXXX"; /* a model whose greedy output loops: drafts pay */
+    Engine loop;
+    SynthPreset p;
+    SynthOptions so = {0};
+    EngineOptions eo = fixture_options();
+    if (!mkdtemp(loop_dir) || synth_preset(&p, "tiny", &so) || synth_set_embed_scale(&p, 1024) || synth_write(&p, 7, loop_dir, 0) ||
+        engine_open(&loop, loop_dir, &eo)) {
+        CHECK_MSG(0, "setup: %s", df_errmsg());
+        return;
+    }
+    sched_engine = &loop;
+    Tokenizer *tok = tok_load(loop_dir);
+    VocabTrie *trie = tok ? vocab_trie_new(tok) : NULL;
+    json_t *auto_choice = json_string("auto");
+    ReplySpec rs = {trie, NULL, NULL, auto_choice, 1, 1};
+    Grammar *g = NULL;
+    CHECK(trie && reply_grammar(&rs, &g) == 0 && g);
+    Case lone, next, batch[3];
+    make_case(&lone, 5, 8, MAX_PICKS, 0);
+    lone.stop = loop.cat.cfg.eos_id;
+    lone.matcher = matcher_new(g, trie);
+    SchedOptions o = {1, 0, 8};
+    Scheduler *s = sched_start(&loop, &o);
+    lone.s = s;
+    consume(&lone);
+    /* the next turn: the reply without its stop token (never fed), then more text */
+    make_case(&next, 6, 0, 12, 0);
+    memcpy(next.prompt, lone.prompt, sizeof *lone.prompt * lone.n);
+    memcpy(next.prompt + lone.n, lone.got, sizeof *lone.got * (size_t)(lone.n_got - 1));
+    next.n = lone.n + (size_t)lone.n_got - 1;
+    next.prompt[next.n++] = 21;
+    next.sp.logprobs = 1; /* (its logits, to the last bit: the tokens of this model hardly depend on them) */
+    next.s = s;
+    alone(&next);
+    consume(&next);
+    Spec sp = sched_spec(s);
+    sched_stop(s);
+    for (int i = 0; i < 3; i++) make_case(&batch[i], 40 + i, 7, 12, i == 2);
+    batch[0] = lone, batch[0].matcher = matcher_new(g, trie);
+    run_cases(3, batch, 3);
+    CHECK_MSG(sp.verifies > 0 && sp.accepted > 0, "%llu verify passes, %llu drafted tokens accepted",
+              (unsigned long long)sp.verifies, (unsigned long long)sp.accepted);
+    CHECK_MSG(lone.rc == 1 && lone.n_got >= 2 && lone.got[lone.n_got - 1] == lone.stop, "rc %d, %d tokens", lone.rc, lone.n_got);
+    CHECK_MSG(batch[0].n_got == lone.n_got && !memcmp(batch[0].got, lone.got, sizeof(int) * (size_t)lone.n_got),
+              "alone %d tokens, batched %d", lone.n_got, batch[0].n_got);
+    CHECK_MSG(next.stats.reused == next.n - 1 && next.n_got == next.n_want &&
+                  !memcmp(next.got, next.want, sizeof(int) * (size_t)next.n_want) &&
+                  !memcmp(next.lp_got, next.lp_want, sizeof(float) * (size_t)next.n_want),
+              "the next turn reused %zu of %zu tokens and got other tokens than a fresh State", next.stats.reused, next.n);
+    json_decref(auto_choice);
+    grammar_free(g);
+    vocab_trie_free(trie);
+    tok_free(tok);
+    sched_engine = &eng;
+    fixture_close(&loop, loop_dir);
+}
+
 int main(void) {
     if (fixture_open(&eng, dir, 13)) return 1;
     RUN(jobs_together_equal_jobs_alone);
@@ -211,6 +287,7 @@ int main(void) {
     RUN(a_leaving_consumer_frees_its_slot);
     RUN(a_continuation_reuses_its_slot);
     RUN(a_constrained_job_completes_within_its_budget);
+    RUN(a_lone_constrained_job_speculates);
     fixture_close(&eng, dir);
     return check_summary();
 }

@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include "check.h"
 #include "serve/anthropic.h"
@@ -14,6 +16,7 @@
 #include "serve/request.h"
 #include "serve/route.h"
 #include "serve/stopseq.h"
+#include "serve/watchdog.h"
 #include "serve/wire.h"
 
 static void memo_is_an_lru_of_exact_keys(void) {
@@ -57,7 +60,7 @@ static void *wait_turn(void *arg) {
         pthread_mutex_lock(w->mu);
         w->order[(*w->n_order)++] = w->id;
         pthread_mutex_unlock(w->mu);
-        gate_release(w->g, seat);
+        gate_release(w->g, seat, -1);
     }
     return NULL;
 }
@@ -81,7 +84,7 @@ static void gate_serves_its_queue_in_arrival_order(void) {
     CHECK(g.waiting == 3);
     int yes = 1;
     CHECK(gate_acquire(&g, 0, cancel_now, &yes, &seat) == GATE_FULL); /* the queue is full */
-    gate_release(&g, seat);
+    gate_release(&g, seat, -1);
     for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
     CHECK(n == 3 && order[0] == 0 && order[1] == 1 && order[2] == 2);
     CHECK(!g.busy && g.waiting == 0);
@@ -94,7 +97,7 @@ static void gate_without_queue_refuses_and_waiters_can_leave(void) {
     gate_init(&g, 1, 0);
     CHECK(gate_acquire(&g, 0, NULL, NULL, &seat) == GATE_OK);
     CHECK(gate_acquire(&g, 0, NULL, NULL, &seat) == GATE_FULL);
-    gate_release(&g, seat);
+    gate_release(&g, seat, -1);
     CHECK(gate_acquire(&g, 0, NULL, NULL, &seat) == GATE_OK);
     gate_destroy(&g);
     gate_init(&g, 1, 1);
@@ -102,25 +105,29 @@ static void gate_without_queue_refuses_and_waiters_can_leave(void) {
     int yes = 1;
     CHECK(gate_acquire(&g, 0, cancel_now, &yes, &seat) == GATE_CANCELLED); /* its client left while it waited */
     CHECK(g.waiting == 0);
-    gate_release(&g, seat);
+    gate_release(&g, seat, -1);
     CHECK(!g.busy);
     gate_destroy(&g);
 }
 
-/* Retry-After with one seat: what the holder may still generate plus every waiter's budget, at
- * the holder's decode pace, else the last one measured, else the prefill pace, else 1 s a token;
- * rounded up into 1..3600. */
+/* Retry-After with one seat, from measured work: before any generation finished the holder is
+ * expected to generate as much again as it has (at least a token, at most its budget), after
+ * that the running mean length of finished generations; at the decode pace, else the last one
+ * measured, else the prefill pace, else 1 s a token; rounded up into 1..3600. A full queue
+ * frees a place when the holder is done, so waiters do not add to it. */
 static void gate_estimates_when_it_will_be_free(void) {
     Gate g;
     int seat;
     gate_init(&g, 1, 2);
     CHECK(gate_retry_after(&g) == 1); /* free */
-    CHECK(gate_acquire(&g, 500, NULL, NULL, &seat) == GATE_OK);
-    CHECK(gate_retry_after(&g) == 500); /* nothing measured yet */
-    gate_progress(&g, seat, 500, 0, 0.01);
-    CHECK(gate_retry_after(&g) == 5); /* the prefill pace */
-    gate_progress(&g, seat, 299, 0.25, 0);
-    CHECK(gate_retry_after(&g) == 75); /* 74.75 rounded up */
+    CHECK(gate_acquire(&g, 60000, NULL, NULL, &seat) == GATE_OK);
+    CHECK(gate_retry_after(&g) == 1); /* nothing measured: a token at 1 s, not the budget */
+    gate_progress(&g, seat, 60000, 0, 0, 0.01);
+    CHECK(gate_retry_after(&g) == 1); /* the prefill pace */
+    gate_progress(&g, seat, 59800, 200, 0.25, 0);
+    CHECK(gate_retry_after(&g) == 50); /* as much again: 200 x 0.25 */
+    gate_progress(&g, seat, 30, 59970, 0.25, 0);
+    CHECK(gate_retry_after(&g) == 8); /* at most the budget left: 30 x 0.25 = 7.5 */
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     int order[2], n = 0;
     Waiter w[2];
@@ -131,20 +138,30 @@ static void gate_estimates_when_it_will_be_free(void) {
         for (int spin = 0; spin < 200 && g.waiting < i + 1; spin++) usleep(1000);
     }
     CHECK(g.waiting == 2);
-    CHECK(gate_retry_after(&g) == 105); /* (299 + 101 + 20) x 0.25 */
-    gate_progress(&g, seat, 1000000, 0, 0);   /* the pace measured is kept */
+    CHECK(gate_retry_after(&g) == 8); /* the queue has room again once the holder is done */
+    gate_progress(&g, seat, 1000000, 1000000, 0, 0); /* the pace measured is kept */
     CHECK(gate_retry_after(&g) == GATE_RETRY_MAX_S);
-    gate_release(&g, seat);
+    gate_release(&g, seat, 40);   /* finished after 40 tokens; the waiters take the seat in turn */
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
     CHECK(n == 2 && !g.busy && gate_retry_after(&g) == 1);
-    CHECK(gate_acquire(&g, 10, NULL, NULL, &seat) == GATE_OK);
-    CHECK(gate_retry_after(&g) == 3); /* a new generation starts at the last pace: 10 x 0.25 */
-    gate_release(&g, seat);
+    CHECK(gate_acquire(&g, 60000, NULL, NULL, &seat) == GATE_OK);
+    CHECK(gate_retry_after(&g) == 10); /* the mean length at the last pace: 40 x 0.25 */
+    gate_progress(&g, seat, 59990, 10, 0.25, 0);
+    CHECK(gate_retry_after(&g) == 8); /* 30 more: 7.5 */
+    gate_progress(&g, seat, 59900, 100, 0.25, 0);
+    CHECK(gate_retry_after(&g) == 1); /* past the mean: at least one more token */
+    gate_release(&g, seat, 80);     /* the mean moves a quarter of the way: 40 + (80 - 40) / 4 = 50 */
+    CHECK(gate_acquire(&g, 60000, NULL, NULL, &seat) == GATE_OK);
+    CHECK(gate_retry_after(&g) == 13); /* 50 x 0.25 = 12.5 */
+    gate_release(&g, seat, -1);     /* cancelled: not counted */
+    CHECK(gate_acquire(&g, 60000, NULL, NULL, &seat) == GATE_OK);
+    CHECK(gate_retry_after(&g) == 13);
+    gate_release(&g, seat, -1);
     gate_destroy(&g);
 }
 
 /* Several seats: as many holders at once, the next in line gets the first seat freed, and
- * Retry-After counts the holder closest to done plus the waiters shared among the seats. */
+ * Retry-After counts the holder expected to be done first. */
 static void gate_seats_several_holders(void) {
     Gate g;
     int a, b, c;
@@ -152,25 +169,67 @@ static void gate_seats_several_holders(void) {
     CHECK(gate_acquire(&g, 100, NULL, NULL, &a) == GATE_OK);
     CHECK(gate_retry_after(&g) == 1); /* a seat is still free */
     CHECK(gate_acquire(&g, 40, NULL, NULL, &b) == GATE_OK && a != b && g.busy == 2);
-    gate_progress(&g, a, 60, 0.5, 0);
-    gate_progress(&g, b, 10, 0.5, 0);
-    CHECK(gate_retry_after(&g) == 5); /* 10 x 0.5 */
+    gate_progress(&g, a, 60, 40, 0.5, 0);
+    gate_progress(&g, b, 10, 30, 0.5, 0);
+    CHECK(gate_retry_after(&g) == 5); /* b: 10 left at most, x 0.5 */
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     int order[1], n = 0;
     Waiter w = {&g, 7, -1, order, &n, &mu, 30};
     pthread_t th;
     pthread_create(&th, NULL, wait_turn, &w);
     for (int spin = 0; spin < 200 && g.waiting < 1; spin++) usleep(1000);
-    CHECK(gate_retry_after(&g) == 13); /* (10 + 30 / 2) x 0.5 = 12.5 */
+    CHECK(gate_retry_after(&g) == 5);
     int yes = 1;
     CHECK(gate_acquire(&g, 5, cancel_now, &yes, &c) == GATE_FULL);
-    gate_release(&g, b); /* the waiter takes b's seat, runs and leaves */
+    gate_release(&g, b, 40); /* the waiter takes b's seat, runs and leaves */
     pthread_join(th, NULL);
     CHECK(n == 1 && w.rc == GATE_OK && g.busy == 1);
     CHECK(gate_acquire(&g, 5, NULL, NULL, &c) == GATE_OK && c == b);
-    gate_release(&g, a), gate_release(&g, c);
+    gate_release(&g, a, -1), gate_release(&g, c, -1);
     CHECK(g.busy == 0);
     gate_destroy(&g);
+}
+
+/* Every connection over a limit is admitted to be answered, not dropped: over its address's
+ * limit it is refused (429), over the server's with every other one busy too (503); refused
+ * connections count toward neither limit; a newcomer takes the room of an idle connection, or
+ * of one still waiting for its request. */
+static void watchdog_answers_who_is_over_a_limit(void) {
+    Watchdog w;
+    WatchLimits lim = {10, 10, 10, 4, 2}; /* 4 connections, 2 per address */
+    CHECK(watchdog_start(&w, &lim) == 0);
+    struct sockaddr_in peer[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&peer[i], 0, sizeof peer[i]);
+        peer[i].sin_family = AF_INET;
+        peer[i].sin_addr.s_addr = htonl(0x0a000001u + (uint32_t)i); /* 10.0.0.1, .2, .3 */
+    }
+    int fds[8][2];
+    Watch *x[8];
+    static const int from[8] = {0, 0, 0, 1, 1, 2, 2, 2};
+    static const WatchVerdict want[8] = {WATCH_ADMITTED, WATCH_ADMITTED, WATCH_REFUSED_CLIENT, WATCH_ADMITTED, WATCH_ADMITTED,
+                                         WATCH_REFUSED_FULL, WATCH_ADMITTED, WATCH_ADMITTED};
+    for (int i = 0; i < 8; i++) {
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fds[i]) == 0);
+        if (i == 6) watch_phase(&w, x[0], WATCH_IDLE); /* room: the idle one goes */
+        x[i] = watch_add(&w, fds[i][0], (struct sockaddr *)&peer[from[i]]);
+        if (i == 4)
+            for (int k = 0; k < 5; k++) watch_phase(&w, x[k], WATCH_BUSY);
+        CHECK_MSG(watch_verdict(&w, x[i]) == want[i], "connection %d: verdict %d, wanted %d", i, watch_verdict(&w, x[i]), want[i]);
+    }
+    char b;
+    CHECK(recv(fds[0][1], &b, 1, MSG_DONTWAIT) == 0); /* the idle connection was shut down for 6 */
+    CHECK(recv(fds[6][1], &b, 1, MSG_DONTWAIT) == 0); /* 6, still without its request, for 7 (the refused 5 is no room) */
+    CHECK(recv(fds[5][1], &b, 1, MSG_DONTWAIT) == -1);
+    WatchCounts n = watchdog_counts(&w);
+    CHECK_MSG(n.open == 8 && n.refused_client == 1 && n.refused_full == 1 && n.evicted == 2, "open %d, refused %lu/%lu, evicted %lu",
+              n.open, n.refused_client, n.refused_full, n.evicted);
+    for (int i = 0; i < 8; i++) {
+        watch_remove(&w, x[i]);
+        close(fds[i][0]), close(fds[i][1]);
+    }
+    CHECK(watchdog_counts(&w).open == 0);
+    watchdog_stop(&w);
 }
 
 /* Parses body as kind; returns the error (status 0 when accepted). */
@@ -178,7 +237,7 @@ static ApiError parse(ApiKind kind, const char *body) {
     ApiRequest r;
     ApiError e;
     memset(&e, 0, sizeof e);
-    if (!api_request_parse(kind, body, strlen(body), &r, &e)) api_request_free(&r);
+    if (!api_request_parse(kind, body, strlen(body), "deltafin-kimi-k3", &r, &e)) api_request_free(&r);
     return e;
 }
 
@@ -242,7 +301,7 @@ static void requests_carry_sampling_and_client_fields(void) {
                               "\"logprobs\":true,\"top_logprobs\":4}";
     ApiRequest r;
     ApiError e;
-    CHECK(api_request_parse(API_CHAT, body, strlen(body), &r, &e) == 0);
+    CHECK(api_request_parse(API_CHAT, body, strlen(body), "deltafin-kimi-k3", &r, &e) == 0);
     CHECK(r.sample.temperature == 1 && r.sample.top_p == 0.9 && r.seeded && r.sample.seed == (uint64_t)-5);
     CHECK(r.sample.n_bias == 2 && r.sample.bias == r.bias);
     CHECK((r.bias[0].token == 7 && r.bias[0].bias == -100) || (r.bias[1].token == 7 && r.bias[1].bias == -100));
@@ -251,7 +310,7 @@ static void requests_carry_sampling_and_client_fields(void) {
     CHECK(!strcmp(json_string_value(json_object_get(json_array_get(r.messages, 0), "role")), "system"));
     api_request_free(&r);
     const char *greedy = "{\"model\":\"deltafin-kimi-k3\",\"messages\":[{\"role\":\"user\"}],\"seed\":3,\"top_p\":1}";
-    CHECK(api_request_parse(API_CHAT, greedy, strlen(greedy), &r, &e) == 0);
+    CHECK(api_request_parse(API_CHAT, greedy, strlen(greedy), "deltafin-kimi-k3", &r, &e) == 0);
     CHECK(r.sample.temperature == 0); /* a seed alone, or top_p 1, does not sample */
     api_request_free(&r);
     CHECK(!strcmp(k3_effort("minimal"), "low") && !strcmp(k3_effort("low"), "low") && !strcmp(k3_effort("medium"), "high"));
@@ -289,7 +348,7 @@ static void routes_are_exact(void) {
 static ApiError parse_anthropic(const char *body, ApiRequest *r) {
     ApiError e;
     memset(&e, 0, sizeof e);
-    if (anthropic_request_parse(body, strlen(body), r, &e)) memset(r, 0, sizeof *r);
+    if (anthropic_request_parse(body, strlen(body), "deltafin-kimi-k3", 0, r, &e)) memset(r, 0, sizeof *r);
     return e;
 }
 
@@ -366,14 +425,14 @@ static int event_names(const char *sse, char names[][32], int max) {
 static void anthropic_streams_open_and_close_blocks(void) {
     StrBuf out = {0};
     AnthropicStream st;
-    WireHead h = {API_CHAT, "chatcmpl-ab12", 1};
-    WireUsage u = {30, 0, 10};
+    WireHead h = {API_CHAT, "chatcmpl-ab12", 1, "deltafin-kimi-k3"};
+    WireUsage u = {30, 0, 10, 0};
     anthropic_stream_start(&st, &out, &h, &u);
     anthropic_stream_text(&st, &out, "hmm", 3, NULL, 0);
     anthropic_stream_text(&st, &out, " ok", 3, "Hi", 2);
     anthropic_stream_text(&st, &out, NULL, 0, "!", 1);
     json_t *calls = json_pack("[{s:s, s:{s:s, s:s}}]", "type", "function", "function", "name", "get", "arguments", "{\"a\": 1}");
-    AnthropicEnd end = {"tool_calls", NULL, 0};
+    AnthropicEnd end = {"tool_calls", NULL, 0, NULL};
     u.completion = 7;
     anthropic_stream_tool(&st, &out, &h, 0, json_array_get(calls, 0));
     anthropic_stream_end(&st, &out, &end, &u);
@@ -390,7 +449,7 @@ static void anthropic_streams_open_and_close_blocks(void) {
     CHECK(strstr(out.p, "\"partial_json\":\"{\\\"a\\\":1}\""));
     CHECK(strstr(out.p, "\"id\":\"msg_ab12\""));
     sb_free(&out);
-    AnthropicEnd stop = {"stop", "END", 3};
+    AnthropicEnd stop = {"stop", "END", 3, NULL};
     char *msg = anthropic_message(&h, "", 0, "x", 1, NULL, &stop, &u);
     json_t *j = json_loads(msg, 0, NULL);
     CHECK(!strcmp(json_string_value(json_object_get(j, "stop_reason")), "stop_sequence"));
@@ -469,9 +528,9 @@ static void errors_have_openai_shape(void) {
 static void tool_calls_get_ids_and_null_content(void) {
     json_t *calls = json_pack("[{s:s, s:{s:s, s:s}}]", "type", "function", "function", "name", "get_weather", "arguments",
                               "{\"city\": \"Paris\"}");
-    WireHead h = {API_CHAT, "chatcmpl-x1", 1};
-    WireUsage u = {10, 5, 0};
-    WirePart part = {"why", "", 3, 0, "tool_calls", calls, NULL, NULL, 0};
+    WireHead h = {API_CHAT, "chatcmpl-x1", 1, "deltafin-kimi-k3"};
+    WireUsage u = {10, 5, 0, 0};
+    WirePart part = {"why", "", 3, 0, "tool_calls", calls, NULL, NULL, 0, NULL};
     char *s = wire_response(&h, &part, &u);
     json_t *j = json_loads(s, 0, NULL);
     json_t *msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
@@ -509,6 +568,7 @@ int main(void) {
     RUN(gate_without_queue_refuses_and_waiters_can_leave);
     RUN(gate_estimates_when_it_will_be_free);
     RUN(gate_seats_several_holders);
+    RUN(watchdog_answers_who_is_over_a_limit);
     RUN(validation_names_the_field);
     RUN(requests_carry_sampling_and_client_fields);
     RUN(json_nul_is_refused_plainly);
