@@ -31,14 +31,15 @@ trap 'rm -rf "$tmp"' EXIT
 printf '%-34s %7s %7s %22s %10s %14s\n' config tokens window "prefill tok/s (range)" "TTFT s" "misses/token"
 vocab=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["text_config"]["vocab_size"])' "$model/config.json")
 for n in $lengths; do
-    prompt=$(awk -v n="$n" -v v="$vocab" 'BEGIN { srand(11); for (i = 0; i < n; i++) printf "%d ", 1 + int(rand() * (v - 300)) }')
+    # (a file: a long prompt's ids exceed what one command-line argument may hold)
+    awk -v n="$n" -v v="$vocab" 'BEGIN { srand(11); for (i = 0; i < n; i++) printf "%d ", 1 + int(rand() * (v - 300)) }' >"$tmp/prompt"
     first_tok=""
     for cfg in "$@"; do
         label=${cfg%%:*} envs=${cfg#*:}
         : >"$tmp/rates"
         for r in $(seq 0 "$runs"); do
             # shellcheck disable=SC2086
-            env $envs K3_SPEC=0 K3_CONTEXT=$((n + 64)) "$df" run -m "$model" --tokens "$prompt" -n 1 \
+            env $envs K3_SPEC=0 K3_CONTEXT=$((n + 64)) "$df" run -m "$model" --tokens-file "$tmp/prompt" -n 1 \
                 --stats-json "$tmp/s.json" >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
             [ "$r" -eq 0 ] && continue # warm-up
             python3 - "$tmp/s.json" >>"$tmp/rates" <<'EOF'

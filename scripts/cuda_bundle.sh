@@ -42,6 +42,7 @@ for b in "${bins[@]}"; do
         case "$(basename "$lib")" in
         libc.so.* | libm.so.* | libdl.so.* | librt.so.* | libpthread.so.* | libresolv.so.* | ld-linux*) ;; # glibc
         libstdc++.so.* | libgcc_s.so.*) ;;                                                              # the C++ runtime
+        libcublas*.so.* | libcudart*.so.*) ;; # CUDA's own (hundreds of MB): run.sh finds the machine's
         *) cp -L "$lib" "$stage/lib/" ;;
         esac
     done < <(ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $3}')
@@ -63,8 +64,15 @@ if [ ! -d "$here/bin" ]; then
         if grep -qxF "$(basename "$lib")" <<<"$have"; then rm -f "$lib"; fi
     done
 fi
+# CUDA's libraries (cuBLAS) are the machine's: its toolkit's folders, or the ones PyTorch's wheels hold
+cuda_dirs=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -d "$d" ] && cuda_dirs="$cuda_dirs:$d"
+done
+wheel_dir="$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)"
+[ -n "$wheel_dir" ] && [ -d "$wheel_dir" ] && cuda_dirs="$cuda_dirs:$wheel_dir"
 export PATH="$here/bin:$PATH"
-export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$here/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 exec "$@"
 EOF
 chmod +x "$out/run.sh"

@@ -25,7 +25,7 @@ _deltafin() {
     -m | --model | --root | -o | --out | --tmpdir)
         mapfile -t COMPREPLY < <(compgen -d -- "$cur")
         return ;;
-    --tokens-file | --text | --json | --stats-json | --load | --chat | --router-trace | --trace)
+    -f | --file | --tokens-file | --text | --json | --stats-json | --load | --chat | --router-trace | --trace)
         mapfile -t COMPREPLY < <(compgen -f -- "$cur")
         return ;;
     esac

@@ -28,10 +28,11 @@ static int keep_rows(void *ctx, size_t at, int T, const float *rows) {
 }
 
 int cmd_logits(Settings *set, int argc, char **argv) {
-    const char *tokens = NULL, *text = NULL, *out = NULL;
+    const char *tokens = NULL, *tokens_file = NULL, *text = NULL, *out = NULL;
     int64_t chunk = 0;
     const CliOpt opts[] = {
         CLI_STR("tokens", 0, &tokens, "IDS", "token ids, space-separated"),
+        CLI_STR("tokens-file", 0, &tokens_file, "FILE", "token ids read from FILE, whitespace-separated"),
         CLI_STR("text", 0, &text, "TEXT", "text to encode with the model's tokenizer (instead of --tokens)"),
         CLI_STR("out", 'o', &out, "FILE", "output file: little-endian fp32 [T][vocab]"),
         CLI_INT("chunk", 0, &chunk, "N", "positions per forward pass (default 0: the prefill window)", 0, MODEL_MAX_WINDOW),
@@ -39,14 +40,18 @@ int cmd_logits(Settings *set, int argc, char **argv) {
     static const char about[] =
         "Writes the fp32 logits of every position of a token sequence: row t is the prediction after token t. The "
         "hook for quality checks against other implementations.";
-    const CliCommand cmd = {"logits", "[options] (--tokens \"1 2 3\" | --text TEXT) --out FILE", about, opts, CLI_N(opts), 0, NULL, 0};
+    const CliCommand cmd = {"logits", "[options] (--tokens \"1 2 3\" | --tokens-file FILE | --text TEXT) --out FILE", about,
+                            opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
-    if (!tokens == !text || !out) cli_usage_error(&cmd, "give --out and exactly one of --tokens and --text");
+    if (!!tokens + !!tokens_file + !!text != 1 || !out)
+        cli_usage_error(&cmd, "give --out and exactly one of --tokens, --tokens-file and --text");
     Engine e;
     cli_open_engine(&e, set, &set->engine, NULL);
     const int V = e.cat.cfg.vocab;
     int *ids = NULL, n;
-    if (tokens) {
+    if (tokens_file) {
+        n = read_token_file(tokens_file, &ids, V);
+    } else if (tokens) {
         ids = df_malloc(sizeof *ids * (size_t)(strlen(tokens) / 2 + 1));
         n = parse_token_list(tokens, ids, (int)(strlen(tokens) / 2 + 1), V);
     } else {

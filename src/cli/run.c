@@ -23,6 +23,9 @@
 #include "util/err.h"
 #include "util/fileio.h"
 
+/* The largest prompt file -f reads: 64 MiB of text is millions of tokens, past any context. */
+#define PROMPT_FILE_MAX ((size_t)64 << 20)
+
 /* GenOptions.cancel: polled before every prefill chunk (where the prompt's progress is shown)
  * and every token. */
 typedef struct {
@@ -113,8 +116,11 @@ static void say_why_it_stopped(const Engine *e, const GenResult *res, int64_t ma
                 asked ? "-n/--max-new " : "", (long long)max_new);
 }
 
-/* The prompt's ids, from whichever of --tokens / --prompt / --chat was given. */
-static int prompt_ids(Engine *e, Printer *p, const char *tokens, const char *text, int chat, int **ids) {
+/* The prompt's ids, from whichever of --tokens / --tokens-file / --prompt / --file / --chat was given
+ * (text is the prompt's text, read from --file already). */
+static int prompt_ids(Engine *e, Printer *p, const char *tokens, const char *tokens_file, const char *text, int chat,
+                      int **ids) {
+    if (tokens_file) return read_token_file(tokens_file, ids, e->cat.cfg.vocab);
     if (tokens) {
         int max = (int)strlen(tokens) / 2 + 1;
         *ids = df_malloc(sizeof **ids * (size_t)max);
@@ -144,12 +150,14 @@ static void write_stats_json(Engine *e, const GenResult *res, const Printer *p, 
 }
 
 int cmd_run(Settings *set, int argc, char **argv) {
-    const char *tokens = NULL, *text = NULL, *stats_json = NULL;
+    const char *tokens = NULL, *tokens_file = NULL, *text = NULL, *text_file = NULL, *stats_json = NULL;
     int64_t max_new = -1, chunk = 0;
     int stats = 0, chat = 0;
-    CliOpt opts[7 + SAMPLE_ARG_SPECS] = {
+    CliOpt opts[9 + SAMPLE_ARG_SPECS] = {
         CLI_STR("prompt", 'p', &text, "TEXT", "the prompt as text (output: text)"),
+        CLI_STR("file", 'f', &text_file, "FILE", "the prompt as text, read from FILE (output: text)"),
         CLI_STR("tokens", 0, &tokens, "IDS", "the prompt as token ids, space-separated (output: ids)"),
+        CLI_STR("tokens-file", 0, &tokens_file, "FILE", "the prompt as token ids read from FILE (output: ids)"),
         CLI_FLAG("chat", 0, &chat,
                  "render the prompt as a user message in K3's chat format: the answer on stdout, the thinking on "
                  "stderr; stops at <|end_of_msg|>"),
@@ -162,17 +170,26 @@ int cmd_run(Settings *set, int argc, char **argv) {
         CLI_STR("stats-json", 0, &stats_json, "FILE", "write the ids and the --stats numbers as JSON to FILE (for bench)"),
     };
     SampleArgs sargs;
-    sample_args_specs(&sargs, opts + 7);
+    sample_args_specs(&sargs, opts + 9);
     static const char about[] =
         "Generates from a prompt, printing the text as it is produced; characters split across tokens are held "
         "until complete. Greedy and exact (fp32) unless a sampling option is given. On a terminal the prompt's "
         "reading shows its progress on stderr. It stops at -n/--max-new tokens, at the end of the answer (--chat) "
         "or at the context limit (-c/--ctx-size), and says so when that cuts the answer short. Ctrl-C stops cleanly "
         "keeping the text (twice: at once).";
-    const CliCommand cmd = {"run", "[options] (-p TEXT [--chat] | --tokens IDS)", about, opts, CLI_N(opts), 0, NULL, 0};
+    const CliCommand cmd = {"run", "[options] (-p TEXT | -f FILE | --tokens IDS | --tokens-file FILE)", about,
+                            opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
-    if (!tokens == !text) cli_usage_error(&cmd, "give the prompt with exactly one of -p/--prompt and --tokens");
-    if (chat && !text) cli_usage_error(&cmd, "--chat needs -p/--prompt");
+    if (!!tokens + !!tokens_file + !!text + !!text_file != 1)
+        cli_usage_error(&cmd, "give the prompt with exactly one of -p/--prompt, -f/--file, --tokens and --tokens-file");
+    if (chat && !text && !text_file) cli_usage_error(&cmd, "--chat needs -p/--prompt or -f/--file");
+    char *file_text = NULL;
+    if (text_file) {
+        size_t len;
+        if (file_read_all(text_file, PROMPT_FILE_MAX, &file_text, &len)) df_die("run: -f/--file: %s", df_errmsg());
+        if (strlen(file_text) != len) df_die("run: -f/--file %s holds a NUL byte (not text)", text_file);
+        text = file_text;
+    }
     SampleParams sp;
     int sampling = sample_args_finish(&cmd, &sargs, &sp, stderr);
     term_init();
@@ -188,7 +205,7 @@ int cmd_run(Settings *set, int argc, char **argv) {
     if (text && !(pr.tok = engine_tokenizer(&e))) df_die("%s", df_errmsg());
     if (chat) pr.chat = xtml_parser_new(pr.tok, 1);
     int *ids = NULL;
-    int n = prompt_ids(&e, &pr, tokens, text, chat, &ids);
+    int n = prompt_ids(&e, &pr, tokens, tokens_file, text, chat, &ids);
     if (n < 0) df_die("%s", df_errmsg());
     if (n > e.max_context)
         df_die("run: the prompt's %d tokens exceed the context limit %d (-c/--ctx-size, K3_CONTEXT)", n, e.max_context);
@@ -211,6 +228,7 @@ int cmd_run(Settings *set, int argc, char **argv) {
     session_free(&s);
     if (sampling) sampler_free(&sampler);
     free(ids);
+    free(file_text);
     free(pr.ids);
     xtml_parser_free(pr.chat);
     utf8stream_free(&pr.text);

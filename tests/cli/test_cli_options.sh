@@ -25,6 +25,23 @@ usage() {
 "$DF" run -p "The capital of France is" --n-predict=6 -t1 --model="$m" >"$t/mixed"
 cmp "$t/long" "$t/short" && cmp "$t/long" "$t/mixed"
 [ -s "$t/long" ] || fail "no output"
+# -f reads the prompt's text from a file, --tokens-file its ids (a long prompt's ids exceed what one
+# argument may hold): the same tokens as -p and --tokens
+printf 'The capital of France is' >"$t/prompt.txt"
+"$DF" run -m "$m" -f "$t/prompt.txt" -n 6 -t 1 >"$t/file"
+cmp "$t/long" "$t/file" || fail "-f gave other tokens than -p"
+seq 1 3000 | awk '{printf "%d\n", ($1 * 37) % 1000 + 3}' >"$t/ids.txt"
+"$DF" run -m "$m" --tokens "$(tr '\n' ' ' <"$t/ids.txt")" -n 4 -c 3100 >"$t/ids.args"
+"$DF" run -m "$m" --tokens-file "$t/ids.txt" -n 4 -c 3100 >"$t/ids.file"
+cmp "$t/ids.args" "$t/ids.file" || fail "--tokens-file gave other tokens than --tokens"
+"$DF" logits -m "$m" --tokens "5 6 7" --out "$t/l.args"
+printf '5 6\n7\n' >"$t/ids3.txt"
+"$DF" logits -m "$m" --tokens-file "$t/ids3.txt" --out "$t/l.file"
+cmp "$t/l.args" "$t/l.file" || fail "logits --tokens-file gave other logits than --tokens"
+usage 2 "exactly one of -p/--prompt, -f/--file, --tokens and --tokens-file" "$DF" run -m "$m" -p x -f "$t/prompt.txt"
+expect_fail "run: -f/--file: .*$t/missing" "$DF" run -m "$m" -f "$t/missing"
+printf '5 6 99999\n' >"$t/bad_ids.txt"
+expect_fail "bad_ids.txt" "$DF" run -m "$m" --tokens-file "$t/bad_ids.txt"
 # -c is the context: a 3-token prompt in an 8-position context stops after 6 tokens
 "$DF" run -m "$m" --tokens "1 2 3" -n 20 -c 8 >"$t/ctx" 2>"$t/ctx.err"
 [ "$(wc -w <"$t/ctx")" -eq 6 ] || fail "-c 8 gave $(wc -w <"$t/ctx") tokens"
@@ -72,7 +89,7 @@ usage 2 "run: --max-new: '4x' is not a whole number" "$DF" run -m "$m" -p x -n 4
 usage 2 "run: --chat takes no value" "$DF" run -m "$m" -p x --chat=yes
 usage 2 "run: unknown option -Z" "$DF" run -m "$m" -p x -Z
 usage 2 "run: unexpected argument 'hello'" "$DF" run -m "$m" hello
-usage 2 "run: give the prompt with exactly one of -p/--prompt and --tokens" "$DF" run -m "$m"
+usage 2 "run: give the prompt with exactly one of -p/--prompt, -f/--file, --tokens and --tokens-file" "$DF" run -m "$m"
 usage 2 "unknown command 'rnu' (did you mean run?)" "$DF" rnu
 usage 2 "unknown command 'serv' (did you mean serve?)" "$DF" serv
 usage 2 "unknown command 'frobnicate'; deltafin help lists them" "$DF" frobnicate

@@ -46,6 +46,6 @@ expect_eq 130 "$rc" "run's exit status after Ctrl-C"
 expect_grep "interrupted after" "$t/int.err"
 [ "$(wc -w <"$t/int.out")" -ge 1 ] || fail "run printed no token before Ctrl-C"
 # errors name the problem
-expect_fail "exactly one of -p/--prompt and --tokens" "$DF" run --model "$m"
+expect_fail "exactly one of -p/--prompt, -f/--file, --tokens and --tokens-file" "$DF" run --model "$m"
 expect_fail "nowhere" "$DF" run --model "$t/nowhere" --tokens 1
 echo PASS

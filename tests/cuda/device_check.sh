@@ -22,11 +22,12 @@
 # then prefill and decode speed side by side with the CPU on a model with K3's real layer shapes, and
 # the expert cache on it with real routing replayed (bench/traces/k3-mini-valid.jsonl, K3_REPLAY).
 #
-#   tests/cuda/device_check.sh DELTAFIN_CUDA_BINARY [scratch_dir] [k3_layers] [check|k3|rows|cache|all]
+#   tests/cuda/device_check.sh DELTAFIN_CUDA_BINARY [scratch_dir] [k3_layers] [check|k3|rows|cache|window|all]
 #
 # check: the checks (the cache's included); k3: the decode timing; rows: only the layer pass's checks
 # of chunks and speculation, then the K3-shaped prefill and speculation rows (the parts a change to
-# the pass over several rows needs); cache: the cache's checks and its K3-shaped timing.
+# the pass over several rows needs); cache: the cache's checks and its K3-shaped timing; window: only
+# the prefill window's checks (tensor cores on and off, one window and several, long prompts).
 #
 # Not part of `make test` (CI has no GPU); run it where `nvidia-smi` answers, with a binary from
 # `make cuda`. Prints PASS/FAIL lines and a timing table last.
@@ -84,6 +85,20 @@ print(f"info layers, {sys.argv[3]}: max |gpu - cpu| = {np.max(np.abs(a - b)):.3e
 EOF
 }
 
+# Two logits files of the same positions within the fp64 reference's tolerance of each other (1e-4
+# of the position's largest logit) and with the same argmax at every position; prints the numbers.
+logits_close() { # a.bin, b.bin, tokens, label
+    "$py" - "$@" <<'EOF'
+import sys, numpy as np
+n = len(sys.argv[3].split())
+a, b = np.fromfile(sys.argv[1], "<f4").reshape(n, -1), np.fromfile(sys.argv[2], "<f4").reshape(n, -1)
+err = np.max(np.abs(a - b), axis=1) / np.maximum(1, np.max(np.abs(a), axis=1))
+print(f"info layers, {sys.argv[4]}: largest difference {err.max():.3e} of the position's largest logit"
+      f" ({np.count_nonzero(a != b)} of {a.size} differ), argmax equal at {np.sum(a.argmax(1) == b.argmax(1))} of {n}")
+sys.exit(0 if err.max() <= 1e-4 and np.all(a.argmax(1) == b.argmax(1)) else 1)
+EOF
+}
+
 # The layer pass's logits of the token list in chunks of 1 and of each size given: within the fp64
 # reference's tolerance of each other (1e-4 of the largest logit of the position), and the same
 # greedy tokens from `run --chunk` for every size.
@@ -96,20 +111,30 @@ chunkings() { # label, model, tokens, greedy, chunk sizes...
         K3_DEV=cuda "$df" logits --model "$model" --tokens "$t" --chunk "$c" --out "$dir/cN.bin" 2>"$dir/gpu.err" &&
             K3_DEV=cuda "$df" run --model "$model" --tokens "$t" --max-new "$n" --chunk "$c" >"$dir/run.cN" 2>>"$dir/gpu.err" ||
             { bad "layers, $label, chunks of $c: $(tail -1 "$dir/gpu.err")"; continue; }
-        if "$py" - "$dir/c1.bin" "$dir/cN.bin" "$t" "$label, chunks of 1 and $c" <<'EOF'
-import sys, numpy as np
-n = len(sys.argv[3].split())
-a, b = np.fromfile(sys.argv[1], "<f4").reshape(n, -1), np.fromfile(sys.argv[2], "<f4").reshape(n, -1)
-err = np.max(np.abs(a - b), axis=1) / np.maximum(1, np.max(np.abs(a), axis=1))
-print(f"info layers, {sys.argv[4]}: largest difference {err.max():.3e} of the position's largest logit"
-      f" ({np.count_nonzero(a != b)} of {a.size} differ), argmax equal at {np.sum(a.argmax(1) == b.argmax(1))} of {n}")
-sys.exit(0 if err.max() <= 1e-4 and np.all(a.argmax(1) == b.argmax(1)) else 1)
-EOF
-        then pass "layers, $label: logits of chunks of 1 and $c within 1e-4 of each other"
+        if logits_close "$dir/c1.bin" "$dir/cN.bin" "$t" "$label, chunks of 1 and $c"; then pass "layers, $label: logits of chunks of 1 and $c within 1e-4 of each other"
         else bad "layers, $label: logits of chunks of 1 and $c differ beyond 1e-4"; fi
         cmp -s "$dir/run.c1" "$dir/run.cN" && pass "layers, $label: the same $n greedy tokens in chunks of 1 and $c" ||
             bad "layers, $label: greedy tokens differ between chunks of 1 and $c"
     done
+}
+
+# One long prompt prefilled on the GPU two ways (environment A, environment B: tensor cores on and
+# off, one window and several): logits within the reference's tolerance of each other, and the same
+# greedy tokens after it.
+two_ways() { # label, model, prompt, count, "ENV A", "ENV B"
+    local label=$1 model=$2 p=$3 n=$4 a=$5 b=$6 ctx w envs
+    ctx=$(( $(wc -w <<<"$p") + n + 8 ))
+    for w in a b; do
+        envs=$a; [ $w = b ] && envs=$b
+        # shellcheck disable=SC2086
+        env $envs K3_DEV=cuda K3_CONTEXT=$ctx "$df" logits --model "$model" --tokens "$p" --out "$dir/two.$w.bin" \
+            2>"$dir/two.err" && env $envs K3_DEV=cuda K3_CONTEXT=$ctx "$df" run --model "$model" --tokens "$p" \
+            --max-new "$n" >"$dir/two.$w.run" 2>>"$dir/two.err" || { bad "layers, $label ($envs): $(tail -1 "$dir/two.err")"; return; }
+    done
+    logits_close "$dir/two.a.bin" "$dir/two.b.bin" "$p" "$label" && pass "layers, $label: logits within 1e-4" ||
+        bad "layers, $label: logits differ beyond 1e-4"
+    cmp -s "$dir/two.a.run" "$dir/two.b.run" && pass "layers, $label: the same $n greedy tokens" ||
+        bad "layers, $label: greedy tokens differ"
 }
 
 # Speculation on (the default) with the layer pass, on the trained model (whose text repeats, so
@@ -311,7 +336,7 @@ mini="${MINI:-$(cd "$(dirname "$0")/../.." && pwd)/models/k3-mini}"
 full="The cat sat on the mat. The cat sat on the mat. The cat sat on the mat. The cat"
 part="Once upon a time there was a little girl. Once upon a time there was a little boy. Once upon a time"
 none="red green blue red green blue red green"
-if [ "$what" != k3 ] && [ "$what" != cache ]; then
+if [ "$what" != k3 ] && [ "$what" != cache ] && [ "$what" != window ]; then
     "$df" synth --preset tiny --seed 3 --out "$dir/tiny" --quiet >/dev/null
     "$df" synth --preset small --seed 4 --out "$dir/small" --quiet >/dev/null
     "$df" synth --preset big --size-gb 0.8 --seed 1 --out "$dir/big" --quiet >/dev/null
@@ -333,6 +358,26 @@ if [ "$what" != k3 ] && [ "$what" != cache ]; then
     spec_on_gpu "k3-mini, streamed spine and a small refilled cache" "$part" 64 K3_STORE=stream K3_RAM_GB=0.23
     batches_same "small, the server's batches" "$dir/small"
     [ -f "$mini/config.json" ] && batches_same "k3-mini, the server's batches" "$mini"
+fi
+
+# The prefill window's products on the tensor cores (products of 48 rows or more: BF16 parts of X,
+# weights expanded exactly to BF16, fp32 sums): against the fp64 reference in one chunk, against the
+# CUDA cores, and a window against several on prompts long enough that experts get 48 rows.
+if [ "$what" = check ] || [ "$what" = all ] || [ "$what" = window ]; then
+    [ -f "$dir/small/config.json" ] || "$df" synth --preset small --seed 4 --out "$dir/small" --quiet >/dev/null
+    [ -f "$dir/big/config.json" ] || "$df" synth --preset big --size-gb 0.8 --seed 1 --out "$dir/big" --quiet >/dev/null
+    prompt_of() { seq 1 "$1" | awk -v v="$2" '{printf "%d ", ($1 * 7919) % (v - 300) + 3}'; }
+    p1k=$(prompt_of 1000 1024)
+    reference "small, a 1000-position prompt" "$dir/small" "$p1k" 8 1000
+    [ -f "$mini/config.json" ] && reference "k3-mini, a 600-position prompt" "$mini" "$(prompt_of 600 8448)" 8 600
+    two_ways "small, 1000 positions, tensor cores on and off" "$dir/small" "$p1k" 16 "" K3_DEV_TENSOR_CORES=0
+    p3k=$(prompt_of 3000 4096)
+    two_ways "big, 3000 positions, tensor cores on and off" "$dir/big" "$p3k" 16 "" K3_DEV_TENSOR_CORES=0
+    two_ways "big, 3000 positions, one window and windows of 512" "$dir/big" "$p3k" 16 "" K3_PREFILL_WINDOW=512
+    two_ways "big, 3000 positions, experts in host memory, tensor cores on and off" "$dir/big" "$p3k" 8 \
+        K3_DEV_EXPERT_GB=0 "K3_DEV_EXPERT_GB=0 K3_DEV_TENSOR_CORES=0"
+    [ -f "$mini/config.json" ] && two_ways "k3-mini, 2000 positions, tensor cores on and off" "$mini" \
+        "$(prompt_of 2000 8448)" 16 "" K3_DEV_TENSOR_CORES=0
 fi
 
 trace="$(cd "$(dirname "$0")/../../bench/traces" && pwd)/k3-mini-valid.jsonl"
@@ -406,7 +451,7 @@ if [ "$what" = check ] || [ "$what" = all ]; then
         "$(seq 1 2000 | awk '{printf "%d ", ($1 * 91) % 1000 + 3}')" 64 K3_SPEC=0
 fi
 
-if [ "$what" != check ]; then
+if [ "$what" != check ] && [ "$what" != window ]; then
     # timing: K3's real layer shapes (hidden 7168, 96 heads, 896 experts of 17.55 MB, top-16)
     echo "== synth --preset k3 --layers $layers"
     t0=$(date +%s)
@@ -463,7 +508,7 @@ if [ "$what" = k3 ] || [ "$what" = all ]; then
     [ -n "${OLD_DF:-}" ] && rows+=("old cuda layers mapped:K3_DEV=cuda K3_STORE=mapped")
     K3_SPEC=0 k3_rows decode "$prompt" "phases|layer pass" "${rows[@]}"
 fi
-if [ "$what" != check ] && [ "$what" != cache ]; then
+if [ "$what" != check ] && [ "$what" != cache ] && [ "$what" != window ]; then
     # prefill and speculation: a 16-token prompt that repeats (the layer pass runs it as one chunk of
     # 16 rows, then decode steps and verify passes when drafts come), 33 new tokens, speculation on;
     # OLD_DF (another build, e.g. the previous commit's) adds its row beside
