@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     Rng r;
     rng_seed(&r, 12345);
     int tok = -1;
-    FeedOptions fo = {8, 0, rows, NULL, NULL, NULL, NULL};
+    FeedOptions fo = {.chunk = 8, .rows = rows};
     if (engine_feed(&e, st, prompt, 8, &fo) == 0) tok = model_argmax(e.model, rows);
     int need = (rounds + 1) * n_sizes * MODEL_MAX_VERIFY + 16;
     if (tok >= 0 && state_length(st) + need > e.max_context) tok = -1, fprintf(stderr, "context too small\n");

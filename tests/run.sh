@@ -9,6 +9,9 @@ export DF="$PWD/build/deltafin" DF_ASAN="$PWD/build-asan/deltafin"
 export PYTHON="${PYTHON:-/usr/bin/python3}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export DF_TEST_TMP="${DF_TEST_TMP:-$(mktemp -d /tmp/deltafin-test.XXXXXX)}"
+# servers keep no prompt cache (it would outlive the run in ~/.cache and carry prompts from one test
+# to the next) unless a test names one: tests/node/test_prompt_cache.mjs
+export DELTAFIN_PROMPT_CACHE=off
 mkdir -p "$DF_TEST_TMP"
 only="${1:-all}"
 pass=0; fail=0; failed=(); times=()

@@ -53,8 +53,8 @@ typedef struct {
 static int cancelled(void *ctx) {
     Watch *w = ctx;
     if (w && w->prompt) {
-        if (!w->meter.started) prefill_meter_start(&w->meter, w->s->held.n, w->prompt);
-        prefill_meter_show(&w->meter, w->s->held.n);
+        if (!w->meter.started) prefill_meter_start(&w->meter, w->s->reading, w->prompt);
+        prefill_meter_show(&w->meter, w->s->reading);
     }
     return interrupt_pending();
 }

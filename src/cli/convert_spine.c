@@ -69,7 +69,7 @@ static float *run_sequence(const char *dir, const EngineOptions *o, SpineChoice 
     int V = e.cat.cfg.vocab;
     float *rows = df_malloc(sizeof *rows * (size_t)CHECK_TOKENS * V);
     State *st = state_create(e.model);
-    FeedOptions fo = {CHECK_TOKENS, 1, rows, NULL, NULL, NULL, NULL}; /* one chunk: its rows are all of them */
+    FeedOptions fo = {.chunk = CHECK_TOKENS, .all_rows = 1, .rows = rows}; /* one chunk: its rows are all of them */
     int rc = engine_feed(&e, st, ids, CHECK_TOKENS, &fo);
     state_destroy(st);
     *spine_bytes = !e.spine_int8 ? 0 : e.streaming ? e.stream.plan.spine_bytes + e.stream.plan.globals : e.i8.bytes;

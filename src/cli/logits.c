@@ -65,8 +65,8 @@ int cmd_logits(Settings *set, int argc, char **argv) {
     State *st = state_create(e.model);
     FeedTarget all = {rows, V};
     const int per_pass = chunk ? (int)chunk : model_max_rows(e.model);
-    FeedOptions fo = {(int)chunk, 1, df_malloc(sizeof(float) * (size_t)(per_pass < n ? per_pass : n) * V), NULL, NULL,
-                      keep_rows, &all};
+    FeedOptions fo = {.chunk = (int)chunk, .all_rows = 1, .rows = df_malloc(sizeof(float) * (size_t)(per_pass < n ? per_pass : n) * V),
+                      .chunk_done = keep_rows, .ctx = &all};
     if (engine_feed(&e, st, ids, (size_t)n, &fo)) df_die("%s", df_errmsg());
     free(fo.rows);
     if (file_write_atomic(out, rows, sizeof *rows * (size_t)n * V)) df_die("%s", df_errmsg());

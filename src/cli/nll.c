@@ -107,8 +107,8 @@ int cmd_nll(Settings *set, int argc, char **argv) {
     Scoring sc = {ids, mask_path ? read_mask(mask_path, n) : NULL, 0, V, NULL, 0, 0};
     if (argmax_path && !(sc.argmax = fopen(argmax_path, "w"))) df_die("nll: cannot create %s", argmax_path);
     State *st = state_create(e.model);
-    FeedOptions fo = {MODEL_LOGIT_ROWS, 1, df_malloc(sizeof(float) * (size_t)MODEL_LOGIT_ROWS * V), NULL, NULL, score_chunk,
-                      &sc};
+    FeedOptions fo = {.chunk = MODEL_LOGIT_ROWS, .all_rows = 1, .rows = df_malloc(sizeof(float) * (size_t)MODEL_LOGIT_ROWS * V),
+                      .chunk_done = score_chunk, .ctx = &sc};
     int windows = 0;
     for (sc.base = 0; sc.base + 1 < (size_t)n; sc.base += (size_t)window, windows++) {
         size_t len = (size_t)n - sc.base < (size_t)window ? (size_t)n - sc.base : (size_t)window;

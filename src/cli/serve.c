@@ -156,6 +156,11 @@ int cmd_serve(Settings *set, int argc, char **argv) {
                        .cors_origin = cors,
                        .prompt_snapshot = set->prompt_snapshot,
                        .effort = set->effort};
+    char cache_dir[4096];
+    if (settings_prompt_cache_dir(set, cache_dir, sizeof cache_dir)) df_die("%s", df_errmsg());
+    cfg.prompt_cache = cache_dir[0] ? cache_dir : NULL;
+    cfg.prompt_cache_bytes = set->prompt_cache_bytes;
+    cfg.prompt_cache_optional = !set->prompt_cache;
     int listen_fd;
     if (serve_listen(&cfg, &listen_fd)) df_die("%s", df_errmsg());
     catch_stop_signals();

@@ -171,6 +171,11 @@ static const Setting table[] = {
      .help = "exact replay cache for identical server requests (0 disables)"},
     {.name = "K3_PROMPT_SNAPSHOT", .flag = "prompt-snapshot", .kind = SET_BOOL, .offset = F(prompt_snapshot), .def = "1",
      .help = "server: keep a copy of the decode state at the end of each prompt (0 disables)"},
+    {.name = "DELTAFIN_PROMPT_CACHE", .arg = "DIR|off", .flag = "prompt-cache", .kind = SET_TEXT, .offset = F(prompt_cache), .what = "a directory or off", .nonempty = 1,
+     .def_text = "$XDG_CACHE_HOME/deltafin-prompt-cache (else ~/.cache/deltafin-prompt-cache)",
+     .help = "serve: keep the decode state of each finished prompt in this folder, so a prompt that starts with one is not prefilled again (after a restart too); off: none"},
+    {.name = "DELTAFIN_PROMPT_CACHE_GB", .flag = "prompt-cache-gb", .kind = SET_GB, .offset = F(prompt_cache_bytes), .lo = 1, .hi = 100000000, .what = "a size in GB", .def = "16",
+     .help = "serve: the most the prompt cache's folder may hold (least recently used entries go first)"},
     {.name = "DELTAFIN_ANSWER_TOKENS", .flag = "answer-tokens", .kind = SET_INT64, .offset = F(answer_tokens), .lo = 0, .hi = 1 << 24, .what = "a token count", .def = "8192",
      .help = "chat answers (serve's chats and messages, deltafin chat) stop after this many tokens unless the request (or -n) says otherwise; 0: no limit"},
     {.name = "DELTAFIN_REPEAT_STOP", .flag = "repeat-stop", .kind = SET_BOOL, .offset = F(repeat_stop), .def = "1",
@@ -359,6 +364,13 @@ static int xdg_path(const Settings *s, const char *base, const char *fallback, c
 }
 
 int settings_default_root(const Settings *s, char *buf, size_t n) { return xdg_path(s, s->cache_home, ".cache", "", buf, n); }
+
+int settings_prompt_cache_dir(const Settings *s, char *buf, size_t n) {
+    if (s->prompt_cache && !strcmp(s->prompt_cache, "off")) return buf[0] = 0, 0;
+    if (!s->prompt_cache) return xdg_path(s, s->cache_home, ".cache", "-prompt-cache", buf, n);
+    if ((size_t)snprintf(buf, n, "%s", s->prompt_cache) >= n) return df_fail("DELTAFIN_PROMPT_CACHE: the path is too long");
+    return 0;
+}
 
 int settings_history_file(const Settings *s, char *buf, size_t n) {
     return xdg_path(s, s->state_home, ".local/state", "/chat_history", buf, n);

@@ -32,6 +32,8 @@ typedef struct {
     int64_t server_max_tokens; /* K3_SERVER_MAX_TOKENS; -1: no ceiling */
     int memo_entries;         /* K3_RESPONSE_MEMO_ENTRIES */
     int prompt_snapshot;      /* K3_PROMPT_SNAPSHOT */
+    const char *prompt_cache; /* DELTAFIN_PROMPT_CACHE: a folder, "off", or NULL for the default one */
+    uint64_t prompt_cache_bytes; /* DELTAFIN_PROMPT_CACHE_GB */
     int64_t answer_tokens;    /* DELTAFIN_ANSWER_TOKENS: a chat answer's default limit; 0: none */
     int repeat_stop;          /* DELTAFIN_REPEAT_STOP */
     const char *effort;       /* K3_REASONING_EFFORT, or NULL: the chat format's default (max) */
@@ -109,6 +111,10 @@ int settings_default_root(const Settings *s, char *buf, size_t n);
 /* Where chat keeps its line history: $XDG_STATE_HOME/deltafin/chat_history, else
  * $HOME/.local/state/deltafin/chat_history. Returns 0, or -1 as above. */
 int settings_history_file(const Settings *s, char *buf, size_t n);
+
+/* The prompt cache's folder (DELTAFIN_PROMPT_CACHE, else $XDG_CACHE_HOME/deltafin-prompt-cache,
+ * else $HOME/.cache/deltafin-prompt-cache), or "" when it is off. Returns 0, or -1 as above. */
+int settings_prompt_cache_dir(const Settings *s, char *buf, size_t n);
 
 /* `deltafin settings`: every setting with its value now, its default and what it does. */
 void settings_print(const Settings *s, FILE *f);

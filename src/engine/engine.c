@@ -335,13 +335,30 @@ static int chunk_at(size_t at, size_t n, int chunk) {
     return first ? (int)first : chunk;
 }
 
+/* A chunk in progress, for FeedOptions.progress. */
+typedef struct {
+    const FeedOptions *o;
+    size_t at;
+    int T;
+} ChunkProgress;
+
+static void layer_done(void *ctx, int layer, int n_layers) {
+    const ChunkProgress *p = ctx;
+    p->o->progress(p->o->ctx, p->at + (size_t)p->T * (size_t)(layer + 1) / (size_t)n_layers);
+}
+
 int engine_feed(Engine *e, State *st, const int32_t *tokens, size_t n, const FeedOptions *o) {
     const int window = model_max_rows(e->model), chunk = o->chunk ? o->chunk : window;
     if (chunk < 1 || chunk > window) return df_fail("chunk size %d outside 1..%d (the prefill window)", chunk, window);
+    ChunkProgress p = {o, 0, 0};
     for (size_t at = 0; at < n;) {
         if (o->cancel && o->cancel(o->cancel_ctx)) return 1;
         int T = chunk_at(at, n, chunk);
-        if (model_forward(e->model, st, tokens + at, T, o->rows, o->all_rows)) return -1;
+        p.at = at, p.T = T;
+        if (o->progress) model_watch_layers(e->model, layer_done, &p);
+        int rc = model_forward(e->model, st, tokens + at, T, o->rows, o->all_rows);
+        model_watch_layers(e->model, NULL, NULL);
+        if (rc) return -1;
         if (o->chunk_done && o->chunk_done(o->ctx, at, T, o->rows)) return -1;
         at += (size_t)T;
     }

@@ -95,6 +95,7 @@ typedef struct {
     int top_k_full;          /* the checkpoint's experts per token; cat.cfg.top_k is K3_MOE_TOP_K's */
     int slots;               /* sequences the memory plan holds (EngineOptions.slots, resolved) */
     char slots_how[96];      /* how slots was chosen, for the start-up line */
+    char fingerprint[65];    /* the weights' fingerprint (statefile.h), computed when first asked for; "" until then */
 } Engine;
 
 /* Opens the checkpoint in dir with the options (copied). Fails with a message. */
@@ -133,6 +134,10 @@ typedef struct {
      * (rows); nonzero fails the feed. NULL: nothing to do */
     int (*chunk_done)(void *ctx, size_t at, int T, const float *rows);
     void *ctx;
+    /* called between the layers of each chunk with the tokens of n done so far, a chunk's
+     * finished layers counted pro rata (a window of thousands of rows takes a while), on the
+     * feeding thread; NULL: none. It only reports: a cancel lands before the next chunk */
+    void (*progress)(void *ctx, size_t done);
 } FeedOptions;
 
 /* Feeds tokens[0..n) after what st holds, in chunks of at most o->chunk positions. The short

@@ -24,6 +24,8 @@ struct Job {
     int unbudgeted;         /* its masks promise nothing about completing within the budget */
     uint64_t *mask;         /* its allowed tokens at the current step */
     int slot;               /* -1 while waiting */
+    int begun;              /* its prompt's start is settled (the prompt cache, the slot's held
+                             * tokens): done by the model thread outside the lock */
     size_t fed;             /* prompt tokens the slot holds */
     int picks;              /* tokens handed over */
     double t_submit, t_admit, t_first, t_last;
@@ -43,6 +45,8 @@ typedef struct {
     Session sess;
     Job *job;               /* NULL: free (changed by the model thread only, under s->mu) */
     double last_used;
+    int snap_unkept;        /* its snapshot holds a finished prompt not yet offered to the prompt cache */
+    int keep_now;           /* its job ended: offer the snapshot before the slot takes another */
 } Slot;
 
 struct Scheduler {
@@ -319,7 +323,7 @@ static void add_rows(Pass *p, Job *j, State *st, const int32_t *toks, int rows) 
 static void decode_rows(Scheduler *s, Pass *p) {
     for (int i = 0; i < s->o.parallel; i++) {
         Job *j = s->slots[i].job;
-        if (!j || !live(j) || j->fed < j->prompt.n) continue;
+        if (!j || !j->begun || !live(j) || j->fed < j->prompt.n) continue;
         Session *sess = &s->slots[i].sess;
         int32_t tok = session_batch_token(sess);
         if (tok < 0) step_alone(s, j);
@@ -339,7 +343,8 @@ static void prefill_rows(Scheduler *s, Pass *p) {
             Job *j = s->slots[i].job;
             int in_pass = 0;
             for (int k = 0; k < p->n && j; k++) in_pass |= p->jobs[k] == j;
-            if (j && !in_pass && live(j) && j->fed < j->prompt.n && (!first || j->t_admit < first->t_admit)) first = j;
+            if (j && j->begun && !in_pass && live(j) && j->fed < j->prompt.n && (!first || j->t_admit < first->t_admit))
+                first = j;
         }
         if (!first || budget <= 0) return;
         size_t left = first->prompt.n - first->fed;
@@ -347,6 +352,16 @@ static void prefill_rows(Scheduler *s, Pass *p) {
         add_rows(p, first, s->slots[first->slot].sess.st, first->prompt.v + first->fed, rows);
         budget -= rows;
     }
+}
+
+/* A job's whole prompt is in its slot: the prompt cache gets the State at this boundary, from the
+ * snapshot once the job has ended (its reply is not delayed by the write), or now when the slot
+ * keeps no snapshot. */
+static void prompt_finished(Scheduler *s, Job *j) {
+    if (!s->o.cache) return;
+    Slot *slot = &s->slots[j->slot];
+    if (slot->sess.snap) slot->snap_unkept = 1;
+    else pcache_store(s->o.cache, slot->sess.st, j->prompt.v, j->prompt.n);
 }
 
 /* One pass over every running job. */
@@ -388,6 +403,7 @@ static void run_pass(Scheduler *s) {
             j->fed += (size_t)p.rows[k];
             if (j->fed < j->prompt.n) continue;
             session_end_prompt(sess);
+            prompt_finished(s, j);
         }
         pick(s, j);
     }
@@ -422,6 +438,8 @@ static void reap_and_admit(Scheduler *s) {
     for (int i = 0; i < s->o.parallel; i++) {
         Job *j = s->slots[i].job;
         if (!j || live(j)) continue;
+        s->slots[i].keep_now = s->slots[i].snap_unkept;
+        s->slots[i].snap_unkept = 0;
         s->slots[i].job = NULL;
         s->slots[i].last_used = df_now();
         s->running--;
@@ -448,17 +466,9 @@ static void reap_and_admit(Scheduler *s) {
         s->wait_head = j->next;
         if (!s->wait_head) s->wait_tail = NULL;
         s->waiting--;
-        size_t reused = 0;
-        if (session_begin_prompt(&s->slots[slot].sess, j->prompt.v, j->prompt.n, &reused)) {
-            end_job(j, -1, df_errmsg());
-            release(j);
-            continue;
-        }
         j->slot = slot;
-        j->fed = reused;
         j->t_admit = df_now();
         pthread_mutex_lock(&j->mu);
-        j->stats.reused = reused;
         j->stats.wait_s = j->t_admit - j->t_submit;
         j->stats.slot = slot;
         pthread_mutex_unlock(&j->mu);
@@ -468,17 +478,56 @@ static void reap_and_admit(Scheduler *s) {
     check_counts(s);
 }
 
+/* Outside the lock (disk writes): the snapshots of jobs that ended go to the prompt cache. */
+static void keep_finished(Scheduler *s) {
+    for (int i = 0; i < s->o.parallel; i++) {
+        Session *sess = &s->slots[i].sess;
+        if (s->slots[i].keep_now && sess->snap && sess->snap_held.n)
+            pcache_store(s->o.cache, sess->snap, sess->snap_held.v, sess->snap_held.n);
+        s->slots[i].keep_now = 0;
+    }
+}
+
+/* Outside the lock (disk reads): after keep_finished, each newly admitted job starts its prompt:
+ * from the slot's held tokens or snapshot, or from a longer prompt cache entry. */
+static void begin_admitted(Scheduler *s) {
+    if (s->o.cache) keep_finished(s);
+    for (int i = 0; i < s->o.parallel; i++) {
+        Job *j = s->slots[i].job;
+        if (!j || j->begun) continue;
+        Session *sess = &s->slots[i].sess;
+        size_t cached = 0, reused = 0;
+        j->begun = 1;
+        if (!live(j)) continue; /* cancelled while waiting: reaped next */
+        if (s->o.cache)
+            cached = pcache_restore(s->o.cache, sess, j->prompt.v, j->prompt.n,
+                                    session_reusable(sess, j->prompt.v, j->prompt.n));
+        if (session_begin_prompt(sess, j->prompt.v, j->prompt.n, &reused)) {
+            end_job(j, -1, df_errmsg());
+            continue;
+        }
+        j->fed = reused;
+        pthread_mutex_lock(&j->mu);
+        j->stats.reused = reused;
+        j->stats.cached = cached && reused == cached ? cached : 0;
+        pthread_mutex_unlock(&j->mu);
+    }
+}
+
 static void *model_loop(void *arg) {
     Scheduler *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         reap_and_admit(s);
-        if (!s->running) {
+        int keep = 0;
+        for (int i = 0; i < s->o.parallel; i++) keep |= s->slots[i].keep_now;
+        if (!s->running && !keep) {
             pthread_cond_wait(&s->work, &s->mu);
             continue;
         }
         pthread_mutex_unlock(&s->mu);
-        run_pass(s); /* slot assignments change only on this thread: read without the lock */
+        begin_admitted(s); /* slot assignments change only on this thread: read without the lock */
+        run_pass(s);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
@@ -519,8 +568,11 @@ void sched_stop(Scheduler *s) {
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
     if (s->thread_started) pthread_join(s->thread, NULL);
-    for (int i = 0; i < s->o.parallel; i++)
+    for (int i = 0; i < s->o.parallel; i++) {
         if (s->slots[i].job) end_job(s->slots[i].job, -1, "the server is stopping"), release(s->slots[i].job);
+        s->slots[i].keep_now |= s->slots[i].snap_unkept; /* finished prompts still go to the prompt cache */
+    }
+    if (s->o.cache) keep_finished(s);
     while (s->wait_head) {
         Job *j = s->wait_head;
         s->wait_head = j->next;

@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/prompt_cache.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "text/matcher.h"
@@ -52,6 +53,7 @@ typedef struct {
     int parallel;       /* slots: sequences decoded together (1..MODEL_BATCH_ROWS) */
     int snapshots;      /* each slot keeps a prompt-boundary snapshot */
     int prefill_rows;   /* rows of a prompt per pass while other jobs decode (1..MODEL_BATCH_ROWS) */
+    PromptCache *cache; /* prompts' States kept on disk (prompt_cache.h; borrowed), or NULL */
 } SchedOptions;
 
 typedef struct {
@@ -66,7 +68,9 @@ typedef struct {
 
 /* What a job's consumer reads about it (under the job's lock: a snapshot). */
 typedef struct {
-    size_t reused;          /* prompt tokens not fed again (held by the slot or its snapshot) */
+    size_t reused;          /* prompt tokens not fed again (held by the slot or its snapshot, or
+                             * read from the prompt cache) */
+    size_t cached;          /* of those, the tokens read from the prompt cache */
     double wait_s;          /* submitted until a slot took it */
     double prefill_s;       /* slot taken until its first token */
     double decode_s;        /* first token until the last one handed over */

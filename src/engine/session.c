@@ -103,6 +103,9 @@ void session_settle(Session *s) { settle(s); }
 typedef struct {
     Session *s;
     const int32_t *toks;
+    size_t base;        /* held tokens when the feed began */
+    CancelFn poll;      /* the caller's cancel, polled between layers for its progress display */
+    void *poll_ctx;
 } Feeding;
 
 /* engine_feed's chunk_done: the chunk is in the State, so its tokens are held. */
@@ -116,13 +119,24 @@ static int held_chunk(void *ctx, size_t at, int T, const float *rows) {
     return 0;
 }
 
+/* engine_feed's progress: between layers, the tokens done so far. */
+static void feeding(void *ctx, size_t done) {
+    Feeding *f = ctx;
+    f->s->reading = f->base + done;
+    if (f->poll) (void)f->poll(f->poll_ctx); /* shows progress; a cancel lands before the next chunk */
+}
+
 /* Feeds toks[0..n) in chunks, appending them to held as each is done (engine_feed: the short
  * chunk first, so chat keeps what a cancelled prompt fed, up to its generation prompt). */
 static int feed(Session *s, const int32_t *toks, size_t n, CancelFn cancel, void *ctx) {
     settle(s);
-    Feeding f = {s, toks};
-    FeedOptions o = {s->chunk, 0, s->rows, cancel, ctx, held_chunk, &f};
-    return engine_feed(s->e, s->st, toks, n, &o);
+    Feeding f = {s, toks, s->held.n, cancel, ctx};
+    s->reading = s->held.n;
+    FeedOptions o = {.chunk = s->chunk, .rows = s->rows, .cancel = cancel, .cancel_ctx = ctx, .chunk_done = held_chunk, .ctx = &f,
+                     .progress = feeding};
+    int rc = engine_feed(s->e, s->st, toks, n, &o);
+    s->reading = s->held.n;
+    return rc;
 }
 
 size_t session_reusable(const Session *s, const int32_t *prompt, size_t n) {

@@ -49,6 +49,8 @@ typedef struct {
     uint64_t pending_pos; /* the pending token's position in its completion */
     Spec spec;
     double prefill_s, decode_s;
+    size_t reading;  /* while session_prefill feeds: the held tokens plus the chunk in progress's
+                      * finished layers pro rata (what a progress display shows) */
 } Session;
 
 /* An empty session that speculates when the engine's options say so (K3_SPEC). */
@@ -65,7 +67,9 @@ void session_keep_snapshots(Session *s);
 
 /* Starts a reply to prompt[0..n): continues from whichever of the held tokens and the snapshot
  * is the longer strict prefix of the prompt (restoring the snapshot when it wins), otherwise
- * resets, then feeds the rest and snapshots the end of the prompt. *reused (may be NULL) gets
+ * resets, then feeds the rest and snapshots the end of the prompt. cancel is polled before each
+ * chunk, and also between a chunk's layers with s->reading updated, so a caller's poll can show
+ * the progress of a long window (its answer there is taken before the next chunk). *reused (may be NULL) gets
  * the number of prompt tokens that were not fed again. Returns 0, 1 when cancelled (between
  * chunks: the State keeps what was fed and held is that prefix of the prompt; the short chunk
  * goes first, so the fed chunks never reach into the prompt's last `chunk` tokens; nothing is

@@ -263,6 +263,7 @@ static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens
         int rc = ffn_block(m, l, n_anchors, T);
         leave_layer(m, l, entered);
         if (rc) return -1;
+        if (m->watch) m->watch(m->watch_ctx, l, c->n_layers);
     }
     for (int q = 0; q < n_seqs; q++) seqs[q].st->len += seqs[q].rows;
     m->stats.positions += (uint64_t)T;
@@ -321,6 +322,11 @@ int model_forward_verify(Model *m, State *st, const int *tokens, int T, float *l
     m->verifying = 0;
     if (!rc) st->verify_rows = T;
     return rc;
+}
+
+void model_watch_layers(Model *m, void (*fn)(void *ctx, int layer, int n_layers), void *ctx) {
+    m->watch = fn;
+    m->watch_ctx = fn ? ctx : NULL;
 }
 
 int model_argmax(const Model *m, const float *logits) { return op_argmax(logits, m->cfg.vocab); }

@@ -185,6 +185,11 @@ int model_forward_batch(Model *m, State *const *states, const int *tokens, const
  * the rows. Any later forward (or state_commit) ends the verification. */
 #define MODEL_MAX_VERIFY 9
 int model_forward_verify(Model *m, State *s, const int *tokens, int T, float *logits);
+
+/* While set, every forward calls fn after each of its layers (layer 0..n_layers-1), on the
+ * forward's own thread: how far a long prefill window has come, for a progress display. fn must
+ * not call into the Model. NULL stops it. */
+void model_watch_layers(Model *m, void (*fn)(void *ctx, int layer, int n_layers), void *ctx);
 /* Keeps the first n (1..T) rows of the last model_forward_verify: afterwards the state is
  * bit-identical to one that was fed only those n tokens. No-op without a pending verification. */
 void state_commit(State *s, int n);

@@ -44,12 +44,15 @@ typedef struct {
     uint64_t prompt_tokens, cached_tokens; /* of the generations */
     double prefill_s, decode_s;        /* model time of the generations */
     uint64_t decode_tokens;            /* tokens that decode time produced */
+    uint64_t prefill_tokens;           /* prompt tokens fed (not reused), whose time is prefill_s */
+    double last_prefill_rate;          /* prompt tokens per second of the latest prefill (0: none yet) */
 } ServerStats;
 
 typedef struct {
     ServeConfig cfg;
     Engine *e;
     Scheduler *sched;  /* runs the generations, `parallel` at a time */
+    PromptCache *cache; /* prompts' States on disk (DELTAFIN_PROMPT_CACHE), or NULL */
     Gate gate;         /* a seat per slot, and the bounded queue */
     Memo *memo;
     ExchangeEnv env;

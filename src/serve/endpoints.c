@@ -62,6 +62,9 @@ static void count_finish(Req *q) {
     if (x->from_memo) srv->stats.memo_hits++;
     else {
         srv->stats.prefill_s += x->prefill_s;
+        size_t fed = x->prompt.n - x->reused;
+        srv->stats.prefill_tokens += fed;
+        if (fed && x->prefill_s > 0) srv->stats.last_prefill_rate = (double)fed / x->prefill_s;
         srv->stats.decode_s += x->model_s - x->prefill_s;
         srv->stats.decode_tokens += x->completion > 1 ? (uint64_t)x->completion - 1 : 0; /* the first comes from the prefill */
     }

@@ -443,9 +443,17 @@ static void server_close(Server *srv) {
     if (srv->memo) memo_free(srv->memo);
     if (srv->gate_started) gate_destroy(&srv->gate);
     sched_stop(srv->sched);
+    pcache_close(srv->cache);
     if (srv->trie) vocab_trie_free(srv->trie);
     pthread_mutex_destroy(&srv->stats_mu);
     free(srv);
+}
+
+/* The prompt cache's lines go to the server's log. */
+static void cache_log(void *ctx, const char *line) {
+    Server *srv = ctx;
+    fprintf(srv->log, "serve: %s\n", line);
+    fflush(srv->log);
 }
 
 /* The server up to its daemon (the model thread, the watchdog, the memo...), or NULL with a
@@ -457,7 +465,14 @@ static Server *server_open(Engine *e, const Tokenizer *tok, const ServeConfig *c
     srv->log = log;
     pthread_mutex_init(&srv->stats_mu, NULL);
     WatchLimits lim = {cfg->header_timeout_s, cfg->body_timeout_s, cfg->timeout_s, cfg->max_connections, cfg->max_per_client};
-    SchedOptions so = {cfg->parallel, cfg->prompt_snapshot, SERVE_PREFILL_ROWS};
+    if (cfg->prompt_cache) {
+        PromptCacheOptions po = {cfg->prompt_cache, cfg->prompt_cache_bytes, SERVE_CACHE_MIN_TOKENS, cache_log, srv};
+        if (!(srv->cache = pcache_open(e, &po))) {
+            if (!cfg->prompt_cache_optional) goto fail;
+            fprintf(srv->log, "serve: no prompt cache: %s (DELTAFIN_PROMPT_CACHE names another folder)\n", df_errmsg());
+        }
+    }
+    SchedOptions so = {cfg->parallel, cfg->prompt_snapshot, SERVE_PREFILL_ROWS, srv->cache};
     if (!(srv->trie = vocab_trie_new(tok)) || watchdog_start(&srv->dog, &lim)) goto fail;
     srv->dog_started = 1;
     if (!(srv->sched = sched_start(e, &so))) goto fail;
@@ -497,17 +512,24 @@ static int start_daemon(Server *srv, int listen_fd) {
 
 static void announce(Server *srv, unsigned port) {
     const ServeConfig *cfg = &srv->cfg;
-    char cap[32] = "unlimited", answer[32] = "none";
+    char cap[32] = "unlimited", answer[32] = "none", cache[96] = "";
+    if (srv->cache) {
+        PromptCacheCounts pc;
+        pcache_counts(srv->cache, &pc);
+        const int in_mb = pc.bytes < 100000000; /* 0.0 GB says nothing of a cache that just began */
+        snprintf(cache, sizeof cache, " (%d entries, %.1f %s of %.1f GB)", pc.entries, pc.bytes / (in_mb ? 1e6 : 1e9),
+                 in_mb ? "MB" : "GB", cfg->prompt_cache_bytes / 1e9);
+    }
     if (cfg->max_tokens >= 0) snprintf(cap, sizeof cap, "%lld", (long long)cfg->max_tokens);
     if (cfg->answer_tokens >= 0) snprintf(answer, sizeof answer, "%lld", (long long)cfg->answer_tokens);
     int v6 = strchr(cfg->host, ':') != NULL;
     fprintf(srv->log,
             "serve: listening on http://%s%s%s:%u (model %s; %d generations at a time (%s), queue %d; memo %d entries; "
-            "prompt snapshot %s; answer limit %s, max tokens %s, repetition stop %s; API key %s; CORS %s; connections %d, "
-            "%d per client)\n",
+            "prompt snapshot %s; prompt cache %s%s; answer limit %s, max tokens %s, repetition stop %s; API key %s; CORS %s; "
+            "connections %d, %d per client)\n",
             v6 ? "[" : "", cfg->host, v6 ? "]" : "", port, cfg->model_id, cfg->parallel,
             srv->e->slots_how[0] ? srv->e->slots_how : "as asked", cfg->queue, cfg->memo_entries,
-            cfg->prompt_snapshot ? "on" : "off", answer, cap, cfg->repeat_stop ? "on" : "off",
+            cfg->prompt_snapshot ? "on" : "off", srv->cache ? cfg->prompt_cache : "off", cache, answer, cap, cfg->repeat_stop ? "on" : "off",
             cfg->api_key ? "required" : "not required", cfg->cors_origin ? cfg->cors_origin : "off", cfg->max_connections,
             cfg->max_per_client);
     fflush(srv->log);

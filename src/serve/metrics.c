@@ -89,6 +89,27 @@ static void requests(StrBuf *out, Server *srv) {
     value(out, "deltafin_model_seconds_total{phase=\"decode\"} %.6f\n", s.decode_s);
     counter(out, "deltafin_decode_tokens_total", "Tokens the decode time produced (seconds per token = decode seconds / this).",
             s.decode_tokens);
+    counter(out, "deltafin_prefill_tokens_total",
+            "Prompt tokens fed to the model, not reused (prefill tokens per second = this / prefill seconds).", s.prefill_tokens);
+    gauge(out, "deltafin_prefill_tokens_per_second", "Prompt tokens per second of the latest generation's prefill (0: none yet).",
+          s.last_prefill_rate);
+}
+
+/* The prompt cache on disk (DELTAFIN_PROMPT_CACHE), when the server keeps one. */
+static void prompt_cache(StrBuf *out, Server *srv) {
+    if (!srv->cache) return;
+    PromptCacheCounts c;
+    pcache_counts(srv->cache, &c);
+    counter(out, "deltafin_prompt_cache_hits_total", "Prompts that started from a State read from the prompt cache.", c.hits);
+    counter(out, "deltafin_prompt_cache_misses_total", "Prompts for which the prompt cache held nothing longer than the slot.",
+            c.misses);
+    counter(out, "deltafin_prompt_cache_tokens_total", "Prompt tokens read from the prompt cache instead of prefilled.",
+            c.tokens_restored);
+    counter(out, "deltafin_prompt_cache_stores_total", "Prompts' States written to the prompt cache.", c.stores);
+    counter(out, "deltafin_prompt_cache_refused_total", "Prompt cache entries refused (damaged, of another model or settings).",
+            c.refused);
+    gauge(out, "deltafin_prompt_cache_entries", "Usable entries in the prompt cache.", c.entries);
+    gauge(out, "deltafin_prompt_cache_bytes", "Bytes the prompt cache's entries take on disk.", (double)c.bytes);
 }
 
 static void model_side(StrBuf *out, Server *srv) {
@@ -127,6 +148,7 @@ char *metrics_text(Server *srv) {
     StrBuf out = {0};
     requests(&out, srv);
     model_side(&out, srv);
+    prompt_cache(&out, srv);
     connections(&out, srv);
     return out.p;
 }

@@ -28,6 +28,9 @@
 
 /* Rows of a prompt read per pass while other generations decode (scheduler.h). */
 #define SERVE_PREFILL_ROWS 16
+/* Prompts shorter than this are not kept in the prompt cache: reading them again costs less than
+ * the file. */
+#define SERVE_CACHE_MIN_TOKENS 32
 /* The longest served model name (--alias). */
 #define SERVE_MODEL_ID_MAX 128
 
@@ -51,6 +54,10 @@ typedef struct {
     int max_per_client;   /* connections from one address */
     const char *cors_origin; /* Access-Control-Allow-Origin for browsers; NULL: no CORS */
     int prompt_snapshot;  /* K3_PROMPT_SNAPSHOT: keep the decode state at the end of each prompt */
+    const char *prompt_cache; /* DELTAFIN_PROMPT_CACHE: the folder of prompts' States (engine/prompt_cache.h); NULL: none */
+    uint64_t prompt_cache_bytes; /* DELTAFIN_PROMPT_CACHE_GB */
+    int prompt_cache_optional;   /* the folder is the default one: when it cannot be used the server
+                                  * runs without a prompt cache (and says so) instead of failing */
     const char *effort;   /* K3_REASONING_EFFORT: a chat request's thinking effort when it names none; NULL: max */
 } ServeConfig;
 

@@ -63,7 +63,8 @@ wait_pane() { # pattern, seconds
     pane | tail -20
     fail "timed out waiting for '$1'"
 }
-run_in_pane "K3_THREADS=1 '$DF' run --model '$t/big' --tokens '$ids' --max-new 8"
+# (windows of 64 rows: the 2-layer model reads each in a blink, so the line shows between windows)
+run_in_pane "K3_THREADS=1 K3_PREFILL_WINDOW=64 '$DF' run --model '$t/big' --tokens '$ids' --max-new 8"
 wait_pane "reading the prompt: [0-9]*/500 tokens, [0-9.]* tokens/s, .* left" 60
 wait_pane DONE 120
 pane >"$t/pane.txt"

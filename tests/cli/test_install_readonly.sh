@@ -61,8 +61,10 @@ check_role() { # mount | user
     grep -q "serve: listening on" "$o/serve.err" || { cat "$o/serve.err"; fail "$role: serve did not start"; }
     "$PYTHON" - "$port" <<'PY' || { cat "$o/serve.err"; fail "$role: a completion from serve"; }
 import json, sys, urllib.request
-req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/completions", method="POST",
-                             data=json.dumps({"model": "deltafin-kimi-k3", "prompt": "The capital", "max_tokens": 4}).encode(),
+base = f"http://127.0.0.1:{sys.argv[1]}/v1"
+model = json.load(urllib.request.urlopen(base + "/models", timeout=60))["data"][0]["id"]
+req = urllib.request.Request(base + "/completions", method="POST",
+                             data=json.dumps({"model": model, "prompt": "The capital", "max_tokens": 4}).encode(),
                              headers={"Content-Type": "application/json"})
 body = json.load(urllib.request.urlopen(req, timeout=60))
 assert body["usage"]["completion_tokens"] >= 1 and body["choices"][0]["text"], body

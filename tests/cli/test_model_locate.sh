@@ -105,7 +105,7 @@ groff -man -Tutf8 -ww -z "$p/share/man/man1/deltafin.1" 2>"$t/groff" && [ ! -s "
     fail "the man page has roff warnings: $(cat "$t/groff")"
 man -l "$p/share/man/man1/deltafin.1" 2>/dev/null >"$t/man.txt"
 for c in run chat serve setup settings; do
-    expect_grep "deltafin $c \[" "$t/man.txt" || fail "the man page lacks $c"
+    expect_grep -E "deltafin +$c +\[" "$t/man.txt" || fail "the man page lacks $c"
 done
 for want in "--ctx-size N" "K3_THREADS"; do expect_grep -- "$want" "$t/man.txt" || fail "the man page lacks the settings"; done
 complete_words() { # words...: what completing the last one offers

@@ -84,7 +84,7 @@ static void make_case(Case *c, int seed, size_t n, int max_new, int sampled) {
 /* The cases through a scheduler of `parallel` slots; spec (may be NULL) gets its speculation
  * counters. */
 static void run_cases_spec(int parallel, Case *cases, int n, Spec *spec) {
-    SchedOptions o = {parallel, 1, 8};
+    SchedOptions o = {parallel, 1, 8, NULL};
     Scheduler *s = sched_start(sched_engine, &o);
     CHECK(s != NULL);
     pthread_t th[16];
@@ -131,7 +131,7 @@ static int cancel_after(void *ctx) { return --*(int *)ctx < 0; }
 
 /* A consumer that stops reading frees its slot: with one slot, the next job still runs. */
 static void a_leaving_consumer_frees_its_slot(void) {
-    SchedOptions o = {1, 0, 8};
+    SchedOptions o = {1, 0, 8, NULL};
     Scheduler *s = sched_start(&eng, &o);
     Case a, b;
     make_case(&a, 3, 20, 100000, 0);
@@ -152,7 +152,7 @@ static void a_leaving_consumer_frees_its_slot(void) {
 
 /* A job that extends an earlier job's prompt and answer lands on the slot that holds them. */
 static void a_continuation_reuses_its_slot(void) {
-    SchedOptions o = {3, 1, 8};
+    SchedOptions o = {3, 1, 8, NULL};
     Scheduler *s = sched_start(&eng, &o);
     Case first, second;
     make_case(&first, 5, 30, 6, 0);
@@ -244,7 +244,7 @@ static void a_lone_constrained_job_speculates(void) {
     make_case(&lone, 5, 8, MAX_PICKS, 0);
     lone.stop = loop.cat.cfg.eos_id;
     lone.matcher = matcher_new(g, trie);
-    SchedOptions o = {1, 0, 8};
+    SchedOptions o = {1, 0, 8, NULL};
     Scheduler *s = sched_start(&loop, &o);
     lone.s = s;
     consume(&lone);
