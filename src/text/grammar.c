@@ -384,10 +384,12 @@ static uint32_t frame_minlen(const Grammar *g, const GNode *n, const uint32_t *p
  * a shortest match past GRAMMAR_INF tokens). */
 static void compute_minlen(Grammar *g, const uint32_t *order, uint32_t n_order, const uint32_t *corder, uint32_t n_corder,
                            int clamp) {
-    size_t nn = g->n_nodes;
-    g->minlen = df_malloc((GRAMMAR_MAX_FRAMES + 1) * nn * sizeof *g->minlen);
+    size_t nn = g->n_nodes, cap = 8; /* rows, grown as needed: most grammars settle in a few */
+    g->minlen = df_malloc(cap * nn * sizeof *g->minlen);
     uint32_t r;
     for (r = 0; r <= GRAMMAR_MAX_FRAMES; r++) {
+        if (r == cap) cap = cap * 2 < GRAMMAR_MAX_FRAMES + 1 ? cap * 2 : GRAMMAR_MAX_FRAMES + 1,
+                      g->minlen = df_realloc(g->minlen, cap * nn * sizeof *g->minlen);
         uint32_t *row = g->minlen + r * nn, *prev = r ? row - nn : NULL;
         for (size_t i = 0; i < nn; i++) row[i] = GRAMMAR_INF;
         for (uint32_t o = 0; o < n_order; o++) {
