@@ -255,7 +255,7 @@ static int subset_edges(Closure *c, const uint32_t *members, uint32_t m, IdMap *
             (*ev)[n_ev++] = (Event){e->lo, e->to, 1};
             (*ev)[n_ev++] = (Event){e->hi + 1, e->to, 0};
         }
-    qsort(*ev, n_ev, sizeof **ev, cmp_event);
+    if (n_ev) qsort(*ev, n_ev, sizeof **ev, cmp_event);
     for (uint32_t i = 0; i < n_ev;) {
         uint32_t p = (*ev)[i].pos;
         for (; i < n_ev && (*ev)[i].pos == p; i++) active_change(act, (*ev)[i].to, (*ev)[i].add);

@@ -82,7 +82,7 @@ static int cmp_range(const void *a, const void *b) {
 
 /* Sorted, merged, and inside the alphabet (no NUL, no surrogates). */
 static void set_normalise(Set *s) {
-    qsort(s->v, s->n, sizeof *s->v, cmp_range);
+    if (s->n) qsort(s->v, s->n, sizeof *s->v, cmp_range);
     Set out = {0};
     for (uint32_t i = 0; i < s->n; i++) {
         Range r = s->v[i];
