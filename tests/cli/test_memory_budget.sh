@@ -5,6 +5,7 @@
 # the process either streams within the budget or refuses naming K3_RAM_GB; it never maps the
 # model and runs past the budget (it used to, by 46%). Peak RSS from /usr/bin/time.
 set -eu
+export DELTAFIN_VERBOSE=1 # the checks below read the full start-up line
 t="$DF_TEST_TMP/memory_budget"
 mkdir -p "$t"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -47,4 +48,15 @@ echo "big: budget $budget, streamed, peak RSS $RSS"
 # 3. with room for the model and its working memory it is still mapped
 run_at "$t/big" "$(gb $((b + 600000000)))"
 [ "$RC" -eq 0 ] && grep -q "experts local [0-9/]* (mapped)" "$t/err" || fail "big with room: $(head -1 "$t/err")"
+
+# 4. --store mapped with a budget it cannot keep to is refused, saying so (it used to map and run
+# past the budget); without a budget given, --store mapped maps whatever the size
+set +e
+"$DF" run --model "$t/small" --tokens "1 2" --max-new 1 --store mapped --ram-gb 0.01 >/dev/null 2>"$t/err"
+RC=$?
+set -e
+[ "$RC" -eq 1 ] && grep -q "^deltafin: --store mapped cannot keep to the memory budget of 0.01 GB (--ram-gb)" "$t/err" \
+    || fail "--store mapped over the budget: exit $RC: $(cat "$t/err")"
+"$DF" run --model "$t/small" --tokens "1 2" --max-new 1 --store mapped >/dev/null 2>"$t/err" || fail "--store mapped: $(cat "$t/err")"
+grep -q "experts local [0-9/]* (mapped)" "$t/err" || fail "--store mapped did not map: $(head -1 "$t/err")"
 echo PASS
