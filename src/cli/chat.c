@@ -413,7 +413,7 @@ int cmd_chat(Settings *set, int argc, char **argv) {
         "never the history again. On a terminal: line editing, a history kept across sessions "
         "($XDG_STATE_HOME/deltafin/chat_history), a pasted block of lines is one message, a status line shows the "
         "reading of the prompt and the thinking's progress. /help lists the commands (/reset, /save FILE, /load "
-        "FILE, /exit). The thinking effort is --effort (K3_REASONING_EFFORT); answers are greedy and exact unless a "
+        "FILE, /exit). The thinking effort is --effort (DELTAFIN_REASONING_EFFORT); answers are greedy and exact unless a "
         "sampling option is given.";
     const CliCommand cmd = {"chat", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);

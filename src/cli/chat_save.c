@@ -316,16 +316,16 @@ static int check_header(Chat *c, const Header *h, const char *path, uint64_t siz
         return df_fail("%s was saved with another model (fingerprint %.12s..., this one is %.12s...)", path, h->model_id,
                        me.model_id);
     if (h->mla_cache != me.mla_cache)
-        return df_fail("%s was saved with K3_MLA_CACHE=%s, this session uses %s", path, h->mla_cache < 2 ? mla[h->mla_cache] : "?",
+        return df_fail("%s was saved with DELTAFIN_MLA_CACHE=%s, this session uses %s", path, h->mla_cache < 2 ? mla[h->mla_cache] : "?",
                        mla[me.mla_cache]);
     if (h->a_log != me.a_log)
-        return df_fail("%s was saved with K3_A_LOG=%s, this session uses %s", path, h->a_log < 2 ? alog[h->a_log] : "?",
+        return df_fail("%s was saved with DELTAFIN_A_LOG=%s, this session uses %s", path, h->a_log < 2 ? alog[h->a_log] : "?",
                        alog[me.a_log]);
     if (h->spine_int8 != me.spine_int8)
-        return df_fail("%s was saved with the %s spine, this session uses the %s one (K3_SPINE)", path,
+        return df_fail("%s was saved with the %s spine, this session uses the %s one (DELTAFIN_SPINE)", path,
                        h->spine_int8 ? "int8" : "bf16", me.spine_int8 ? "int8" : "bf16");
     if (h->top_k != me.top_k || h->top_k_full != me.top_k_full || h->vocab != me.vocab)
-        return df_fail("%s was saved with %u experts per token (K3_MOE_TOP_K), this session uses %u", path, h->top_k,
+        return df_fail("%s was saved with %u experts per token (DELTAFIN_MOE_TOP_K), this session uses %u", path, h->top_k,
                        me.top_k);
     uint32_t ctx = (uint32_t)c->e.max_context;
     if (h->n_held > ctx || h->n_tail > ctx || h->n_unanswered > ctx)

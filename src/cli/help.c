@@ -140,8 +140,10 @@ void cli_print_help(const CliCommand *cmd, FILE *f) {
         p += len + (p[len] == ' ');
     }
     for (size_t i = 0; i < n; i++) others += rows[i].flag != NULL;
-    char rest[160];
-    snprintf(rest, sizeof rest, "Every setting is an option of every command: the other %d are in deltafin help settings.",
+    char rest[240];
+    snprintf(rest, sizeof rest,
+             "Every setting is an option of every command: the other %d are in deltafin help settings. llama.cpp's "
+             "-ngl N (--n-gpu-layers) is one too: 0 the CPU, more the GPU.",
              others - listed);
     fputs("  ", f);
     cli_wrap(f, rest, 2, 2, WIDTH);
@@ -174,7 +176,7 @@ void cli_print_version(FILE *f) {
     fprintf(f, "deltafin %s (%s)\n", DF_VERSION, DF_GIT_REV);
     fprintf(f, "build: %s; kernels %s; CUDA: %s\n", DF_BUILD, kernels,
 #ifdef DF_CUDA
-            "built in (K3_DEV=auto uses a GPU when one answers)"
+            "built in (DELTAFIN_DEV=auto uses a GPU when one answers)"
 #else
             "not built in (make cuda)"
 #endif

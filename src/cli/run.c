@@ -119,7 +119,7 @@ static void say_why_it_stopped(const Engine *e, const GenResult *res, int64_t ma
     if (asked) snprintf(of, sizeof of, " of the %lld asked", (long long)max_new);
     if (res->hit_context)
         fprintf(stderr, "deltafin: stopped at the context limit of %d positions after %d tokens%s (raise it with "
-                        "-c/--ctx-size or K3_CONTEXT)\n",
+                        "-c/--ctx-size or DELTAFIN_CONTEXT)\n",
                 e->max_context, res->generated, of);
     else if (chat && !res->hit_stop && !res->interrupted && res->generated == max_new)
         fprintf(stderr, "deltafin: the answer was cut at %s%lld tokens before it ended\n",
@@ -207,7 +207,7 @@ int cmd_run(Settings *set, int argc, char **argv) {
     int n = prompt_ids(&e, &pr, tokens, text, chat, &ids);
     if (n < 0) df_die("%s", df_errmsg());
     if (n > e.max_context)
-        df_die("run: the prompt's %d tokens exceed the context limit %d (-c/--ctx-size, K3_CONTEXT)", n, e.max_context);
+        df_die("run: the prompt's %d tokens exceed the context limit %d (-c/--ctx-size, DELTAFIN_CONTEXT)", n, e.max_context);
     int asked = max_new >= 0;
     if (max_new < 0) max_new = chat ? e.max_context : 256;
     watch.prompt = (size_t)n;

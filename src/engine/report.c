@@ -61,7 +61,7 @@ static void print_warnings(const Engine *e, FILE *f) {
                    "top-%d), not by the model: the output is meaningless%s\n",
                 e->opt.replay, e->replay.trace.n_rows, e->replay.trace.top_k, e->replay.trace.n_experts,
                 e->replay.map.streams, c->top_k,
-                e->replay.wrap.src.predict ? "; router lookahead simulated at the recall K3_REPLAY_LOOKAHEAD" : "");
+                e->replay.wrap.src.predict ? "; router lookahead simulated at the recall DELTAFIN_REPLAY_LOOKAHEAD" : "");
     if (e->inst) {
         char reminder[1024];
         installer_reminder(e->inst, reminder, sizeof reminder);

@@ -40,7 +40,12 @@ grep -q -- "--threads N" "$t/help" && grep -q -- "--effort" "$t/help" || fail "r
 if grep -q -- "--fetch-parallel" "$t/help"; then fail "run --help lists install settings"; fi
 grep -q "deltafin help settings" "$t/help" || fail "run --help does not point to deltafin help settings"
 [ "$(wc -l <"$t/help")" -lt 80 ] || fail "run --help is $(wc -l <"$t/help") lines"
-"$DF" help settings | grep -q -- "--fetch-parallel N" || fail "help settings lacks --fetch-parallel"
+"$DF" help settings >"$t/all"
+grep -q -- "--fetch-parallel N" "$t/all" || fail "help settings lacks --fetch-parallel"
+# bash completion still offers every setting's option (the help lists only some)
+words=$(bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _deltafin; printf "%s\n" "${COMPREPLY[@]}"' \
+    _ "$root/scripts/deltafin.bash" "$DF" run --fetch-par)
+[ "$words" = "--fetch-parallel" ] || fail "completion of run --fetch-par: $words"
 
 # --- DELTAFIN_* names, K3_* aliases
 DELTAFIN_THREADS=1 "$DF" run -m "$m" -p x -n 1 --verbose >/dev/null 2>"$t/err"
