@@ -110,7 +110,7 @@ static void finish_output(Printer *p) {
         const char *rest = utf8stream_finish(&p->text, &len);
         put(stdout, rest, len);
     }
-    put(stdout, "\n", 1); /* and flushed: before anything on stderr */
+    if (!term_out_line_ended()) put(stdout, "\n", 1); /* and flushed: before anything on stderr */
 }
 
 /* Why the generation ended, when it is not what the user asked for: a cut answer, a full context. */

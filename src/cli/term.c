@@ -21,6 +21,7 @@ static struct {
     int shown;       /* a status line is on the screen */
     int midline;     /* text left the cursor in the middle of a line */
     int out_midline; /* the last text written to stdout did not end its line */
+    int out_wrote;   /* some text was written to stdout */
 } tm;
 
 /* An on-demand fetch takes the line: the text in progress is ended, a status line given up. */
@@ -74,8 +75,10 @@ void term_write(FILE *f, const void *p, size_t n) {
     fwrite(p, 1, n, f);
     fflush(f);
     if (there) tm.midline = ((const char *)p)[n - 1] != '\n';
-    if (f == stdout) tm.out_midline = ((const char *)p)[n - 1] != '\n';
+    if (f == stdout) tm.out_midline = ((const char *)p)[n - 1] != '\n', tm.out_wrote = 1;
 }
+
+int term_out_line_ended(void) { return tm.out_wrote && !tm.out_midline; }
 
 const char *term_duration(char *buf, size_t n, double s) {
     if (s < 60) snprintf(buf, n, "%.1f s", s);

@@ -38,6 +38,8 @@ typedef struct {
 void prefill_meter_start(PrefillMeter *m, size_t held, size_t total);
 /* Shows the progress when `held` tokens are in the State (at most every 0.1 s, from 0.3 s on). */
 void prefill_meter_show(PrefillMeter *m, size_t held);
+/* 1 when text was written to stdout through term_write and it ended with a line break. */
+int term_out_line_ended(void);
 /* Elapsed seconds as "4.2 s" or "1:23" into buf. */
 const char *term_duration(char *buf, size_t n, double s);
 
