@@ -2,9 +2,10 @@
 # read from the program's own help, so they follow the binary being completed.
 # Installed by `make install` as PREFIX/share/bash-completion/completions/deltafin.
 
-# The options a help text lists ("--[no-]spec" gives --spec and --no-spec).
+# The options of a command: its help's and every setting's (a command's help lists only the
+# settings it uses; "--[no-]spec" gives --spec and --no-spec).
 _deltafin_options() {
-    "$1" help "$2" 2>/dev/null | grep -oE -- '(^|[ ,(])-(-(\[no-\])?[a-z0-9][a-z0-9-]*|[a-zA-Z])' |
+    { "$1" help "$2"; "$1" help settings; } 2>/dev/null | grep -oE -- '(^|[ ,(])-(-(\[no-\])?[a-z0-9][a-z0-9-]*|[a-zA-Z])' |
         sed -E 's/^[ ,(]//' | sed -E 's/^--\[no-\](.*)$/--\1\n--no-\1/' | sort -u
 }
 

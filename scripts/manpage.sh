@@ -58,7 +58,7 @@ for c in $("$df" --help | awk '/^commands:$/ { on = 1; next } /^$/ { on = 0 } on
     usage=$("$df" help "$c" | sed -n 's/^usage: //p')
     printf '.SS "%s"\n' "$(printf '%s' "$usage" | sed 's/\\/\\e/g; s/-/\\-/g; s/"/\\(dq/g')"
     # (the settings have their own section)
-    "$df" help "$c" | sed '/^settings (/,$d; /^Every setting is/,$d' | to_roff
+    "$df" help "$c" | sed '/^settings /,$d; /^Every setting is/,$d' | to_roff
 done
 echo ".SH SETTINGS"
 { echo; "$df" help settings | sed -n '/^Every setting is/,$p'; } | to_roff

@@ -53,15 +53,15 @@ static char **base_environment(const Settings *set, size_t *n_owned) {
         if (!from || from[0] != '-') continue; /* only what the options set */
         char value[4096];
         settings_value_text(set, &rows[i], value, sizeof value);
-        size_t len = strlen(rows[i].name) + strlen(value) + 2;
+        size_t len = strlen(settings_var(&rows[i])) + strlen(value) + 2;
         env[k] = df_malloc(len);
-        snprintf(env[k++], len, "%s=%s", rows[i].name, value);
+        snprintf(env[k++], len, "%s=%s", settings_var(&rows[i]), value);
     }
     size_t given = *n_owned = k;
-    for (size_t i = 0; i < n_env; i++) {
-        size_t name = strcspn(environ[i], "=");
+    for (size_t i = 0; i < n_env; i++) { /* (either spelling of a variable an option replaced) */
+        const Setting *row = settings_find_n(environ[i], strcspn(environ[i], "="));
         int replaced = 0;
-        for (size_t j = 0; j < given && !replaced; j++) replaced = !strncmp(env[j], environ[i], name + 1);
+        for (size_t j = 0; j < given && !replaced && row; j++) replaced = settings_find_n(env[j], strcspn(env[j], "=")) == row;
         if (!replaced) env[k++] = environ[i];
     }
     env[k] = NULL;

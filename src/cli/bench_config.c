@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/bench.h"
+#include "cli/settings.h"
 #include "util/err.h"
 
 /* NAME: K3_ or DELTAFIN_ followed by at least one of A-Z 0-9 _. */
@@ -18,6 +19,12 @@ static int valid_name(const char *s, size_t n) {
 
 static size_t name_len(const char *assign) { return (size_t)(strchr(assign, '=') - assign); }
 
+/* Whether two variable names are one setting (DELTAFIN_X and its older name K3_X), or equal. */
+static int same_variable(const char *a, size_t na, const char *b, size_t nb) {
+    const Setting *ra = settings_find_n(a, na);
+    return (na == nb && !memcmp(a, b, na)) || (ra && ra == settings_find_n(b, nb));
+}
+
 /* Checks one "NAME=VALUE" of config text against the rules and the earlier ones. */
 static int check_assignment(const BenchConfig *c, const char *a, const char *text) {
     const char *eq = strchr(a, '=');
@@ -28,12 +35,12 @@ static int check_assignment(const BenchConfig *c, const char *a, const char *tex
                        "settings may be set)",
                        text, (int)n, a);
     for (int i = 0; i < c->n_env; i++)
-        if (name_len(c->env[i]) == n && !memcmp(c->env[i], a, n))
+        if (same_variable(c->env[i], name_len(c->env[i]), a, n))
             return df_fail("bench: --config '%s' sets %.*s twice", text, (int)n, a);
     return 0;
 }
 
-/* base without the variables c overrides, then c's overrides. */
+/* base without the variables c overrides (under either of their names), then c's overrides. */
 static void build_envp(BenchConfig *c, char *const *base) {
     size_t nb = 0;
     while (base && base[nb]) nb++;
@@ -43,8 +50,7 @@ static void build_envp(BenchConfig *c, char *const *base) {
         const char *eq = strchr(base[i], '=');
         size_t n = eq ? (size_t)(eq - base[i]) : strlen(base[i]);
         int overridden = 0;
-        for (int j = 0; j < c->n_env && !overridden; j++)
-            overridden = name_len(c->env[j]) == n && !memcmp(c->env[j], base[i], n);
+        for (int j = 0; j < c->n_env && !overridden; j++) overridden = same_variable(c->env[j], name_len(c->env[j]), base[i], n);
         if (!overridden) c->envp[k++] = base[i];
     }
     for (int j = 0; j < c->n_env; j++) c->envp[k++] = (char *)c->env[j];

@@ -96,6 +96,7 @@ typedef struct {
                                        * itself; context full */
     int looped;                       /* the repetition stop ended it (engine/repeat.h) */
     RepeatGuard repeat;
+    size_t calls_shown;               /* tool calls printed so far */
     double t0;                        /* when the first token was picked */
     double last_status;
 } Answer;
@@ -121,7 +122,14 @@ static void thinking_status(Chat *c, Answer *a) {
                 a->generated == 1 ? "" : "s", term_duration(d, sizeof d, now - a->t0));
 }
 
-static void show(Chat *c, const ReplyDelta *d, Answer *a) {
+/* The answer begins (its text or a tool call): the thinking is closed off first. */
+static void begin_answer(Chat *c, Answer *a) {
+    if (a->state == 1 && c->show_thinking) out(c->tty ? "\033[0m\n\n" : "\n\n");
+    else if (a->state == 1) thought(c, a, "thought for"), out("\n");
+    a->state = 2;
+}
+
+static void show(Chat *c, const Reply *reply, const ReplyDelta *d, Answer *a) {
     if (d->reasoning_len && a->state < 2) {
         if (c->show_thinking) {
             if (a->state == 0 && c->tty) out("\033[2m");
@@ -130,10 +138,13 @@ static void show(Chat *c, const ReplyDelta *d, Answer *a) {
         a->state = 1;
     }
     if (d->content_len) {
-        if (a->state == 1 && c->show_thinking) out(c->tty ? "\033[0m\n\n" : "\n\n");
-        else if (a->state == 1) thought(c, a, "thought for"), out("\n");
-        a->state = 2;
+        begin_answer(c, a);
         term_write(stdout, d->content, d->content_len);
+    }
+    const json_t *calls = xtml_parser_tool_calls(reply->parser);
+    if (json_array_size(calls) > a->calls_shown) { /* chat runs no tools: it shows what was asked */
+        begin_answer(c, a);
+        term_tool_calls(calls, &a->calls_shown);
     }
 }
 
@@ -163,7 +174,7 @@ static int answer(Chat *c, Reply *reply, Answer *a) {
         }
         ReplyDelta d;
         if (reply_feed(reply, tok, &d)) return -1;
-        show(c, &d, a);
+        show(c, reply, &d, a);
         if (d.done) {
             a->done = 1;
             return 0;
@@ -178,7 +189,7 @@ static int answer(Chat *c, Reply *reply, Answer *a) {
     }
     ReplyDelta d;
     reply_finish(reply, &d);
-    show(c, &d, a);
+    show(c, reply, &d, a);
     return 0;
 }
 
@@ -198,12 +209,29 @@ static void ending(Chat *c, const Answer *a, int stopped) {
     out("\n");
 }
 
-/* Keeps the finished exchange in the conversation; a cut answer gets its closing markers. */
+/* The reply's tool calls as an assistant message carries them (ids call_TURN_N), or NULL. */
+static json_t *calls_of(const Chat *c, const Reply *reply) {
+    const json_t *calls = xtml_parser_tool_calls(reply->parser);
+    if (!json_array_size(calls)) return NULL;
+    json_t *out = json_deep_copy(calls), *call;
+    size_t i;
+    json_array_foreach(out, i, call) {
+        char id[48];
+        snprintf(id, sizeof id, "call_%d_%zu", c->turn + 1, i + 1);
+        json_object_set_new(call, "id", json_string(id));
+    }
+    return out;
+}
+
+/* Keeps the finished exchange in the conversation (tool calls included: the State holds them);
+ * a cut answer gets its closing markers. */
 static int remember(Chat *c, json_t **with_user, const Reply *reply, const Answer *a) {
-    json_array_append_new(*with_user, json_pack("{s:s, s:s%, s:s%}", "role", "assistant", "content",
-                                                reply->content.p ? reply->content.p : "", reply->content.n,
-                                                "reasoning_content", reply->reasoning.p ? reply->reasoning.p : "",
-                                                reply->reasoning.n));
+    json_t *m = json_pack("{s:s, s:s%, s:s%}", "role", "assistant", "content", reply->content.p ? reply->content.p : "",
+                          reply->content.n, "reasoning_content", reply->reasoning.p ? reply->reasoning.p : "",
+                          reply->reasoning.n);
+    json_t *calls = calls_of(c, reply);
+    if (calls) json_object_set_new(m, "tool_calls", calls);
+    json_array_append_new(*with_user, m);
     json_decref(c->msgs);
     c->msgs = *with_user;
     *with_user = NULL;
@@ -262,6 +290,7 @@ static int turn(Chat *c, const char *text) {
     term_status_clear();
     size_t fed = c->s.held.n > reused ? c->s.held.n - reused : 0;
     int stopped_reading = rc == 1;
+    if (!rc && c->sampling) sampler_context(&c->sampler, prompt.v, prompt.n); /* the repetition window */
     if (!rc) rc = answer(c, &reply, &a);
     ending(c, &a, rc == 1 || interrupt_pending());
     if (rc == 0) rc = remember(c, &with_user, &reply, &a);
@@ -394,12 +423,12 @@ int cmd_chat(Settings *set, int argc, char **argv) {
         "never the history again. On a terminal: line editing, a history kept across sessions "
         "($XDG_STATE_HOME/deltafin/chat_history), a pasted block of lines is one message, a status line shows the "
         "reading of the prompt and the thinking's progress. /help lists the commands (/reset, /save FILE, /load "
-        "FILE, /exit). The thinking effort is --effort (K3_REASONING_EFFORT); answers are greedy and exact unless a "
+        "FILE, /exit). The thinking effort is --effort (DELTAFIN_REASONING_EFFORT); answers are greedy and exact unless a "
         "sampling option is given.";
     const CliCommand cmd = {"chat", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     SampleParams sp;
-    c.sampling = sample_args_finish(&cmd, &sargs, &sp, stderr);
+    c.sampling = sample_args_finish(&cmd, &sargs, &sp, set->quiet ? NULL : stderr);
     c.limit_default = max_new < 0;
     c.max_new = max_new >= 0 ? max_new : set->answer_tokens > 0 ? set->answer_tokens : -1;
     c.repeat_stop = set->repeat_stop;
@@ -423,7 +452,7 @@ int cmd_chat(Settings *set, int argc, char **argv) {
     if (edit) setlocale(LC_CTYPE, ""); /* line editing reads and shows the terminal's characters */
     LineReader *in = line_reader_open(edit, edit && !settings_history_file(set, history, sizeof history) ? history : NULL,
                                       interrupt_pending);
-    fprintf(stderr, "deltafin chat: /help lists the commands; Ctrl-C stops an answer, Ctrl-D or /exit quits\n");
+    if (!set->quiet) fprintf(stderr, "deltafin chat: /help lists the commands; Ctrl-C stops an answer, Ctrl-D or /exit quits\n");
     if (load) printf("(loaded %zu messages, %zu tokens of model state, from %s)\n", n_messages(&c), c.s.held.n, load);
     chat_loop(&c, in);
     line_reader_close(in);

@@ -4,6 +4,8 @@
 #define DF_CHAT_H
 
 #include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "engine/engine.h"
 #include "engine/sampler.h"
@@ -38,5 +40,8 @@ int chat_save(Chat *c, const char *path);
  * change the numbers) before the conversation is replaced; on failure it is left as it was.
  * Returns 0, or -1 with a message. */
 int chat_load(Chat *c, const char *path);
+/* The same from an open stream of `size` bytes (the whole file; name for messages): what
+ * chat_load does once the file is open, and what the fuzzer feeds. */
+int chat_load_stream(Chat *c, FILE *f, uint64_t size, const char *name);
 
 #endif

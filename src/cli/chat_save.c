@@ -31,6 +31,7 @@
 #define VERSION 1
 #define HEADER_BYTES 160
 #define MAX_JSON_BYTES (256u << 20)
+#define MAX_TURNS (1 << 24) /* far beyond any context; keeps the turn counter's arithmetic in range */
 #define SAMPLE_BYTES 4096
 
 typedef struct {
@@ -315,21 +316,22 @@ static int check_header(Chat *c, const Header *h, const char *path, uint64_t siz
         return df_fail("%s was saved with another model (fingerprint %.12s..., this one is %.12s...)", path, h->model_id,
                        me.model_id);
     if (h->mla_cache != me.mla_cache)
-        return df_fail("%s was saved with K3_MLA_CACHE=%s, this session uses %s", path, h->mla_cache < 2 ? mla[h->mla_cache] : "?",
+        return df_fail("%s was saved with DELTAFIN_MLA_CACHE=%s, this session uses %s", path, h->mla_cache < 2 ? mla[h->mla_cache] : "?",
                        mla[me.mla_cache]);
     if (h->a_log != me.a_log)
-        return df_fail("%s was saved with K3_A_LOG=%s, this session uses %s", path, h->a_log < 2 ? alog[h->a_log] : "?",
+        return df_fail("%s was saved with DELTAFIN_A_LOG=%s, this session uses %s", path, h->a_log < 2 ? alog[h->a_log] : "?",
                        alog[me.a_log]);
     if (h->spine_int8 != me.spine_int8)
-        return df_fail("%s was saved with the %s spine, this session uses the %s one (K3_SPINE)", path,
+        return df_fail("%s was saved with the %s spine, this session uses the %s one (DELTAFIN_SPINE)", path,
                        h->spine_int8 ? "int8" : "bf16", me.spine_int8 ? "int8" : "bf16");
     if (h->top_k != me.top_k || h->top_k_full != me.top_k_full || h->vocab != me.vocab)
-        return df_fail("%s was saved with %u experts per token (K3_MOE_TOP_K), this session uses %u", path, h->top_k,
+        return df_fail("%s was saved with %u experts per token (DELTAFIN_MOE_TOP_K), this session uses %u", path, h->top_k,
                        me.top_k);
     uint32_t ctx = (uint32_t)c->e.max_context;
     if (h->n_held > ctx || h->n_tail > ctx || h->n_unanswered > ctx)
         return df_fail("%s holds %u tokens, more than this session's context limit %u (-c/--ctx-size)", path, h->n_held, ctx);
     if (h->pending < -1 || h->pending >= (int32_t)me.vocab) return df_fail("%s: a token id out of range", path);
+    if (h->turn > MAX_TURNS) return df_fail("%s: a turn count of %u is out of range (at most %d)", path, h->turn, MAX_TURNS);
     if (h->json_bytes > MAX_JSON_BYTES) return df_fail("%s: a conversation of %llu bytes", path, (unsigned long long)h->json_bytes);
     if (h->state_bytes != state_saved_bytes(c->e.model, (int)h->n_held))
         return df_fail("%s: %llu bytes of state for %u tokens, expected %llu", path, (unsigned long long)h->state_bytes,
@@ -352,17 +354,35 @@ static int read_tokens(In *in, TokIds *t, uint32_t n, int vocab) {
     return 0;
 }
 
-/* {"messages": [{"role": "system"|"user"|"assistant", "content": "...", "reasoning_content": "..."}], "system": ...} */
+/* An assistant message's tool calls as chat keeps them: [{"id", "type": "function", "function":
+ * {"name", "arguments"}}], all strings. */
+static int valid_calls(const json_t *calls) {
+    size_t i;
+    const json_t *call;
+    if (!json_is_array(calls)) return 0;
+    json_array_foreach(calls, i, call) {
+        const json_t *fn = json_object_get(call, "function");
+        if (!json_is_string(json_object_get(call, "id")) || !json_is_string(json_object_get(call, "type")) ||
+            !json_is_string(json_object_get(fn, "name")) || !json_is_string(json_object_get(fn, "arguments")))
+            return 0;
+    }
+    return 1;
+}
+
+/* {"messages": [{"role": "system"|"user"|"assistant", "content": "...", "reasoning_content": "...",
+ * "tool_calls": [...]}], "system": ...} */
 static json_t *parse_conversation(const char *text, size_t n, const char *path, const char **system) {
     json_error_t e;
     json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &e), *msgs = json_object_get(j, "messages"), *m;
     size_t i;
+    if (!j) return df_fail("%s: the conversation is not valid JSON: %s (at byte %d of it)", path, e.text, e.position), NULL;
     if (!json_is_array(msgs)) return json_decref(j), df_fail("%s: the conversation is not a messages array", path), NULL;
     json_array_foreach(msgs, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
-        json_t *rc = json_object_get(m, "reasoning_content");
+        json_t *rc = json_object_get(m, "reasoning_content"), *calls = json_object_get(m, "tool_calls");
         if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")) ||
-            !json_is_string(json_object_get(m, "content")) || (rc && !json_is_string(rc)))
+            !json_is_string(json_object_get(m, "content")) || (rc && !json_is_string(rc)) ||
+            (calls && (strcmp(role, "assistant") || !valid_calls(calls))))
             return json_decref(j), df_fail("%s: message %zu is not a chat message", path, i), NULL;
     }
     json_t *sys = json_object_get(j, "system");
@@ -382,24 +402,35 @@ static void loaded_free(Loaded *l) {
     tokids_free(&l->held), tokids_free(&l->tail), tokids_free(&l->unanswered);
 }
 
-int chat_load(Chat *c, const char *path) {
+/* The file to load, opened without waiting on a FIFO's writer (O_NONBLOCK) and refused unless it
+ * is a regular file; *st its status. NULL with a message. */
+static FILE *open_regular(const char *path, struct stat *st) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return df_fail("%s: cannot open: %s", path, strerror(errno)), NULL;
+    int flags = fcntl(fd, F_GETFL);
+    FILE *f = NULL;
+    if (fstat(fd, st) != 0) df_fail("%s: %s", path, strerror(errno));
+    else if (!S_ISREG(st->st_mode)) df_fail("%s is not a regular file (a chat file is one that /save wrote)", path);
+    else if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) df_fail("%s: %s", path, strerror(errno));
+    else if (!(f = fdopen(fd, "rb"))) df_fail("%s: %s", path, strerror(errno));
+    if (!f) close(fd);
+    return f;
+}
+
+int chat_load_stream(Chat *c, FILE *f, uint64_t size, const char *path) {
     if (chat_model_id(c)) return -1;
-    FILE *f = fopen(path, "rb");
-    if (!f) return df_fail("%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
     unsigned char head[HEADER_BYTES];
     Header h;
     Loaded l = {0};
     In in = {f, path};
     const char *system = NULL;
-    int rc = fstat(fileno(f), &st) || !S_ISREG(st.st_mode) ? df_fail("%s: not a regular file", path)
-             : (uint64_t)st.st_size < HEADER_BYTES + 32   ? df_fail("%s: too short to be a chat file", path)
+    int rc = size < HEADER_BYTES + 32                       ? df_fail("%s: too short to be a chat file", path)
              : fread(head, 1, sizeof head, f) != sizeof head ? df_fail("%s: read failed", path)
              : memcmp(head, MAGIC, 8)                      ? df_fail("%s is not a deltafin chat file", path)
                                                            : 0;
     if (!rc) header_read(head, &h);
-    if (!rc) rc = check_header(c, &h, path, (uint64_t)st.st_size);
-    if (!rc) rc = fseek(f, 0, SEEK_SET) || check_sum(f, path, (uint64_t)st.st_size) || fseek(f, HEADER_BYTES, SEEK_SET) ? -1 : 0;
+    if (!rc) rc = check_header(c, &h, path, size);
+    if (!rc) rc = fseek(f, 0, SEEK_SET) || check_sum(f, path, size) || fseek(f, HEADER_BYTES, SEEK_SET) ? -1 : 0;
     char *json = NULL;
     if (!rc) {
         json = df_malloc(h.json_bytes + 1);
@@ -416,7 +447,6 @@ int chat_load(Chat *c, const char *path) {
         df_failctx("%s (the conversation starts over)", path);
         rc = -2; /* the session was reset: so is the conversation */
     }
-    fclose(f);
     if (rc == -2) {
         json_array_clear(c->msgs);
         c->tail.n = c->unanswered.n = 0;
@@ -433,4 +463,13 @@ int chat_load(Chat *c, const char *path) {
     }
     loaded_free(&l);
     return rc ? -1 : 0;
+}
+
+int chat_load(Chat *c, const char *path) {
+    struct stat st;
+    FILE *f = open_regular(path, &st);
+    if (!f) return -1;
+    int rc = chat_load_stream(c, f, (uint64_t)st.st_size, path);
+    fclose(f);
+    return rc;
 }

@@ -48,7 +48,7 @@ void cli_print_usage(FILE *f) {
     fprintf(f, "\nsettings:\n");
     cli_wrap(f,
              "  Every setting is an option of every command and an environment variable (-t/--threads N or "
-             "K3_THREADS, -c/--ctx-size N or K3_CONTEXT, ...): deltafin help settings.",
+             "DELTAFIN_THREADS, -c/--ctx-size N or DELTAFIN_CONTEXT, ...): deltafin help settings.",
              2, 0, 100);
     fprintf(f, "\nother:\n      --version               the version and how this binary was built\n");
 }

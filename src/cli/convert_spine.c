@@ -113,7 +113,7 @@ int cmd_convert_spine(Settings *set, int argc, char **argv) {
     static const char about[] =
         "Writes the int8 spine (per-row int8 codes and an fp32 scale per row) into DIR/deltafin-int8/, resumably, "
         "and ends with a bf16 vs int8 check on 32 fixed tokens (top-1 agreement, top-5 order, largest logit "
-        "difference, NLL difference). --spine int8 (K3_SPINE) then uses it: lossy, about half the spine bytes.";
+        "difference, NLL difference). --spine int8 (DELTAFIN_SPINE) then uses it: lossy, about half the spine bytes.";
     const CliCommand cmd = {"convert-spine", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     const char *dir = cli_install_dir(set); /* never the bundled model: this writes beside it */

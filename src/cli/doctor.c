@@ -4,17 +4,20 @@
  * complete files with --verify), and plainly what each check could rely on: a published hash, or
  * sizes only. Exit status 0 when the install is usable (full, or streaming with the spine
  * complete), 1 otherwise. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/die.h"
 #include "cli/locate.h"
 #include "cli/opts.h"
 #include "cli/install_common.h"
+#include "fetch/digest.h"
 #include "fetch/installer.h"
 #include "fetch/progress.h"
 #include "text/tokenizer.h"
@@ -22,6 +25,8 @@
 #include "util/fileio.h"
 
 #define DOCTOR_RECHECK_BYTES (64u << 20) /* files this small are hashed again on every run */
+#define SUMS_FILE "SHA256SUMS"
+#define SUMS_MAX_BYTES (1u << 20)
 
 /* Every manifest entry against the file on disk. Returns the number of problems. */
 static int check_files(Installer *in) {
@@ -62,6 +67,77 @@ static int check_tokenizer(Installer *in) {
     return 0;
 }
 
+/* The SHA-256 of a file, or -1 with a message. */
+static int file_sha256(const char *path, char hex[65]) {
+    int fd = file_open_regular(path);
+    if (fd < 0) return -1;
+    Sha256 h;
+    if (sha256_init(&h)) return close(fd), -1;
+    static unsigned char buf[1 << 20];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) sha256_update(&h, buf, (size_t)n);
+    int err = n < 0 ? errno : 0;
+    close(fd);
+    if (err) return sha256_abort(&h), df_fail("%s: %s", path, strerror(err));
+    return sha256_final(&h, hex);
+}
+
+/* One line of SHA256SUMS ("<64 hex digits>  <name>" or "... *<name>", sha256sum's format) with a
+ * plain file name of the model's directory; 0 with *sum and *name pointing into line, else -1. */
+static int sums_line(char *line, char **sum, char **name) {
+    size_t n = strlen(line);
+    if (n < 67 || line[64] != ' ' || (line[65] != ' ' && line[65] != '*')) return -1;
+    line[64] = 0, *sum = line, *name = line + 66;
+    if (!is_hex_digest(line, 64)) return -1;
+    for (const unsigned char *p = (const unsigned char *)*name; *p; p++)
+        if (*p < 0x20 || *p == '/' || *p == 0x7f) return -1;
+    return strcmp(*name, ".") && strcmp(*name, "..") ? 0 : -1;
+}
+
+/* A checkpoint's SHA256SUMS (the bundled model ships one): with verify, every file it lists is
+ * hashed and compared; without, its lines are only read. Prints what it found; returns the
+ * number of problems (a malformed SHA256SUMS, a missing or different file). */
+static int check_sums(const char *dir, int verify) {
+    char *path = path_join(dir, SUMS_FILE), *text;
+    size_t len;
+    struct stat st;
+    int bad = 0, files = 0, line_no = 0;
+    if (stat(path, &st) != 0) return free(path), 0;
+    if (file_read_all(path, SUMS_MAX_BYTES, &text, &len)) {
+        printf("BAD %s: %s\n", SUMS_FILE, df_errmsg());
+        return free(path), 1;
+    }
+    for (char *line = text, *next; line && *line && bad < 20; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        line_no++;
+        char *sum, *name, hex[65];
+        if (sums_line(line, &sum, &name)) {
+            printf("BAD %s: line %d is not \"<SHA-256>  <file name>\"\n", SUMS_FILE, line_no), bad++;
+            continue;
+        }
+        files++;
+        if (!verify) continue;
+        char *file = path_join(dir, name);
+        if (file_sha256(file, hex)) printf("BAD %s: %s\n", name, df_errmsg()), bad++;
+        else if (strcmp(hex, sum)) printf("BAD %s: its SHA-256 is %s, %s says %s\n", name, hex, SUMS_FILE, sum), bad++;
+        free(file);
+    }
+    if (!files && !bad) printf("BAD %s: it lists no file\n", SUMS_FILE), bad++;
+    if (!bad) printf(verify ? "%s: all %d files it lists verified\n" : "%s lists %d files (doctor --verify hashes them)\n",
+                     SUMS_FILE, files);
+    free(text), free(path);
+    return bad;
+}
+
+/* No -m or DELTAFIN_ROOT and nothing installed: the bundled model that run, chat and serve use
+ * then, else NULL (the install directory is checked, and reported missing). */
+static const char *bundled_in_use(const Settings *set) {
+    static ModelDir m;
+    if (locate_model(set, MODEL_READ, &m) || !m.bundled) return NULL;
+    return m.dir;
+}
+
 int cmd_doctor(Settings *set, int argc, char **argv) {
     int verify = 0;
     const CliOpt opts[] = {
@@ -74,7 +150,12 @@ int cmd_doctor(Settings *set, int argc, char **argv) {
         "when the install is usable.";
     const CliCommand cmd = {"doctor", "[options]", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
-    const char *root = cli_install_dir(set);
+    const char *root = bundled_in_use(set);
+    if (root)
+        printf("no install in %s (deltafin setup puts K3 there); run, chat and serve use the bundled model: %s\n",
+               cli_install_dir(set), root);
+    else
+        root = cli_install_dir(set);
     Installer *in;
     InstallOptions o = {root, INST_OFFLINE, 0, &set->engine.fetch};
     if (installer_open(&in, &o)) {
@@ -83,12 +164,21 @@ int cmd_doctor(Settings *set, int argc, char **argv) {
         return 1;
     }
     int bad = check_tokenizer(in);
+    bad += check_sums(installer_root(in), verify);
     if (installer_unmanaged(in)) {
+        struct stat st;
+        char *sums = path_join(installer_root(in), SUMS_FILE);
+        int has_sums = stat(sums, &st) == 0;
+        free(sums);
         printf("%s: a checkpoint without %s (not installed by deltafin setup): config, index and every shard header "
-               "are valid; file contents have no recorded hash to check\n%s\n",
-               installer_root(in), MANIFEST_FILE, bad ? "NOT USABLE: see above" : "ok");
+               "are valid; %s\n%s\n",
+               installer_root(in), MANIFEST_FILE,
+               !has_sums ? "file contents have no recorded hash to check"
+               : verify  ? "file contents match its SHA256SUMS"
+                         : "doctor --verify checks file contents against its SHA256SUMS",
+               bad ? "NOT USABLE: see above" : "ok");
         installer_close(in);
-        return bad;
+        return bad ? 1 : 0;
     }
     bad += check_files(in);
     const Catalog *cat = installer_catalog(in);

@@ -73,12 +73,39 @@ static void setting_line(FILE *f, const Setting *row) {
     char arg[96], help[640], name[64];
     const char *a = setting_arg(row, arg, sizeof arg);
     snprintf(name, sizeof name, "%s%s", row->kind == SET_BOOL ? "[no-]" : "", row->flag);
-    snprintf(help, sizeof help, "%s: %s (default: %s)%s%s%s", row->name, row->help, row->def ? row->def : row->def_text,
+    snprintf(help, sizeof help, "%s: %s (default: %s)%s%s%s", settings_var(row), row->help, row->def ? row->def : row->def_text,
              row->alias ? "; also --" : "", row->alias ? row->alias : "", "");
     option_line(f, row->short_flag, name, row->kind == SET_BOOL ? NULL : a, help);
 }
 
 static void print_all_settings(FILE *f);
+
+/* The settings each command uses, by their option names: its help lists them after its own
+ * options (every other setting is an option of it too, listed by `deltafin help settings`). */
+#define SETTINGS_MODEL "model quiet verbose"
+#define SETTINGS_COMPUTE SETTINGS_MODEL " threads ctx-size device ram-gb store spine spec moe-top-k"
+#define SETTINGS_INSTALL "model quiet hf-host hf-path hf-revision hf-token offline fetch-parallel fetch-retries"
+static const struct {
+    const char *command, *settings;
+} command_settings_table[] = {
+    {"run", SETTINGS_COMPUTE " effort"},
+    {"chat", SETTINGS_COMPUTE " effort"},
+    {"serve", SETTINGS_COMPUTE " effort api-key server-max-tokens memo-entries prompt-snapshot"},
+    {"bench", SETTINGS_COMPUTE " tmpdir"},
+    {"logits", SETTINGS_COMPUTE},
+    {"nll", SETTINGS_COMPUTE},
+    {"setup", SETTINGS_INSTALL " disk-free-bytes"},
+    {"fetch", SETTINGS_INSTALL},
+    {"warm", SETTINGS_INSTALL},
+    {"doctor", SETTINGS_MODEL},
+    {"convert-spine", SETTINGS_MODEL " threads"},
+};
+
+static const char *command_settings(const char *command) {
+    for (size_t i = 0; i < sizeof command_settings_table / sizeof *command_settings_table; i++)
+        if (!strcmp(command_settings_table[i].command, command)) return command_settings_table[i].settings;
+    return SETTINGS_MODEL;
+}
 
 void cli_print_help(const CliCommand *cmd, FILE *f) {
     fprintf(f, "usage: %s%s %s\n\n", cmd->program ? "" : "deltafin ", cmd->name, cmd->args);
@@ -101,24 +128,25 @@ void cli_print_help(const CliCommand *cmd, FILE *f) {
         print_all_settings(f);
         return;
     }
-    fprintf(f, "\nsettings (options of every command; each overrides its environment variable):\n");
-    char rest[2048] = "and";
-    for (size_t i = 0; i < n; i++) {
-        if (!rows[i].flag) continue;
-        if (rows[i].short_flag) {
-            setting_line(f, &rows[i]);
-            continue;
-        }
-        char arg[96];
-        size_t at = strlen(rest);
-        snprintf(rest + at, sizeof rest - at, " --%s%s%s%s,", rows[i].kind == SET_BOOL ? "[no-]" : "", rows[i].flag,
-                 rows[i].kind == SET_BOOL ? "" : " ",
-                 rows[i].kind == SET_BOOL ? "" : setting_arg(&rows[i], arg, sizeof arg));
+    fprintf(f, "\nsettings it uses (each overrides its environment variable):\n");
+    const char *names = command_settings(cmd->name);
+    int listed = 0, others = 0;
+    for (const char *p = names; *p;) {
+        size_t len = strcspn(p, " ");
+        char flag[64];
+        snprintf(flag, sizeof flag, "%.*s", (int)(len < 63 ? len : 63), p);
+        const Setting *row = settings_find_flag(flag);
+        if (row) setting_line(f, row), listed++;
+        p += len + (p[len] == ' ');
     }
-    size_t at = strlen(rest);
-    snprintf(rest + at - 1, sizeof rest - at + 1, ": deltafin help settings");
+    for (size_t i = 0; i < n; i++) others += rows[i].flag != NULL;
+    char rest[240];
+    snprintf(rest, sizeof rest,
+             "Every setting is an option of every command: the other %d are in deltafin help settings. llama.cpp's "
+             "-ngl N (--n-gpu-layers) is one too: 0 the CPU, more the GPU.",
+             others - listed);
     fputs("  ", f);
-    cli_wrap(f, rest, 4, 2, WIDTH);
+    cli_wrap(f, rest, 2, 2, WIDTH);
 }
 
 static void print_all_settings(FILE *f) {
@@ -135,7 +163,7 @@ static void print_all_settings(FILE *f) {
     fprintf(f, "\nenvironment only:\n");
     for (size_t i = 0; i < n; i++)
         if (!rows[i].flag) {
-            fprintf(f, "  %-*s", HELP_COL - 2, rows[i].name);
+            fprintf(f, "  %-*s", HELP_COL - 2, settings_var(&rows[i]));
             char help[640];
             snprintf(help, sizeof help, "%s (default: %s)", rows[i].help, rows[i].def ? rows[i].def : rows[i].def_text);
             cli_wrap(f, help, HELP_COL, HELP_COL, WIDTH);
@@ -148,7 +176,7 @@ void cli_print_version(FILE *f) {
     fprintf(f, "deltafin %s (%s)\n", DF_VERSION, DF_GIT_REV);
     fprintf(f, "build: %s; kernels %s; CUDA: %s\n", DF_BUILD, kernels,
 #ifdef DF_CUDA
-            "built in (K3_DEV=auto uses a GPU when one answers)"
+            "built in (DELTAFIN_DEV=auto uses a GPU when one answers)"
 #else
             "not built in (make cuda)"
 #endif

@@ -126,6 +126,8 @@ void cli_open_engine(Engine *e, const Settings *s, const EngineOptions *o, FILE 
     EngineOptions with = *o;
     with.model_note = m.note[0] ? m.note : NULL;
     if (engine_open(e, m.dir, &with)) df_die("%s", df_errmsg());
-    if (startup) engine_print_settings(e, startup);
+    if (s->quiet) return;
+    if (startup && s->verbose) engine_print_settings(e, startup);
+    else if (startup) engine_print_summary(e, startup);
     else if (m.bundled) fprintf(stderr, "deltafin: model %s [%s]\n", m.dir, m.note);
 }

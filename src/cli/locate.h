@@ -40,7 +40,8 @@ void cli_model_dir(const Settings *s, ModelUse use, ModelDir *m);
 /* The install directory (MODEL_INSTALL), or the end of the command; valid until the next call. */
 const char *cli_install_dir(const Settings *s);
 /* Locates the model to read (MODEL_READ), opens it with o (its model_note set to how it was
- * found) and, when startup is not NULL, prints the start-up line there. Exits on an error. */
+ * found) and, when startup is not NULL, prints the start-up line there: the short one, the full
+ * one with --verbose, none with -q/--quiet. Exits on an error. */
 void cli_open_engine(Engine *e, const Settings *s, const EngineOptions *o, FILE *startup);
 
 #endif

@@ -60,7 +60,7 @@ int cmd_logits(Settings *set, int argc, char **argv) {
         tok_free(tok);
     }
     if (n < 0) df_die("%s", df_errmsg());
-    if (n > e.max_context) df_die("logits: %d tokens exceed the context limit %d (K3_CONTEXT)", n, e.max_context);
+    if (n > e.max_context) df_die("logits: %d tokens exceed the context limit %d (DELTAFIN_CONTEXT)", n, e.max_context);
     float *rows = df_malloc(sizeof *rows * (size_t)n * V);
     State *st = state_create(e.model);
     FeedTarget all = {rows, V};

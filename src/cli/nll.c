@@ -103,7 +103,7 @@ int cmd_nll(Settings *set, int argc, char **argv) {
     if (n < 2) df_die("nll: %s needs at least 2 tokens", file ? file : text);
     if (window == 0) window = n;
     if (window < 2 || window > e.max_context)
-        df_die("nll: a window of %lld tokens is outside 2..%d (the context limit, K3_CONTEXT)", (long long)window, e.max_context);
+        df_die("nll: a window of %lld tokens is outside 2..%d (the context limit, DELTAFIN_CONTEXT)", (long long)window, e.max_context);
     Scoring sc = {ids, mask_path ? read_mask(mask_path, n) : NULL, 0, V, NULL, 0, 0};
     if (argmax_path && !(sc.argmax = fopen(argmax_path, "w"))) df_die("nll: cannot create %s", argmax_path);
     State *st = state_create(e.model);

@@ -12,7 +12,7 @@
 #include "util/err.h"
 
 /* One option getopt_long knows: a command's, a setting's (or its --no- form), or built in. */
-typedef enum { KIND_CMD, KIND_SETTING, KIND_SETTING_OFF, KIND_HELP, KIND_VERSION } OptKind;
+typedef enum { KIND_CMD, KIND_SETTING, KIND_SETTING_OFF, KIND_HELP, KIND_VERSION, KIND_GPU_LAYERS } OptKind;
 
 typedef struct {
     OptKind kind;
@@ -76,7 +76,7 @@ static void add_setting(Table *t, const Setting *row) {
 static void table_build(Table *t, const CliCommand *cmd, int with_settings) {
     size_t n_rows = 0;
     const Setting *rows = settings_table(&n_rows);
-    size_t cap = 2 * (size_t)cmd->n_opts + 3 * n_rows + 3;
+    size_t cap = 2 * (size_t)cmd->n_opts + 3 * n_rows + 5;
     memset(t, 0, sizeof *t);
     t->cmd = cmd;
     t->e = df_calloc(cap, sizeof *t->e);
@@ -92,6 +92,10 @@ static void table_build(Table *t, const CliCommand *cmd, int with_settings) {
     }
     for (size_t i = 0; with_settings && i < n_rows; i++)
         if (rows[i].flag) add_setting(t, &rows[i]);
+    if (with_settings) { /* llama.cpp's -ngl N (rewritten from its one-dash spelling: llama_words) */
+        add(t, KIND_GPU_LAYERS, NULL, NULL, "n-gpu-layers", required_argument);
+        add(t, KIND_GPU_LAYERS, NULL, NULL, "gpu-layers", required_argument);
+    }
     add(t, KIND_HELP, NULL, NULL, "help", no_argument);
     add_short(t, 'h', 0);
     add(t, KIND_VERSION, NULL, NULL, "version", no_argument);
@@ -229,6 +233,57 @@ static void set_setting(const Table *t, Settings *set, const Entry *e, const cha
     if (settings_set(set, e->row, v, origin)) cli_usage_error(t->cmd, "%s", df_errmsg());
 }
 
+/* -ngl N, llama.cpp's "layers on the GPU", as far as it applies here: the layer pass runs every
+ * layer on the GPU or none, so 0 is the CPU and any other count the GPU (the whole pass). A build
+ * without the CUDA backend runs on the CPU and says so (after parsing: -q may come later). */
+static int gpu_layers_note;
+
+static void gpu_layers(const Table *t, Settings *set, const Entry *e, const char *v) {
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < 0) cli_usage_error(t->cmd, "--%s: '%s' is not a layer count (0: the CPU)", e->name, v);
+    const Setting *dev = settings_find_flag("device");
+#ifdef DF_CUDA
+    const char *want = n ? "cuda" : "cpu";
+#else
+    const char *want = "cpu";
+    gpu_layers_note = n > 0;
+#endif
+    if (settings_set(set, dev, want, "-ngl")) cli_usage_error(t->cmd, "%s", df_errmsg());
+}
+
+/* llama.cpp's options of one dash and several letters: getopt would read "-ngl 99" as "-n gl".
+ * The ones that mean something here become their long spelling; the others get a hint. */
+static const struct {
+    const char *word, *long_name, *hint;
+} llama_words[] = {
+    {"-ngl", "--n-gpu-layers", NULL},
+    {"-np", "--parallel", "llama.cpp's parallel slots are an option of deltafin serve: --parallel N"},
+    {"-fa", NULL, "llama.cpp's flash attention: attention here is exact and takes no switch"},
+    {"-cnv", NULL, "for a conversation use deltafin chat"},
+    {"-sys", NULL, "a system message is deltafin chat --system TEXT"},
+    {"-ctk", NULL, "llama.cpp's cache type: the MLA cache layout here is --mla-cache latent|expanded (exact either way)"},
+    {"-ub", NULL, "llama.cpp's batch sizes: prompt positions per forward pass here are run --chunk N"},
+};
+
+static int has_option(const CliCommand *cmd, const char *name) {
+    for (int i = 0; i < cmd->n_opts; i++)
+        if (!strcmp(cmd->opts[i].name, name)) return 1;
+    return 0;
+}
+
+static void rewrite_llama_words(const CliCommand *cmd, int with_settings, int argc, char **argv) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        for (size_t k = 0; k < sizeof llama_words / sizeof *llama_words; k++) {
+            if (strcmp(argv[i], llama_words[k].word)) continue;
+            const char *to = llama_words[k].long_name;
+            int usable = to && (!strcmp(to, "--parallel") ? has_option(cmd, "parallel") : with_settings);
+            if (!usable) cli_usage_error(cmd, "%s is not an option here (%s)", argv[i], llama_words[k].hint);
+            argv[i] = (char *)to;
+        }
+}
+
 /* ---- parsing ---- */
 
 /* "-model": getopt reads -m with the value "odel"; a long name written with one dash is refused. */
@@ -273,19 +328,26 @@ static void handle(const Table *t, Settings *set, int c, char **argv) {
     case KIND_CMD: set_cmd_value(t, e, optarg); return;
     case KIND_SETTING:
     case KIND_SETTING_OFF: set_setting(t, set, e, optarg, short_name); return;
+    case KIND_GPU_LAYERS: gpu_layers(t, set, e, optarg); return;
     }
 }
 
-/* A positional argument that is not wanted: say what it looks like. */
-_Noreturn static void unexpected(const Table *t, const char *arg) {
+/* "--spec 0": a boolean option's value written as a separate argument is refused with how to
+ * write it (a positional that is unexpected, or any 0 or 1 where a command takes positionals). */
+static void check_bool_value(const Table *t, const char *arg, int any) {
     for (int i = 1; i < t->argc; i++)
-        if (t->orig[i] == arg && i > 1 && !strncmp(t->orig[i - 1], "--", 2)) {
+        if (t->orig[i] == arg && i > 1 && !strncmp(t->orig[i - 1], "--", 2) && (any || !strcmp(arg, "0") || !strcmp(arg, "1"))) {
             const char *prev = t->orig[i - 1] + 2;
             for (int k = 0; k < t->n; k++)
                 if (!strcmp(t->e[k].name, prev) && t->e[k].kind == KIND_SETTING && t->e[k].row->kind == SET_BOOL)
                     cli_usage_error(t->cmd, "unexpected argument '%s' (a value of --%s is written --%s=%s)", arg, prev,
                                     prev, arg);
         }
+}
+
+/* A positional argument that is not wanted: say what it looks like. */
+_Noreturn static void unexpected(const Table *t, const char *arg) {
+    check_bool_value(t, arg, 1);
     if (t->cmd->max_pos == 0) cli_usage_error(t->cmd, "unexpected argument '%s'", arg);
     cli_usage_error(t->cmd, "unexpected argument '%s' (it takes at most %d: %s)", arg, t->cmd->max_pos, t->cmd->pos_name);
 }
@@ -293,6 +355,8 @@ _Noreturn static void unexpected(const Table *t, const char *arg) {
 void cli_parse(const CliCommand *cmd, Settings *set, int argc, char **argv, const char **pos, int *n_pos) {
     Table t;
     table_build(&t, cmd, set != NULL);
+    rewrite_llama_words(cmd, set != NULL, argc, argv);
+    gpu_layers_note = 0;
     t.orig = df_malloc(sizeof *t.orig * (size_t)(argc + 1));
     memcpy(t.orig, argv, sizeof *t.orig * (size_t)argc);
     t.argc = argc;
@@ -303,10 +367,13 @@ void cli_parse(const CliCommand *cmd, Settings *set, int argc, char **argv, cons
     int n = 0;
     for (int i = optind; i < argc; i++) {
         if (n >= cmd->max_pos) unexpected(&t, argv[i]);
+        check_bool_value(&t, argv[i], 0);
         pos[n++] = argv[i];
     }
     if (n_pos) *n_pos = n;
     table_free(&t);
+    if (gpu_layers_note && !set->quiet)
+        fprintf(stderr, "deltafin: -ngl: this build has no GPU backend (make cuda builds one): running on the CPU\n");
 }
 
 void cli_list_free(CliList *l) {

@@ -52,9 +52,23 @@ typedef struct {
     int first;
     int *ids;             /* --stats-json: every generated id (NULL: not kept) */
     int n_ids, cap_ids;
+    ThinkingOut thinking; /* chat mode: the thinking on stderr */
+    size_t calls_shown;   /* chat mode: tool calls printed so far */
 } Printer;
 
 static void put(FILE *f, const char *s, size_t n) { term_write(f, s, n); }
+
+/* A chat delta: the thinking on stderr (ended before the answer), the answer on stdout, and any
+ * tool call as soon as it is complete. */
+static void put_delta(Printer *p, const XtmlDelta *d) {
+    term_thinking(&p->thinking, d->reasoning, d->reasoning_len);
+    if (d->content_len) term_thinking_end(&p->thinking);
+    put(stdout, d->content, d->content_len);
+    if (json_array_size(xtml_parser_tool_calls(p->chat)) > p->calls_shown) {
+        term_thinking_end(&p->thinking);
+        term_tool_calls(xtml_parser_tool_calls(p->chat), &p->calls_shown);
+    }
+}
 
 static void keep_id(Printer *p, int tok) {
     if (p->n_ids == p->cap_ids) {
@@ -78,8 +92,7 @@ static int print_token(void *ctx, int tok) {
     if (p->chat) {
         XtmlDelta d;
         if (xtml_parser_feed(p->chat, tok, &d)) return -1;
-        put(stderr, d.reasoning, d.reasoning_len);
-        put(stdout, d.content, d.content_len);
+        put_delta(p, &d);
         return d.done;
     }
     size_t n, len;
@@ -94,13 +107,13 @@ static void finish_output(Printer *p) {
     if (p->chat) {
         XtmlDelta d;
         xtml_parser_finish(p->chat, &d);
-        put(stderr, d.reasoning, d.reasoning_len);
-        put(stdout, d.content, d.content_len);
+        put_delta(p, &d);
+        term_thinking_end(&p->thinking);
     } else if (p->tok) {
         const char *rest = utf8stream_finish(&p->text, &len);
         put(stdout, rest, len);
     }
-    put(stdout, "\n", 1); /* and flushed: before anything on stderr */
+    if (!term_out_line_ended()) put(stdout, "\n", 1); /* and flushed: before anything on stderr */
 }
 
 /* Why the generation ended, when it is not what the user asked for: a cut answer, a full context. */
@@ -109,7 +122,7 @@ static void say_why_it_stopped(const Engine *e, const GenResult *res, int64_t ma
     if (asked) snprintf(of, sizeof of, " of the %lld asked", (long long)max_new);
     if (res->hit_context)
         fprintf(stderr, "deltafin: stopped at the context limit of %d positions after %d tokens%s (raise it with "
-                        "-c/--ctx-size or K3_CONTEXT)\n",
+                        "-c/--ctx-size or DELTAFIN_CONTEXT)\n",
                 e->max_context, res->generated, of);
     else if (chat && !res->hit_stop && !res->interrupted && res->generated == max_new)
         fprintf(stderr, "deltafin: the answer was cut at %s%lld tokens before it ended\n",
@@ -150,7 +163,8 @@ static void write_stats_json(Engine *e, const GenResult *res, const Printer *p, 
 }
 
 int cmd_run(Settings *set, int argc, char **argv) {
-    const char *tokens = NULL, *tokens_file = NULL, *text = NULL, *text_file = NULL, *stats_json = NULL;
+    const char *tokens = NULL, *tokens_file = NULL, *text = NULL, *text_file = NULL, *stats_json = NULL, *positional = NULL;
+    int n_pos = 0;
     int64_t max_new = -1, chunk = 0;
     int stats = 0, chat = 0;
     CliOpt opts[9 + SAMPLE_ARG_SPECS] = {
@@ -177,12 +191,15 @@ int cmd_run(Settings *set, int argc, char **argv) {
         "reading shows its progress on stderr. It stops at -n/--max-new tokens, at the end of the answer (--chat) "
         "or at the context limit (-c/--ctx-size), and says so when that cuts the answer short. Ctrl-C stops cleanly "
         "keeping the text (twice: at once).";
-    const CliCommand cmd = {"run", "[options] (-p TEXT | -f FILE | --tokens IDS | --tokens-file FILE)", about,
-                            opts, CLI_N(opts), 0, NULL, 0};
-    cli_parse(&cmd, set, argc, argv, NULL, NULL);
+    const CliCommand cmd = {"run", "[options] ([-p] TEXT | -f FILE | --tokens IDS | --tokens-file FILE)", about,
+                            opts, CLI_N(opts), 1, "the prompt", 0};
+    cli_parse(&cmd, set, argc, argv, &positional, &n_pos);
+    if (positional && (text || text_file || tokens || tokens_file))
+        cli_usage_error(&cmd, "the prompt is given twice ('%s' and an option)", positional);
+    if (positional) text = positional;
     if (!!tokens + !!tokens_file + !!text + !!text_file != 1)
-        cli_usage_error(&cmd, "give the prompt with exactly one of -p/--prompt, -f/--file, --tokens and --tokens-file");
-    if (chat && !text && !text_file) cli_usage_error(&cmd, "--chat needs -p/--prompt or -f/--file");
+        cli_usage_error(&cmd, "give the prompt as an argument, or with exactly one of -p/--prompt, -f/--file, --tokens and --tokens-file");
+    if (chat && !text && !text_file) cli_usage_error(&cmd, "--chat needs a text prompt (an argument, -p/--prompt or -f/--file)");
     char *file_text = NULL;
     if (text_file) {
         size_t len;
@@ -191,30 +208,32 @@ int cmd_run(Settings *set, int argc, char **argv) {
         text = file_text;
     }
     SampleParams sp;
-    int sampling = sample_args_finish(&cmd, &sargs, &sp, stderr);
+    int sampling = sample_args_finish(&cmd, &sargs, &sp, set->quiet ? NULL : stderr);
     term_init();
     Engine e;
     EngineOptions eo = set->engine;
     if (sampling) eo.decoding = sample_params_label(&sp);
+    set->verbose |= stats; /* --stats: the full start-up line too */
     cli_open_engine(&e, set, &eo, stderr);
     Session s;
     session_init(&s, &e);
     s.chunk = (int)chunk;
     Watch watch = {.s = &s};
-    Printer pr = {&watch, NULL, NULL, UTF8STREAM_INIT, 1, NULL, 0, stats_json ? 0 : -1};
+    Printer pr = {&watch, NULL, NULL, UTF8STREAM_INIT, 1, NULL, 0, stats_json ? 0 : -1, {0}, 0};
     if (text && !(pr.tok = engine_tokenizer(&e))) df_die("%s", df_errmsg());
     if (chat) pr.chat = xtml_parser_new(pr.tok, 1);
     int *ids = NULL;
     int n = prompt_ids(&e, &pr, tokens, tokens_file, text, chat, &ids);
     if (n < 0) df_die("%s", df_errmsg());
     if (n > e.max_context)
-        df_die("run: the prompt's %d tokens exceed the context limit %d (-c/--ctx-size, K3_CONTEXT)", n, e.max_context);
+        df_die("run: the prompt's %d tokens exceed the context limit %d (-c/--ctx-size, DELTAFIN_CONTEXT)", n, e.max_context);
     int asked = max_new >= 0;
     if (max_new < 0) max_new = chat ? e.max_context : 256;
     watch.prompt = (size_t)n;
     interrupt_install(1); /* the first Ctrl-C stops before the next token, a second one exits */
     Sampler sampler;
     if (sampling && sampler_init(&sampler, &sp, e.cat.cfg.vocab)) df_die("%s", df_errmsg());
+    if (sampling) sampler_context(&sampler, ids, (size_t)n); /* the repetition penalty's window */
     GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, interrupted, &watch, sampling ? &sampler : NULL};
     GenResult res;
     int rc = generate(&s, ids, (size_t)n, &opt, print_token, &pr, &res);

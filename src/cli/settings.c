@@ -99,6 +99,10 @@ static const Setting table[] = {
     {.name = "DELTAFIN_ROOT", .arg = "DIR", .flag = "model", .short_flag = 'm', .alias = "root", .kind = SET_TEXT, .offset = F(root), .what = "a directory",
      .def_text = "the default install ($XDG_CACHE_HOME/deltafin, else ~/.cache/deltafin) when it holds a model, else the bundled model",
      .help = "the model directory: an install (setup, fetch, warm and doctor work on it) or any checkpoint directory"},
+    {.name = "DELTAFIN_QUIET", .flag = "quiet", .short_flag = 'q', .kind = SET_BOOL, .offset = F(quiet), .def = "0",
+     .help = "no start-up line and no notes: only the output, warnings and errors"},
+    {.name = "DELTAFIN_VERBOSE", .flag = "verbose", .kind = SET_BOOL, .offset = F(verbose), .def = "0",
+     .help = "the full start-up line: every resolved setting (run --stats shows it too)"},
     {.name = "K3_THREADS", .flag = "threads", .short_flag = 't', .kind = SET_INT, .offset = F(engine.threads), .lo = 1, .hi = POOL_MAX_THREADS, .what = "a thread count", .def_text = "all cores",
      .help = "compute threads; results are bit-identical for any count"},
     {.name = "K3_RAM_GB", .flag = "ram-gb", .kind = SET_GB, .offset = F(engine.store.ram_bytes), .lo = 1, .hi = 1000000, .what = "a size in GB", .def_text = "auto",
@@ -110,7 +114,7 @@ static const Setting table[] = {
     {.name = "K3_CACHE_POLICY", .flag = "cache-policy", .kind = SET_CHOICE, .offset = F(engine.store.policy), .choices = policies, .what = "a policy", .def = CACHE_POLICY_DEFAULT_NAME,
      .help = "expert cache eviction when streaming (crf: decayed use counts, layer-aware; lfu; lru)"},
     {.name = "K3_IO_THREADS", .flag = "io-threads", .kind = SET_INT, .offset = F(engine.store.io_threads), .lo = 1, .hi = 256, .what = "a thread count", .def = "8",
-     .help = "parallel expert reads when streaming (I/O threads, or reads in flight with K3_IO=uring)"},
+     .help = "parallel expert reads when streaming (I/O threads, or reads in flight with DELTAFIN_IO=uring)"},
     {.name = "K3_IO", .flag = "io", .kind = SET_CHOICE, .offset = F(engine.store.io), .choices = io_backends, .what = "an I/O backend", .def = "threads",
      .help = "streaming: how reads run: threads (blocking readers) or uring (io_uring, fixed buffers once the cache's pages are prepared)"},
     {.name = "K3_POPULATE", .flag = "populate", .kind = SET_BOOL, .offset = F(engine.store.populate), .def = "1",
@@ -134,8 +138,8 @@ static const Setting table[] = {
     {.name = "K3_REPLAY", .arg = "FILE", .flag = "replay", .kind = SET_TEXT, .offset = F(engine.replay), .what = "a file name", .def_text = "off",
      .help = "benchmark only: a router trace whose selections replace the router's (mapped onto the model); the output is meaningless"},
     {.name = "K3_REPLAY_LOOKAHEAD", .flag = "replay-lookahead", .kind = SET_INT, .offset = F(engine.replay_lookahead), .lo = 0, .hi = 100, .what = "a recall in percent", .def_text = "off", .unset = -1,
-     .help = "with K3_REPLAY and K3_LOOKAHEAD=1: simulate router lookahead of this recall (percent) on the replayed routing"},
-    {.name = "K3_CONTEXT", .flag = "ctx-size", .short_flag = 'c', .alias = "context", .kind = SET_INT, .offset = F(engine.context), .lo = 1, .hi = 1 << 24, .what = "a position count", .def_text = "65536 (4096 with K3_MLA_CACHE=expanded)",
+     .help = "with DELTAFIN_REPLAY and DELTAFIN_LOOKAHEAD=1: simulate router lookahead of this recall (percent) on the replayed routing"},
+    {.name = "K3_CONTEXT", .flag = "ctx-size", .short_flag = 'c', .alias = "context", .kind = SET_INT, .offset = F(engine.context), .lo = 1, .hi = 1 << 24, .what = "a position count", .def_text = "65536 (4096 with DELTAFIN_MLA_CACHE=expanded)",
      .help = "positions a sequence may hold (within the model's limit)"},
     {.name = "K3_PREFILL_WINDOW", .flag = "prefill-window", .kind = SET_INT, .offset = F(engine.window), .lo = 0, .hi = MODEL_MAX_WINDOW, .what = "a row count", .def = "0",
      .help = "prefill window: the most prompt positions one pass reads each routed expert for (0: sized from the memory plan)"},
@@ -216,11 +220,28 @@ const Setting *settings_table(size_t *n) {
     return table;
 }
 
-const Setting *settings_find(const char *name) {
-    for (size_t i = 0; i < N_SETTINGS; i++)
-        if (!strcmp(table[i].name, name)) return &table[i];
+#define OLD_PREFIX "K3_"
+#define PREFIX "DELTAFIN_"
+
+const char *settings_old_var(const Setting *row) { return strncmp(row->name, OLD_PREFIX, 3) ? NULL : row->name; }
+
+const char *settings_var(const Setting *row) {
+    static char names[SETTINGS_MAX][64]; /* DELTAFIN_ + the rest, made once per row */
+    if (!settings_old_var(row)) return row->name;
+    char *n = names[row - table];
+    if (!n[0]) snprintf(n, sizeof names[0], PREFIX "%s", row->name + 3);
+    return n;
+}
+
+const Setting *settings_find_n(const char *name, size_t n) {
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const char *a = settings_var(&table[i]), *b = settings_old_var(&table[i]);
+        if ((strlen(a) == n && !strncmp(a, name, n)) || (b && strlen(b) == n && !strncmp(b, name, n))) return &table[i];
+    }
     return NULL;
 }
+
+const Setting *settings_find(const char *name) { return settings_find_n(name, strlen(name)); }
 
 const Setting *settings_find_flag(const char *flag) {
     for (size_t i = 0; i < N_SETTINGS; i++)
@@ -341,13 +362,27 @@ static const char *home_dir(void) {
     return pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
 }
 
+/* The value of row in the environment, under its name or its older one (*from: which), or NULL.
+ * Both set, to different values: an error (-1 in *bad). */
+static const char *env_value(const Setting *row, const char **from, int *bad) {
+    const char *name = settings_var(row), *old = settings_old_var(row);
+    const char *v = getenv(name), *o = old ? getenv(old) : NULL;
+    *bad = 0, *from = name;
+    if (v && o && strcmp(v, o))
+        return *bad = df_fail("%s=%s and its older name %s=%s disagree: unset one", name, v, old, o), NULL;
+    if (!v && o) *from = old;
+    return v ? v : o;
+}
+
 int settings_from_env(Settings *s) {
     settings_defaults(s);
     for (size_t i = 0; i < N_SETTINGS; i++) {
-        const char *v = getenv(table[i].name);
-        if (v && !*v && table[i].nonempty)
-            return df_fail("%s is set but empty: give %s, or unset it", table[i].name, table[i].what);
-        if (v && *v && settings_set(s, &table[i], v, table[i].name)) return -1;
+        const char *from;
+        int bad;
+        const char *v = env_value(&table[i], &from, &bad);
+        if (bad) return -1;
+        if (v && !*v && table[i].nonempty) return df_fail("%s is set but empty: give %s, or unset it", from, table[i].what);
+        if (v && *v && settings_set(s, &table[i], v, from)) return -1;
     }
     s->home = home_dir();
     return 0;
@@ -404,10 +439,12 @@ void settings_print(const Settings *s, FILE *f) {
         const char *shown = is_default && !row->def ? row->def_text : row->secret ? "(set, not shown)" : now;
         const char *from = s->origin[i];
         if (row->flag) snprintf(flag, sizeof flag, "; option --%s", row->flag);
-        fprintf(f, "%s=%s%s%s%s\n    %s (default: %s%s)\n", row->name, shown, is_default ? "" : "   [set]",
-                !is_default && from && strcmp(from, row->name) ? " by " : "",
-                !is_default && from && strcmp(from, row->name) ? from : "", row->help, row->def ? row->def : row->def_text,
-                flag);
+        char also[64] = "";
+        if (settings_old_var(row)) snprintf(also, sizeof also, "; also %s", settings_old_var(row));
+        fprintf(f, "%s=%s%s%s%s\n    %s (default: %s%s%s)\n", settings_var(row), shown, is_default ? "" : "   [set]",
+                !is_default && from && strcmp(from, settings_var(row)) ? " by " : "",
+                !is_default && from && strcmp(from, settings_var(row)) ? from : "", row->help, row->def ? row->def : row->def_text,
+                flag, also);
     }
 }
 

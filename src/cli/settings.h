@@ -12,7 +12,13 @@
  * command. settings_set takes a value and the name of where it came from ("K3_THREADS", or
  * "--threads"), validates it exactly as for the environment, names that origin in its message
  * and remembers it; main() reads the environment first, so a flag overrides its variable. Only
- * the CLI includes this header. */
+ * the CLI includes this header.
+ *
+ * Names: every variable is DELTAFIN_NAME. The rows still carry the older K3_NAME spelling as
+ * their `name` where they had one (so that the table reads as before): settings_var gives the
+ * variable's name, and the older one is read too, as an alias (set both to different values and
+ * deltafin refuses to guess). Other programs' variables keep their names (HF_TOKEN, TMPDIR,
+ * XDG_*). */
 #ifndef DF_SETTINGS_H
 #define DF_SETTINGS_H
 
@@ -42,6 +48,8 @@ typedef struct {
     const char *state_home;   /* XDG_STATE_HOME, or NULL: $HOME/.local/state */
     const char *home;         /* HOME (or the password database's entry): not a setting, the base of
                                * the two above; NULL when neither knows one */
+    int quiet;                /* DELTAFIN_QUIET (-q): no start-up line and no notes, only output and errors */
+    int verbose;              /* DELTAFIN_VERBOSE: the full start-up line (every resolved setting) */
     const char *origin[SETTINGS_MAX]; /* per table row: the variable or flag its value came from,
                                        * NULL while it has its default */
 } Settings;
@@ -61,7 +69,8 @@ typedef struct {
 } SettingChoice;
 
 typedef struct {
-    const char *name;         /* the environment variable */
+    const char *name;         /* the environment variable: its older K3_ spelling where it had one
+                               * (settings_var: the DELTAFIN_ name), else its name */
     const char *flag;         /* its command-line option, without "--"; NULL: environment only */
     char short_flag;          /* its one-letter option (-t), or 0 */
     const char *alias;        /* an older spelling of the flag that is still accepted, or NULL */
@@ -86,8 +95,12 @@ typedef struct {
 
 /* The table, in the README's order; *n gets its length. */
 const Setting *settings_table(size_t *n);
-/* The row of a variable name, or NULL. */
+/* The variable's name (DELTAFIN_THREADS for the row K3_THREADS); its older name, or NULL. */
+const char *settings_var(const Setting *row);
+const char *settings_old_var(const Setting *row);
+/* The row of a variable name (either spelling; name[0..n)), or NULL. */
 const Setting *settings_find(const char *name);
+const Setting *settings_find_n(const char *name, size_t n);
 /* The row of a flag name (without "--"; its alias too), or NULL. */
 const Setting *settings_find_flag(const char *flag);
 

@@ -13,7 +13,7 @@ int cmd_synth(Settings *set, int argc, char **argv) {
     const char *preset = NULL, *out = NULL;
     int64_t seed = 1, layers = 0;
     double size_gb = 0, embed_scale = 1;
-    int quiet = 0, force = 0;
+    int force = 0;
     const CliOpt opts[] = {
         CLI_STR("preset", 0, &preset, "NAME", "tiny | small | big | k3"),
         CLI_STR("out", 'o', &out, "DIR", "the directory to write"),
@@ -23,7 +23,6 @@ int cmd_synth(Settings *set, int argc, char **argv) {
         CLI_DOUBLE("embed-scale", 0, &embed_scale, "X",
          "multiply the embedding by X (0.001..10000, default 1); a large X such as 1024 makes greedy output fall "
          "into loops, for measuring speculation"),
-        CLI_FLAG("quiet", 'q', &quiet, "no progress lines"),
         CLI_FLAG("force", 0, &force, "write into a directory that is not empty (files of the same names are replaced)"),
     };
     static const char about[] =
@@ -43,8 +42,8 @@ int cmd_synth(Settings *set, int argc, char **argv) {
     SynthPreset p;
     SynthOptions opt = {size_gb, (int)layers};
     if (synth_preset(&p, preset, &opt) || synth_set_embed_scale(&p, embed_scale) ||
-        synth_write(&p, (uint64_t)seed, out, !quiet))
+        synth_write(&p, (uint64_t)seed, out, !set->quiet))
         df_die("%s", df_errmsg());
-    printf("wrote %s checkpoint to %s (%d layers, %d experts/layer)\n", preset, out, p.cfg.n_layers, p.cfg.n_experts);
+    if (!set->quiet) printf("wrote %s checkpoint to %s (%d layers, %d experts/layer)\n", preset, out, p.cfg.n_layers, p.cfg.n_experts);
     return 0;
 }

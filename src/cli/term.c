@@ -1,7 +1,10 @@
 /* term.c - status lines beside generated text (term.h). */
 #include "cli/term.h"
 
+#include <jansson.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +20,8 @@ static struct {
     int err_there;   /* stderr is on that terminal */
     int shown;       /* a status line is on the screen */
     int midline;     /* text left the cursor in the middle of a line */
+    int out_midline; /* the last text written to stdout did not end its line */
+    int out_wrote;   /* some text was written to stdout */
 } tm;
 
 /* An on-demand fetch takes the line: the text in progress is ended, a status line given up. */
@@ -70,7 +75,10 @@ void term_write(FILE *f, const void *p, size_t n) {
     fwrite(p, 1, n, f);
     fflush(f);
     if (there) tm.midline = ((const char *)p)[n - 1] != '\n';
+    if (f == stdout) tm.out_midline = ((const char *)p)[n - 1] != '\n', tm.out_wrote = 1;
 }
+
+int term_out_line_ended(void) { return tm.out_wrote && !tm.out_midline; }
 
 const char *term_duration(char *buf, size_t n, double s) {
     if (s < 60) snprintf(buf, n, "%.1f s", s);
@@ -95,4 +103,31 @@ void prefill_meter_show(PrefillMeter *m, size_t held) {
     char left[32] = "?";
     if (rate > 0) term_duration(left, sizeof left, (all - done) / rate);
     term_status("reading the prompt: %zu/%zu tokens, %.1f tokens/s, %s left", done, all, rate, left);
+}
+
+void term_tool_calls(const json_t *calls, size_t *shown) {
+    for (; *shown < json_array_size(calls); (*shown)++) {
+        const json_t *fn = json_object_get(json_array_get(calls, *shown), "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        char *line;
+        int n = asprintf(&line, "%s[tool call] %s %s\n", tm.out_midline ? "\n" : "", name ? name : "?", args ? args : "{}");
+        if (n < 0) continue;
+        term_write(stdout, line, (size_t)n);
+        free(line);
+    }
+}
+
+void term_thinking(ThinkingOut *t, const char *text, size_t n) {
+    if (!n) return;
+    if (!t->open && tm.err_there) term_write(stderr, "\033[2m", 4);
+    t->open = 1;
+    term_write(stderr, text, n);
+}
+
+void term_thinking_end(ThinkingOut *t) {
+    if (!t->open) return;
+    t->open = 0;
+    if (tm.err_there) term_write(stderr, "\033[0m\n", 5);
+    else term_write(stderr, "\n", 1);
 }

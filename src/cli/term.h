@@ -38,7 +38,23 @@ typedef struct {
 void prefill_meter_start(PrefillMeter *m, size_t held, size_t total);
 /* Shows the progress when `held` tokens are in the State (at most every 0.1 s, from 0.3 s on). */
 void prefill_meter_show(PrefillMeter *m, size_t held);
+/* 1 when text was written to stdout through term_write and it ended with a line break. */
+int term_out_line_ended(void);
 /* Elapsed seconds as "4.2 s" or "1:23" into buf. */
 const char *term_duration(char *buf, size_t n, double s);
+
+/* The tool calls of a chat reply (xtml.h's array) from the (*shown)-th on, one line each on
+ * stdout, "[tool call] NAME ARGUMENTS": run and chat run no tools, but say what the model asked
+ * for instead of dropping it. *shown is advanced. */
+struct json_t;
+void term_tool_calls(const struct json_t *calls, size_t *shown);
+
+/* The thinking of `run --chat` on stderr: dim on a terminal, and ended with a line break before
+ * the answer (or the end), so that the two never run together. */
+typedef struct {
+    int open;  /* thinking was written and not ended yet */
+} ThinkingOut;
+void term_thinking(ThinkingOut *t, const char *text, size_t n);
+void term_thinking_end(ThinkingOut *t);
 
 #endif

@@ -93,7 +93,7 @@ int cmd_tokenize(Settings *set, int argc, char **argv) {
     static const char about[] =
         "Prints the token ids of the text on stdin, space-separated on one line, or of a chat rendered in K3's "
         "format (--chat; its thinking effort: --effort, else the request's reasoning_effort, else "
-        "K3_REASONING_EFFORT, else max).";
+        "DELTAFIN_REASONING_EFFORT, else max).";
     const CliCommand cmd = {"tokenize", "[options] [--chat FILE.json] < TEXT", about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     const char *from = settings_origin(set, settings_find("K3_REASONING_EFFORT"));

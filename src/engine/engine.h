@@ -106,6 +106,9 @@ int engine_close(Engine *e);
 /* The start-up lines: one with every resolved setting, then the streaming plan when streaming
  * and the install's reminder when it lacks experts. */
 void engine_print_settings(const Engine *e, FILE *f);
+/* The short start-up line: the model, the device and threads, and whether decoding is exact or
+ * which lossy modes are on (then the same warnings and reminders as the full one). */
+void engine_print_summary(const Engine *e, FILE *f);
 /* The profile's baseline: the totals now (engine_open sets it once loading is done). */
 void engine_profile_start(Engine *e);
 /* K3_PROFILE: one line per call (the Session calls it after each forward): positions, bytes read,

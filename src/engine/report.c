@@ -20,6 +20,8 @@ static void expert_cache_text(const Engine *e, char *text, size_t n) {
                  cache_policy_name(e->opt.store.policy), holds_all ? " holding every expert" : "");
 }
 
+static void print_warnings(const Engine *e, FILE *f);
+
 void engine_print_settings(const Engine *e, FILE *f) {
     const K3Config *c = &e->cat.cfg;
     uint64_t total = (uint64_t)(c->n_layers - c->first_dense) * (uint64_t)c->n_experts, local = total;
@@ -47,17 +49,42 @@ void engine_print_settings(const Engine *e, FILE *f) {
             e->opt.a_log == ALOG_PER_HEAD ? "per-head" : "per-channel (compatibility mode)",
             e->opt.spec ? "n-gram (lossless)" : "off", e->opt.decoding ? e->opt.decoding : "greedy");
     if (e->streaming) stream_print_plan(&e->stream, f);
+    print_warnings(e, f);
+}
+
+/* What both start-up forms add: a replayed routing makes the output meaningless; an install
+ * that lacks experts says what finishing it costs. */
+static void print_warnings(const Engine *e, FILE *f) {
+    const K3Config *c = &e->cat.cfg;
     if (e->opt.replay)
         fprintf(f, "deltafin: BENCHMARK: experts chosen by the router trace %s (%d rows, top-%d of %d, mapped onto %d x "
                    "top-%d), not by the model: the output is meaningless%s\n",
                 e->opt.replay, e->replay.trace.n_rows, e->replay.trace.top_k, e->replay.trace.n_experts,
                 e->replay.map.streams, c->top_k,
-                e->replay.wrap.src.predict ? "; router lookahead simulated at the recall K3_REPLAY_LOOKAHEAD" : "");
+                e->replay.wrap.src.predict ? "; router lookahead simulated at the recall DELTAFIN_REPLAY_LOOKAHEAD" : "");
     if (e->inst) {
         char reminder[1024];
         installer_reminder(e->inst, reminder, sizeof reminder);
         if (reminder[0]) fprintf(f, "%s\n", reminder);
     }
+}
+
+void engine_print_summary(const Engine *e, FILE *f) {
+    const K3Config *c = &e->cat.cfg;
+    const char *base = strrchr(e->cat.dir, '/'), *note = e->opt.model_note;
+    base = base && base[1] ? base + 1 : e->cat.dir;
+    char lossy[256] = "";
+    size_t at = 0;
+    if (e->spine_int8) at += (size_t)snprintf(lossy + at, sizeof lossy - at, " | int8 spine (lossy)");
+    if (c->top_k != e->top_k_full && at < sizeof lossy)
+        at += (size_t)snprintf(lossy + at, sizeof lossy - at, " | experts top-%d of %d (lossy)", c->top_k, e->top_k_full);
+    const char *decoding = e->opt.decoding ? e->opt.decoding : "greedy";
+    int exact = !at && !strcmp(decoding, "greedy");
+    MatDevice *dev = device_current();
+    fprintf(f, "deltafin: %s%s | %s, %d thread%s%s%s | %s\n", note && !strncmp(note, "the bundled", 11) ? "the bundled " : "",
+            base, dev ? dev->desc : "cpu", e->threads, e->threads == 1 ? "" : "s", e->streaming ? ", streaming" : "", lossy,
+            exact ? "exact (fp32, greedy)" : decoding);
+    print_warnings(e, f);
 }
 
 static StreamCounters io_counters(const Engine *e) {

@@ -31,6 +31,10 @@ int sampler_check(const SampleParams *p, const char **field) {
     if (!(p->min_p >= 0 && p->min_p <= 1)) return bad(field, "min_p", "%g is outside 0..1", p->min_p);
     if (!(fabs(p->presence_penalty) <= 2)) return bad(field, "presence_penalty", "%g is outside -2..2", p->presence_penalty);
     if (!(fabs(p->frequency_penalty) <= 2)) return bad(field, "frequency_penalty", "%g is outside -2..2", p->frequency_penalty);
+    if (!(p->repeat_penalty >= 0 && p->repeat_penalty <= SAMPLE_MAX_REPEAT_PENALTY))
+        return bad(field, "repeat_penalty", "%g is outside 0..10", p->repeat_penalty);
+    if (p->repeat_last_n < -1 || p->repeat_last_n > SAMPLE_MAX_REPEAT_LAST_N)
+        return bad(field, "repeat_last_n", "%g is outside -1..1048576", p->repeat_last_n);
     if (p->top_logprobs < 0 || p->top_logprobs > SAMPLE_MAX_TOP_LOGPROBS)
         return bad(field, "top_logprobs", "%g is outside 0..20", p->top_logprobs);
     if (p->n_bias < 0 || p->n_bias > SAMPLE_MAX_BIAS) return bad(field, "logit_bias", "%g entries are more than the 300 allowed", p->n_bias);
@@ -48,15 +52,21 @@ static int check_params(const SampleParams *p, int vocab) {
     return 0;
 }
 
+int sampler_repeats(const SampleParams *p) {
+    return p->repeat_penalty != 0 && p->repeat_penalty != 1 && p->repeat_last_n != 0;
+}
+
 int sampler_init(Sampler *s, const SampleParams *p, int vocab) {
     memset(s, 0, sizeof *s);
     if (vocab < 1) return df_fail("sampler: empty vocabulary");
     if (check_params(p, vocab)) return -1;
     s->p = *p;
     s->vocab = vocab;
-    int penalised = p->presence_penalty != 0 || p->frequency_penalty != 0;
+    int repeat = sampler_repeats(p), penalised = p->presence_penalty != 0 || p->frequency_penalty != 0 || repeat;
     s->plain = p->temperature == 0 && !penalised && p->n_bias == 0 && !p->logprobs;
     if (penalised) s->counts = df_calloc((size_t)vocab, sizeof *s->counts);
+    if (repeat) s->in_window = df_calloc((size_t)vocab, sizeof *s->in_window);
+    if (repeat && p->repeat_last_n > 0) s->window = df_malloc(sizeof *s->window * (size_t)p->repeat_last_n);
     s->z = df_malloc(sizeof *s->z * (size_t)vocab);
     s->prob = df_malloc(sizeof *s->prob * (size_t)vocab);
     s->order = df_malloc(sizeof *s->order * (size_t)vocab);
@@ -64,7 +74,7 @@ int sampler_init(Sampler *s, const SampleParams *p, int vocab) {
 }
 
 void sampler_free(Sampler *s) {
-    free(s->counts), free(s->z), free(s->prob), free(s->order);
+    free(s->counts), free(s->z), free(s->prob), free(s->order), free(s->in_window), free(s->window);
     memset(s, 0, sizeof *s);
 }
 
@@ -72,8 +82,30 @@ void sampler_restart(Sampler *s) {
     if (s->counts) memset(s->counts, 0, sizeof *s->counts * (size_t)s->vocab);
 }
 
+/* One more token in the repetition window (the oldest leaves a full ring). */
+static void window_push(Sampler *s, int32_t token) {
+    if (!s->in_window || token < 0 || token >= s->vocab) return;
+    if (s->window) {
+        size_t cap = (size_t)s->p.repeat_last_n;
+        if (s->window_n == cap) s->in_window[s->window[s->window_at]]--;
+        else s->window_n++;
+        s->window[s->window_at] = token;
+        s->window_at = (s->window_at + 1) % cap;
+    }
+    if (s->in_window[token] < UINT32_MAX) s->in_window[token]++;
+}
+
+void sampler_context(Sampler *s, const int32_t *ids, size_t n) {
+    if (!s->in_window) return;
+    memset(s->in_window, 0, sizeof *s->in_window * (size_t)s->vocab);
+    s->window_at = s->window_n = 0;
+    size_t from = s->window && n > (size_t)s->p.repeat_last_n ? n - (size_t)s->p.repeat_last_n : 0;
+    for (size_t i = from; i < n; i++) window_push(s, ids[i]);
+}
+
 void sampler_accept(Sampler *s, int token) {
     if (s->counts && token >= 0 && token < s->vocab && s->counts[token] < UINT32_MAX) s->counts[token]++;
+    window_push(s, token);
 }
 
 static int permitted(const uint64_t *allow, int t) { return !allow || (allow[t >> 6] >> (t & 63)) & 1u; }
@@ -87,6 +119,9 @@ static int process(Sampler *s, const float *logits, const uint64_t *allow) {
     float *z = s->z;
     memcpy(z, logits, sizeof *z * (size_t)s->vocab);
     for (int i = 0; i < p->n_bias; i++) z[p->bias[i].token] += p->bias[i].bias;
+    if (s->in_window) /* llama.cpp: positive logits divided, the others multiplied */
+        for (int t = 0; t < s->vocab; t++)
+            if (s->in_window[t]) z[t] = z[t] <= 0 ? (float)(z[t] * p->repeat_penalty) : (float)(z[t] / p->repeat_penalty);
     if (s->counts)
         for (int t = 0; t < s->vocab; t++)
             if (s->counts[t])

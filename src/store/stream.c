@@ -27,13 +27,19 @@ static uint64_t small_vector_bytes(const K3Config *c) {
 }
 
 int stream_wanted(const Catalog *cat, const StreamNeeds *needs, const StoreOptions *o, int *stream) {
-    if (o->kind != STORE_AUTO) return *stream = o->kind == STORE_STREAM, 0;
+    if (o->kind == STORE_STREAM) return *stream = 1, 0;
+    if (o->kind == STORE_MAPPED && !o->ram_bytes) return *stream = 0, 0; /* forced, the budget automatic */
     uint64_t total = 0, budget;
     char how[160];
     for (int i = 0; i < cat->n_shards; i++) total += cat->shards[i].size;
     if (budget_detect(o->ram_bytes, &budget, how, sizeof how)) return -1;
     /* mapped, every shard page the model touches stays resident beside the same fixed needs */
-    *stream = total + fixed_bytes(cat, small_vector_bytes(&cat->cfg), needs) > budget;
+    uint64_t fixed = fixed_bytes(cat, small_vector_bytes(&cat->cfg), needs);
+    *stream = total + fixed > budget;
+    if (o->kind == STORE_MAPPED && *stream) /* a budget given and a store that cannot keep to it */
+        return df_fail("--store mapped cannot keep to the memory budget of %.3g GB (--ram-gb): the mapped model is %.3g GB "
+                       "and decoding needs %.3g GB beside it; use --store stream (or auto), or a larger --ram-gb",
+                       budget / 1e9, total / 1e9, fixed / 1e9);
     return 0;
 }
 

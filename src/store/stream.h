@@ -69,7 +69,10 @@ typedef struct {
 
 /* Whether to stream: o->kind, where AUTO streams when mapping would not fit the budget: the whole
  * checkpoint (a mapped page the model touched stays resident) plus the fixed needs the streaming
- * plan counts (needs->compute_bytes, the catalog, the small vectors, the runtime). Sets *stream. */
+ * plan counts (needs->compute_bytes, the catalog, the small vectors, the runtime). Sets *stream.
+ * MAPPED with a budget given (o->ram_bytes) that mapping would not keep to is refused (-1 with a
+ * message saying what the budget cannot hold); MAPPED with the automatic budget maps whatever the
+ * size (a model larger than RAM then pages from disk). */
 int stream_wanted(const Catalog *cat, const StreamNeeds *needs, const StoreOptions *o, int *stream);
 
 /* o (copied) must be valid; o->pin_layers above the model's layer count fails. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/automaton.h"
 #include "text/vocab_trie.h"
 #include "util/err.h"
 
@@ -14,6 +15,7 @@ Grammar *grammar_new(void) { return df_calloc(1, sizeof(Grammar)); }
 void grammar_free(Grammar *g) {
     if (!g) return;
     free(g->nodes), free(g->kids), free(g->lits), free(g->members), free(g->units);
+    free(g->dstates), free(g->dedges);
     free(g->nullable), free(g->needs_ord), free(g->minlen), free(g->ucost);
     free(g);
 }
@@ -176,6 +178,23 @@ uint32_t gb_leaf(Grammar *g, GKind kind, uint32_t min, uint32_t max, int integer
     return add_node(g, (GNode){.kind = (uint8_t)kind, .min = min, .max = max, .integer = (uint8_t)integer});
 }
 
+uint32_t gb_dfa(Grammar *g, const Dfa *d) {
+    uint32_t n = d->n_states, ne = d->first[n];
+    if (grow(g, (void **)&g->dstates, &g->cap_dstates, g->n_dstates, n, sizeof(GDState), GRAMMAR_MAX_DSTATES) ||
+        grow(g, (void **)&g->dedges, &g->cap_dedges, g->n_dedges, ne, sizeof(GDEdge), GRAMMAR_MAX_DEDGES))
+        return 0;
+    uint32_t base = g->n_dstates, *dist = df_malloc(n * sizeof *dist);
+    dfa_distances(d, dist);
+    for (uint32_t s = 0; s < n; s++) {
+        g->dstates[base + s] = (GDState){g->n_dedges, d->first[s + 1] - d->first[s], dist[s], d->accept[s]};
+        for (uint32_t i = d->first[s]; i < d->first[s + 1]; i++)
+            g->dedges[g->n_dedges++] = (GDEdge){(uint8_t)d->e[i].lo, (uint8_t)d->e[i].hi, base + d->e[i].to};
+    }
+    g->n_dstates += n;
+    free(dist);
+    return add_node(g, (GNode){.kind = GK_DFA, .first = base, .n = n});
+}
+
 uint32_t gb_forward(Grammar *g) { return add_node(g, (GNode){.kind = GK_CHOICE}); }
 
 void gb_resolve(Grammar *g, uint32_t fwd, uint32_t target) {
@@ -281,6 +300,7 @@ static int compute_nullable(Grammar *g, const uint32_t *order, uint32_t n_order)
             case GK_FREE: v = 1; break;
             case GK_RAWSTR: v = n->min == 0; break;
             case GK_MEMBERS: v = members_nullable(g, n); break;
+            case GK_DFA: v = g->dstates[n->first].accept; break;
             default: v = 0; break;
             }
             if (v != g->nullable[id]) g->nullable[id] = (uint8_t)v, changed = 1;
@@ -353,17 +373,23 @@ static uint32_t frame_minlen(const Grammar *g, const GNode *n, const uint32_t *p
     case GK_FREE: return 0;
     case GK_RAWSTR: return n->min;
     case GK_JSTRING: return sat_add(n->min, 2);
+    case GK_DFA: return g->dstates[n->first].dist;
     default: return 1; /* NUMBER, COUNTER */
     }
 }
 
 /* minlen rows for rooms 0, 1, ... until a row repeats (or GRAMMAR_MAX_FRAMES). Nullable nodes
- * are 0 at every room: skipping them takes no frame. */
-static void compute_minlen(Grammar *g, const uint32_t *order, uint32_t n_order, const uint32_t *corder, uint32_t n_corder) {
-    size_t nn = g->n_nodes;
-    g->minlen = df_malloc((GRAMMAR_MAX_FRAMES + 1) * nn * sizeof *g->minlen);
+ * are 0 at every room: skipping them takes no frame. clamp: every finite length counts as 1, so
+ * the rows say only whether a match fits in the room at all (why a grammar failed: nesting, or
+ * a shortest match past GRAMMAR_INF tokens). */
+static void compute_minlen(Grammar *g, const uint32_t *order, uint32_t n_order, const uint32_t *corder, uint32_t n_corder,
+                           int clamp) {
+    size_t nn = g->n_nodes, cap = 8; /* rows, grown as needed: most grammars settle in a few */
+    g->minlen = df_malloc(cap * nn * sizeof *g->minlen);
     uint32_t r;
     for (r = 0; r <= GRAMMAR_MAX_FRAMES; r++) {
+        if (r == cap) cap = cap * 2 < GRAMMAR_MAX_FRAMES + 1 ? cap * 2 : GRAMMAR_MAX_FRAMES + 1,
+                      g->minlen = df_realloc(g->minlen, cap * nn * sizeof *g->minlen);
         uint32_t *row = g->minlen + r * nn, *prev = r ? row - nn : NULL;
         for (size_t i = 0; i < nn; i++) row[i] = GRAMMAR_INF;
         for (uint32_t o = 0; o < n_order; o++) {
@@ -371,6 +397,7 @@ static void compute_minlen(Grammar *g, const uint32_t *order, uint32_t n_order, 
             const GNode *n = &g->nodes[id];
             if (g->nullable[id]) row[id] = 0;
             else if (n->kind != GK_CHOICE && r) row[id] = frame_minlen(g, n, prev);
+            if (clamp && row[id] && row[id] < GRAMMAR_INF) row[id] = 1;
         }
         for (uint32_t o = 0; o < n_corder; o++) { /* CHOICE nodes, alternatives first */
             uint32_t id = corder[o];
@@ -456,6 +483,12 @@ static int first_step(const Grammar *g, uint32_t id, UnitSet *fs) {
     case GK_COUNTER:
         for (unsigned b = '1'; b <= '9'; b++) us_add(&s, (GUnit)b);
         break;
+    case GK_DFA: {
+        const GDState *st = &g->dstates[n->first];
+        for (uint32_t i = 0; i < st->n_edges; i++)
+            for (unsigned b = g->dedges[st->edges + i].lo; b <= g->dedges[st->edges + i].hi; b++) us_add(&s, (GUnit)b);
+        break;
+    }
     }
     return us_or(&fs[id], &s);
 }
@@ -579,9 +612,15 @@ int grammar_finish(Grammar *g, uint32_t root, const char *what, const struct Voc
         df_failctx("%s", what);
         goto out;
     }
-    compute_minlen(g, order, (uint32_t)n_order, corder, (uint32_t)n_corder);
+    compute_minlen(g, order, (uint32_t)n_order, corder, (uint32_t)n_corder, 0);
     if (grammar_minlen(g, root, GRAMMAR_MAX_FRAMES) >= GRAMMAR_INF) {
-        df_fail("%s: no finite value satisfies it within %d levels of nesting", what, GRAMMAR_MAX_FRAMES);
+        free(g->minlen);
+        compute_minlen(g, order, (uint32_t)n_order, corder, (uint32_t)n_corder, 1);
+        if (grammar_minlen(g, root, GRAMMAR_MAX_FRAMES) < GRAMMAR_INF)
+            df_fail("%s: its shortest value is longer than %u tokens (minItems or minLength multiplied through nesting)",
+                    what, GRAMMAR_INF);
+        else
+            df_fail("%s: no finite value satisfies it within %d levels of nesting", what, GRAMMAR_MAX_FRAMES);
         goto out;
     }
     rc = 0;

@@ -23,6 +23,9 @@
  *            sep between members, close (JSON objects; a call's arguments)
  *   COUNTER  the decimal index of the enclosing numbered REPEAT item (a call's index="N");
  *            only as a SEQ kid
+ *   DFA      a word of a deterministic automaton over bytes (automaton.h): a string with a
+ *            pattern or a format, a number in a range; its states are dstates[first..+n), the
+ *            start first, each with its edges and its distance to the end
  *
  * A Grammar is built once per request, analysed by grammar_finish (for the vocabulary its
  * matchers will use: lengths are counted in its tokens), then immutable: any number of Matchers
@@ -44,12 +47,15 @@ enum { GM_OPEN, GM_CLOSE, GM_SEP, GM_EOM, GM_N };
 #define GRAMMAR_MAX_NODES 20000
 #define GRAMMAR_MAX_UNITS (1u << 20)  /* literal text, all literals together */
 #define GRAMMAR_MAX_LITS 20000        /* literals and members, all nodes together */
+#define GRAMMAR_MAX_DSTATES (1u << 18) /* automaton states, all DFA nodes together */
+#define GRAMMAR_MAX_DEDGES (1u << 20)  /* and their edges */
 #define GRAMMAR_MAX_THREADS 32        /* partial parses open at once (anyOf ambiguity) */
 #define GRAMMAR_INF 0x3fffffffu       /* "no finite match" in length tables */
 #define GRAMMAR_NONE 0xffffffffu      /* no node */
 
 typedef enum {
-    GK_SEQ, GK_CHOICE, GK_REPEAT, GK_LIT, GK_SWITCH, GK_FREE, GK_JSTRING, GK_RAWSTR, GK_NUMBER, GK_MEMBERS, GK_COUNTER
+    GK_SEQ, GK_CHOICE, GK_REPEAT, GK_LIT, GK_SWITCH, GK_FREE, GK_JSTRING, GK_RAWSTR, GK_NUMBER, GK_MEMBERS, GK_COUNTER,
+    GK_DFA
 } GKind;
 
 typedef struct {
@@ -68,12 +74,25 @@ typedef struct {
     uint8_t numbered;         /* REPEAT: items know their index (COUNTER) */
     uint32_t min, max;        /* REPEAT: items; JSTRING, RAWSTR: characters; max UINT32_MAX = none */
     uint32_t first, n;        /* SEQ, CHOICE: kids[first..+n); LIT, SWITCH: lits[first..+n) sorted;
-                                 MEMBERS: members[first..+n) */
+                                 MEMBERS: members[first..+n); DFA: dstates[first..+n) */
     uint32_t item;            /* REPEAT: the item node; SWITCH: its continuations are kids[item..+n) */
     GSpan open, sep, close;   /* REPEAT, MEMBERS */
 } GNode;
 
+/* A DFA node's state: its edges dedges[edges..+n_edges) (sorted, disjoint byte ranges), the
+ * fewest bytes from it to the end of a word, and whether a word may end here. */
+typedef struct {
+    uint32_t edges, n_edges, dist;
+    uint8_t accept;
+} GDState;
+
+typedef struct {
+    uint8_t lo, hi;
+    uint32_t to;              /* an index into dstates */
+} GDEdge;
+
 struct VocabTrie;
+struct Dfa;
 
 typedef struct Grammar {
     GNode *nodes;
@@ -86,6 +105,10 @@ typedef struct Grammar {
     uint32_t n_members, cap_members;
     GUnit *units;
     uint32_t n_units, cap_units;
+    GDState *dstates;
+    uint32_t n_dstates, cap_dstates;
+    GDEdge *dedges;
+    uint32_t n_dedges, cap_dedges;
     int too_big;
     uint32_t root; /* a SEQ */
     /* analysis (grammar_finish) */
@@ -117,6 +140,9 @@ uint32_t gb_switch(Grammar *g, const GSpan *lits, const uint32_t *conts, size_t 
 uint32_t gb_repeat(Grammar *g, uint32_t item, uint32_t min, uint32_t max, GSpan open, GSpan sep, GSpan close, int numbered);
 uint32_t gb_members(Grammar *g, const GMember *m, size_t n, GSpan open, GSpan sep, GSpan close);
 uint32_t gb_leaf(Grammar *g, GKind kind, uint32_t min, uint32_t max, int integer);
+/* A DFA node for the words of d: a byte automaton (edges within 0..255), pruned (dfa_prune), not
+ * empty. The states are copied. */
+uint32_t gb_dfa(Grammar *g, const struct Dfa *d);
 /* A node to refer to before it is built (recursive schemas): gb_forward makes it, gb_resolve
  * makes it stand for target. */
 uint32_t gb_forward(Grammar *g);

@@ -10,11 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/numrange.h"
 #include "text/strbuf.h"
+#include "text/strfa.h"
 #include "util/err.h"
 
 #define SCHEMA_MAX_NESTING 128 /* schemas inside schemas, each $ref counting as one */
-#define SCHEMA_MAX_COUNT 1000000000 /* minLength, maxItems, ... */
+#define SCHEMA_MAX_COUNT 1000000000 /* maxLength, maxItems */
+#define SCHEMA_MAX_MIN_COUNT (1 << 20) /* minLength, minItems: a reply holds at most a context of tokens */
 #define ARG_KEY_MAX 3000            /* an argument header stays under the parser's 4096 bytes */
 #define PATH_CAP 240
 
@@ -147,7 +150,9 @@ static GSpan key_literal(Grammar *g, const char *name) {
 
 /* ------------------------------------------------------------------ keywords */
 
-typedef enum { KW_ANNOT, KW_DEFS, KW_TYPE, KW_ENUM, KW_CONST, KW_ANYOF, KW_REF, KW_OBJECT, KW_ARRAY, KW_STRING } KwClass;
+typedef enum {
+    KW_ANNOT, KW_DEFS, KW_TYPE, KW_ENUM, KW_CONST, KW_ANYOF, KW_REF, KW_OBJECT, KW_ARRAY, KW_STRING, KW_NUMBER, KW_N
+} KwClass;
 
 static const struct {
     const char *name;
@@ -159,7 +164,9 @@ static const struct {
     {"type", KW_TYPE}, {"enum", KW_ENUM}, {"const", KW_CONST}, {"anyOf", KW_ANYOF}, {"$ref", KW_REF},
     {"properties", KW_OBJECT}, {"required", KW_OBJECT}, {"additionalProperties", KW_OBJECT},
     {"items", KW_ARRAY}, {"minItems", KW_ARRAY}, {"maxItems", KW_ARRAY}, {"uniqueItems", KW_ARRAY},
-    {"minLength", KW_STRING}, {"maxLength", KW_STRING},
+    {"minLength", KW_STRING}, {"maxLength", KW_STRING}, {"pattern", KW_STRING}, {"format", KW_STRING},
+    {"minimum", KW_NUMBER}, {"maximum", KW_NUMBER}, {"exclusiveMinimum", KW_NUMBER}, {"exclusiveMaximum", KW_NUMBER},
+    {"multipleOf", KW_NUMBER},
 };
 
 static int keyword_class(const char *k) {
@@ -169,16 +176,13 @@ static int keyword_class(const char *k) {
 }
 
 static const char *refusal_reason(const char *k) {
-    if (!strcmp(k, "format")) return "string formats cannot be enforced; remove 'format' (or describe the format in 'description')";
-    if (!strcmp(k, "pattern")) return "regular expressions cannot be enforced; remove 'pattern' or use 'enum'";
-    if (strstr(k, "imum") || !strcmp(k, "multipleOf")) return "numeric ranges cannot be enforced; remove it or use 'enum'";
     if (!strcmp(k, "oneOf")) return "use 'anyOf' instead";
     return "the keyword is outside the supported subset";
 }
 
 typedef struct {
     unsigned present;  /* bit per KwClass */
-    const char *first[KW_STRING + 1];
+    const char *first[KW_N];
 } Keywords;
 
 static int scan_keywords(Ctx *c, const json_t *s, Keywords *kw) {
@@ -197,19 +201,23 @@ static int scan_keywords(Ctx *c, const json_t *s, Keywords *kw) {
 /* Fails when a keyword other than annotations, $defs and the allowed classes is present. */
 static int only_with(Ctx *c, const Keywords *kw, const char *what, unsigned allowed) {
     allowed |= 1u << KW_ANNOT | 1u << KW_DEFS;
-    for (int cls = 0; cls <= KW_STRING; cls++)
+    for (int cls = 0; cls < KW_N; cls++)
         if ((kw->present >> cls & 1) && !(allowed >> cls & 1))
             return fail(c, "'%s' cannot be combined with '%s' here", what, kw->first[cls]);
     return 0;
 }
 
-/* A non-negative integer keyword, or dflt when absent. */
+/* A non-negative integer keyword, or dflt when absent. A minimum (minItems, minLength) above what
+ * a reply can hold is refused as such. */
 static int count_kw(Ctx *c, const json_t *s, const char *key, uint32_t dflt, uint32_t *out) {
     const json_t *v = json_object_get(s, key);
     *out = dflt;
     if (!v) return 0;
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > SCHEMA_MAX_COUNT)
         return fail(c, "'%s' must be an integer from 0 to %d", key, SCHEMA_MAX_COUNT);
+    if (!strncmp(key, "min", 3) && json_integer_value(v) > SCHEMA_MAX_MIN_COUNT)
+        return fail(c, "'%s' is %lld: no reply is that long (a reply holds at most %d tokens)", key,
+                    (long long)json_integer_value(v), SCHEMA_MAX_MIN_COUNT);
     *out = (uint32_t)json_integer_value(v);
     return 0;
 }
@@ -437,18 +445,88 @@ static int compile_array(Ctx *c, const json_t *s, uint32_t *node) {
     return 0;
 }
 
+/* A bound keyword (minimum, exclusiveMinimum, ...) into *d when it is a number; *v its value. */
+static int bound_kw(Ctx *c, const json_t *s, const char *key, int *has, double *v, Decimal *d) {
+    const json_t *j = json_object_get(s, key);
+    *has = 0;
+    if (!j || json_is_boolean(j)) return 0; /* (a draft-04 boolean exclusive*: number_bounds) */
+    if (!json_is_number(j)) return fail(c, "'%s' must be a number", key);
+    *has = 1, *v = json_number_value(j);
+    if (json_is_integer(j)) decimal_of_int(json_integer_value(j), d);
+    else decimal_of_double(*v, d);
+    return 0;
+}
+
+/* One side of the range: `inclusive` (minimum) and `exclusive` (exclusiveMinimum, or draft-04's
+ * boolean beside minimum); the tighter one wins. */
+static int number_bound(Ctx *c, const json_t *s, const char *inclusive, const char *exclusive, int upper, int *has,
+                        int *excl, Decimal *d) {
+    int has_in, has_ex;
+    double vin = 0, vex = 0;
+    Decimal dex;
+    if (bound_kw(c, s, inclusive, &has_in, &vin, d) || bound_kw(c, s, exclusive, &has_ex, &vex, &dex)) return -1;
+    *has = has_in || has_ex, *excl = json_is_true(json_object_get(s, exclusive));
+    if (*excl && !has_in) return fail(c, "'%s' true needs '%s' beside it", exclusive, inclusive);
+    if (has_ex && (!has_in || (upper ? vex <= vin : vex >= vin))) *d = dex, *excl = 1;
+    return 0;
+}
+
+/* A number with a range or a multiple: an automaton of exactly the numbers allowed (numrange.h). */
+static int compile_number(Ctx *c, const json_t *s, int integer, uint32_t *node) {
+    NumSpec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.integer = integer;
+    if (number_bound(c, s, "minimum", "exclusiveMinimum", 0, &sp.has_lo, &sp.lo_excl, &sp.lo) ||
+        number_bound(c, s, "maximum", "exclusiveMaximum", 1, &sp.has_hi, &sp.hi_excl, &sp.hi))
+        return -1;
+    const json_t *m = json_object_get(s, "multipleOf");
+    if (m) {
+        double v = json_number_value(m);
+        if (!json_is_number(m) || !(v > 0)) return fail(c, "'multipleOf' must be a number above 0");
+        if (v != floor(v))
+            return fail(c, "'multipleOf' %g cannot be enforced: only whole multiples can (validators divide in floating "
+                           "point, so 0.07 is not a multiple of 0.01 to them)", v);
+        if (v > NUM_MAX_MULTIPLE) return fail(c, "'multipleOf' %g is above %d, the largest that can be enforced", v, NUM_MAX_MULTIPLE);
+        sp.integer = 1, sp.multiple = v > 1 ? (uint32_t)v : 0;
+    }
+    Dfa d;
+    if (number_dfa(&sp, AUTO_MAX_STATES, &d)) return fail(c, "%s", df_errmsg());
+    *node = gb_dfa(c->g, &d);
+    dfa_free(&d);
+    return 0;
+}
+
+/* A string: with a pattern or a format an automaton (strfa.h), else a plain string of min..max
+ * characters. */
+static int compile_string(Ctx *c, const json_t *s, int raw, uint32_t *node) {
+    uint32_t min, max;
+    if (count_kw(c, s, "minLength", 0, &min) || count_kw(c, s, "maxLength", UINT32_MAX, &max)) return -1;
+    if (min > max) return fail(c, "'minLength' is greater than 'maxLength'");
+    const json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
+    if (pat && !json_is_string(pat)) return fail(c, "'pattern' must be a string");
+    if (fmt && !json_is_string(fmt)) return fail(c, "'format' must be a string");
+    if (!pat && !fmt) {
+        *node = string_node(c->g, min, max, raw);
+        return 0;
+    }
+    if (strfa_node(c->g, json_string_value(pat), pat ? json_string_length(pat) : 0, json_string_value(fmt), min, max, raw, node))
+        return fail(c, "%s", df_errmsg());
+    return 0;
+}
+
 static int compile_typed(Ctx *c, const json_t *s, const Keywords *kw, Filter f, uint32_t *node) {
     uint8_t types;
     int integer;
-    if (only_with(c, kw, "type", 1u << KW_TYPE | 1u << KW_OBJECT | 1u << KW_ARRAY | 1u << KW_STRING) ||
+    if (only_with(c, kw, "type", 1u << KW_TYPE | 1u << KW_OBJECT | 1u << KW_ARRAY | 1u << KW_STRING | 1u << KW_NUMBER) ||
         parse_type(c, json_object_get(s, "type"), &types, &integer))
         return -1;
     static const struct {
         KwClass cls;
         uint8_t type;
         const char *name;
-    } applies[] = {{KW_OBJECT, JT_OBJECT, "object"}, {KW_ARRAY, JT_ARRAY, "array"}, {KW_STRING, JT_STRING, "string"}};
-    for (int i = 0; i < 3; i++)
+    } applies[] = {{KW_OBJECT, JT_OBJECT, "object"}, {KW_ARRAY, JT_ARRAY, "array"}, {KW_STRING, JT_STRING, "string"},
+                   {KW_NUMBER, JT_NUMBER, "number"}};
+    for (int i = 0; i < 4; i++)
         if ((kw->present >> applies[i].cls & 1) && !(types & applies[i].type))
             return fail(c, "'%s' applies to type %s, which 'type' does not list", kw->first[applies[i].cls], applies[i].name);
     Grammar *g = c->g;
@@ -456,12 +534,14 @@ static int compile_typed(Ctx *c, const json_t *s, const Keywords *kw, Filter f, 
     uint8_t want = types & f.types;
     if (want & JT_NULL) alts[n++] = lit_text(g, "null");
     if (want & JT_BOOLEAN) alts[n++] = bool_node(g);
-    if (want & JT_NUMBER) alts[n++] = gb_leaf(g, GK_NUMBER, 0, 0, integer);
+    if (want & JT_NUMBER) {
+        if (!(kw->present >> KW_NUMBER & 1)) alts[n++] = gb_leaf(g, GK_NUMBER, 0, 0, integer);
+        else if (compile_number(c, s, integer, &x)) return -1;
+        else alts[n++] = x;
+    }
     if (want & JT_STRING) {
-        uint32_t min, max;
-        if (count_kw(c, s, "minLength", 0, &min) || count_kw(c, s, "maxLength", UINT32_MAX, &max)) return -1;
-        if (min > max) return fail(c, "'minLength' is greater than 'maxLength'");
-        alts[n++] = string_node(g, min, max, f.raw);
+        if (compile_string(c, s, f.raw, &x)) return -1;
+        alts[n++] = x;
     }
     if (want & JT_OBJECT) {
         if (compile_object(c, s, &x)) return -1;
@@ -482,7 +562,7 @@ static int compile_object_schema(Ctx *c, const json_t *s, Filter f, uint32_t *no
     if (kw.present >> KW_ANYOF & 1) return only_with(c, &kw, "anyOf", 1u << KW_ANYOF) ? -1 : compile_anyof(c, s, f, node);
     if (kw.present & (1u << KW_ENUM | 1u << KW_CONST)) return compile_enum(c, s, &kw, f, node);
     if (kw.present >> KW_TYPE & 1) return compile_typed(c, s, &kw, f, node);
-    for (int cls = KW_OBJECT; cls <= KW_STRING; cls++)
+    for (int cls = KW_OBJECT; cls < KW_N; cls++)
         if (kw.present >> cls & 1) return fail(c, "'%s' needs a 'type' beside it", kw.first[cls]);
     *node = any_value(c, f);
     return 0;

@@ -15,6 +15,15 @@
  *                 valid for that schema. `required` must name declared properties.
  *   items, minItems, maxItems            (items false: only the empty array)
  *   minLength, maxLength                 (Unicode characters, as validators count them)
+ *   pattern       an ECMAScript regular expression, within the subset of regex.h (no lookaround,
+ *                 backreferences or word boundaries: those are refused naming the construct)
+ *   format        date-time, date, time, email, uuid, ipv4 (strfa.h: what is written); any other
+ *                 format is refused naming it
+ *   minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers or draft-04's booleans),
+ *   multipleOf    (whole numbers only)   numbers written as numrange.h says: exactly the numbers
+ *                 in range that are written with at most 15 digits, no exponent
+ *                 A pattern, a format, a range and lengths together compile to one automaton
+ *                 (GK_DFA), capped at AUTO_MAX_STATES states: past it the schema is refused.
  *   enum, const   any JSON values; with `type`, the values of other types are dropped
  *   anyOf         any alternatives, as long as at most GRAMMAR_MAX_THREADS partial parses can be
  *                 open at once (alternatives that start alike, e.g. two objects, stay open
@@ -26,11 +35,11 @@
  *   annotations   title description default examples $comment $schema $id deprecated readOnly
  *                 writeOnly (no effect on what is valid)
  *   uniqueItems   false only
- * Refused: pattern, format (a "date-time" string cannot be promised by this compiler), minimum,
- * maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, oneOf, allOf, not, if/then/else,
- * prefixItems, contains, patternProperties, propertyNames, min/maxProperties, dependent*,
- * unevaluated*, uniqueItems true, $ref to anything but this document, the false schema where a
- * value is required, and every keyword not listed here.
+ * Refused: multipleOf that is not a whole number (validators divide in floating point: 0.07 is
+ * not a multiple of 0.01 to them), oneOf, allOf, not, if/then/else, prefixItems, contains,
+ * patternProperties, propertyNames, min/maxProperties, dependent*, unevaluated*, uniqueItems true,
+ * $ref to anything but this document, the false schema where a value is required, minItems or
+ * minLength above 2^20 (no reply is that long), and every keyword not listed here.
  *
  * strict (OpenAI's strict mode): in addition every object must have additionalProperties false
  * and list all its properties in required.
@@ -38,9 +47,10 @@
  * Text policy of what is written: no insignificant white space at all; strings escape only
  * with \" \\ \/ \b \f \n \r \t and \uXXXX (no surrogate halves, no \u0000: characters outside
  * the BMP are written as UTF-8), raw control characters never, other text as well-formed
- * UTF-8; numbers with at most 15 integer digits and 15 fraction digits and an exponent of at
- * most two digits, so they parse to the same double (and integers to int64) in jansson,
- * JavaScript and Python alike. Enum and const values, and member names, are written as
+ * UTF-8 (strings with a pattern or format: one spelling per character, see automaton.h);
+ * numbers with at most 15 integer digits and 15 fraction digits and an exponent of at most two
+ * digits, so they parse to the same double (and integers to int64) in jansson, JavaScript and
+ * Python alike. Enum and const values, and member names, are written as
  * jansson's compact text.
  *
  * Limits: schemas may nest 128 levels (each $ref followed counts as one); values may nest as

@@ -10,6 +10,7 @@
  *   NUMBER   phase; a: digits in the current part
  *   MEMBERS  phase; a: first member not yet passed; b: member chosen; c: offset in a literal
  *   COUNTER  b: digits matched
+ *   DFA      a: the automaton state (an index into dstates)
  * A frame's depth and room: it may use GRAMMAR_MAX_FRAMES - depth frames, itself included. */
 #include "text/match_step.h"
 
@@ -109,6 +110,7 @@ static int accepting(const Arena *a, const Frame *f) {
     case GK_MEMBERS:
         return (f->phase == M_FIRST || f->phase == M_AFTER) && !n->close.len && !members_required_left(g, n, f->a);
     case GK_COUNTER: return f->b == grammar_digits(f->ord);
+    case GK_DFA: return g->dstates[f->a].accept;
     }
     return 0;
 }
@@ -130,6 +132,7 @@ static int finished(const Arena *a, const Frame *f) {
         return f->phase == N_EDIG && f->a == NUM_MAX_EXP_DIGITS;
     case GK_MEMBERS: return f->phase == M_DONE || (f->phase == M_AFTER && !n->close.len && f->a == n->n);
     case GK_COUNTER: return accepting(a, f);
+    case GK_DFA: return g->dstates[f->a].accept && !g->dstates[f->a].n_edges;
     default: return 0; /* FREE, RAWSTR: end only before a marker */
     }
 }
@@ -172,6 +175,7 @@ static void enter(Arena *a, uint32_t node, uint32_t parent, GUnit u, Threads *ou
     if (g->needs_ord[node]) f.ord = pn->kind == GK_REPEAT && pn->numbered ? p->a : p->ord;
     if (n->kind == GK_REPEAT) f.phase = n->open.len ? R_OPEN : R_FIRST;
     else if (n->kind == GK_MEMBERS) f.phase = n->open.len ? M_OPEN : M_FIRST;
+    else if (n->kind == GK_DFA) f.a = n->first;
     consume(a, &f, FR_DONE, u, out);
 }
 
@@ -421,6 +425,23 @@ static void consume_members(Arena *a, const GNode *n, const Frame *f, GUnit u, T
     }
 }
 
+/* ------------------------------------------------------------------ automata */
+
+/* The state after byte u from state `from`; 0 when u has no edge there. */
+static int dfa_next(const Grammar *g, uint32_t from, GUnit u, uint32_t *to) {
+    const GDState *st = &g->dstates[from];
+    uint32_t lo = 0, hi = st->n_edges;
+    if (GU_IS_MARKER(u)) return 0;
+    while (lo < hi) { /* the first edge that does not end below u */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (g->dedges[st->edges + mid].hi < u) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == st->n_edges || g->dedges[st->edges + lo].lo > u) return 0;
+    *to = g->dedges[st->edges + lo].to;
+    return 1;
+}
+
 /* ------------------------------------------------------------------ one unit */
 
 static void consume(Arena *a, const Frame *f, uint32_t self, GUnit u, Threads *out) {
@@ -474,6 +495,9 @@ static void consume(Arena *a, const Frame *f, uint32_t self, GUnit u, Threads *o
         if (!number_unit(n, &s, u)) emit(a, &s, self, out);
         return;
     case GK_MEMBERS: consume_members(a, n, f, u, out); return;
+    case GK_DFA:
+        if (dfa_next(g, f->a, u, &s.a)) emit(a, &s, self, out);
+        return;
     case GK_COUNTER: {
         char d[12];
         int len = snprintf(d, sizeof d, "%u", f->ord);
@@ -611,6 +635,7 @@ uint32_t frame_rem(const Grammar *g, const Frame *f) {
     case GK_NUMBER: v = number_rem(f); break;
     case GK_MEMBERS: v = members_rem(g, n, f); break;
     case GK_COUNTER: v = grammar_digits(f->ord) - f->b; break;
+    case GK_DFA: v = g->dstates[f->a].dist; break;
     default: break;
     }
     return sat(v);

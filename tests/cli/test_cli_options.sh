@@ -3,6 +3,7 @@
 # option of every command and overrides its variable through the same validation; "--" ends the
 # options; help and --version; refusals name the option, suggest the closest spelling, and exit 2.
 source "$(dirname "$0")/../lib.sh"
+export DELTAFIN_VERBOSE=1 # the checks below read the full start-up line
 t="$DF_TEST_TMP/cli_options"
 mkdir -p "$t"
 m="$t/small"
@@ -51,7 +52,7 @@ expect_grep "context 8 " "$t/ctx.err" || fail "-c not applied"
 K3_THREADS=2 "$DF" run -m "$m" --tokens "1 2" -n 1 -t 1 >/dev/null 2>"$t/err"
 expect_grep "| threads 1 |" "$t/err" || fail "-t did not override K3_THREADS"
 K3_THREADS=2 "$DF" settings --threads 1 >"$t/list"
-expect_grep '^K3_THREADS=1   \[set\] by --threads' "$t/list"
+expect_grep '^DELTAFIN_THREADS=1   \[set\] by --threads' "$t/list"
 # the same validation as the variable, naming the option
 usage 2 "run: -t: '0' is not a thread count in 1..1024" "$DF" run -m "$m" -p x -t 0
 usage 2 "run: --ctx-size: 'lots' is not a position count" "$DF" run -m "$m" -p x --ctx-size lots
@@ -88,8 +89,10 @@ usage 2 "run: --max-new: -3 is not in 0..16777216" "$DF" run -m "$m" -p x -n -3
 usage 2 "run: --max-new: '4x' is not a whole number" "$DF" run -m "$m" -p x -n 4x
 usage 2 "run: --chat takes no value" "$DF" run -m "$m" -p x --chat=yes
 usage 2 "run: unknown option -Z" "$DF" run -m "$m" -p x -Z
-usage 2 "run: unexpected argument 'hello'" "$DF" run -m "$m" hello
-usage 2 "run: give the prompt with exactly one of -p/--prompt, -f/--file, --tokens and --tokens-file" "$DF" run -m "$m"
+usage 2 "logits: unexpected argument 'hello'" "$DF" logits -m "$m" --tokens 1 -o "$t/l.bin" hello
+usage 2 "run: the prompt is given twice ('hello' and an option)" "$DF" run -m "$m" -p x hello
+usage 2 "run: unexpected argument 'there' (it takes at most 1: the prompt)" "$DF" run -m "$m" hello there
+usage 2 "run: give the prompt as an argument, or with exactly one of -p/--prompt, -f/--file, --tokens and --tokens-file" "$DF" run -m "$m"
 usage 2 "unknown command 'rnu' (did you mean run?)" "$DF" rnu
 usage 2 "unknown command 'serv' (did you mean serve?)" "$DF" serv
 usage 2 "unknown command 'frobnicate'; deltafin help lists them" "$DF" frobnicate
@@ -133,7 +136,7 @@ quietly "$DF" bench -m "$m" --tokens "1 2 3" -n 2 --runs 1 -t 1 --json "$t/b.jso
 import json, sys
 d = json.load(open(sys.argv[1]))
 env = d["inherited_env"]
-assert env.get("K3_THREADS") == "1" and env.get("DELTAFIN_ROOT"), env
+assert env.get("DELTAFIN_THREADS") == "1" and env.get("DELTAFIN_ROOT"), env
 PY
 
 # --- the sanitizer build parses the same way (no leak, no overflow in the option tables)

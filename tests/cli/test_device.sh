@@ -4,6 +4,7 @@
 # is validated and named on the start-up line; K3_DEV_EXPERT_GB is validated. (The CUDA device itself is checked on a GPU machine
 # by tests/cuda/device_check.sh.)
 source "$(dirname "$0")/../lib.sh"
+export DELTAFIN_VERBOSE=1 # the checks below read the full start-up line
 t="$DF_TEST_TMP/device"
 "$DF" synth --preset tiny --seed 2 --out "$t/m" --quiet >/dev/null
 for v in "" auto cpu; do

@@ -5,6 +5,7 @@
 # to an unconverted checkpoint; an interrupted conversion resumes to the same files; damaged files
 # are refused with a message naming them; K3_MOE_TOP_K raises the NLL and is labelled lossy.
 source "$(dirname "$0")/../lib.sh"
+export DELTAFIN_VERBOSE=1 # the checks below read the full start-up line
 t="$DF_TEST_TMP/int8"
 mkdir -p "$t"
 "$DF" synth --preset tiny --seed 4 --out "$t/u" --quiet >/dev/null

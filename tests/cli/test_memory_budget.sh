@@ -5,6 +5,7 @@
 # the process either streams within the budget or refuses naming K3_RAM_GB; it never maps the
 # model and runs past the budget (it used to, by 46%). Peak RSS from /usr/bin/time.
 source "$(dirname "$0")/../lib.sh"
+export DELTAFIN_VERBOSE=1 # the checks below read the full start-up line
 t="$DF_TEST_TMP/memory_budget"
 mkdir -p "$t"
 "$DF" synth --preset small --seed 3 --out "$t/small" --quiet >/dev/null
@@ -44,4 +45,11 @@ echo "big: budget $budget, streamed, peak RSS $RSS"
 # 3. with room for the model and its working memory it is still mapped
 run_at "$t/big" "$(gb $((b + 600000000)))"
 [ "$RC" -eq 0 ] && expect_grep "experts local [0-9/]* (mapped)" "$t/err" || fail "big with room"
+
+# 4. --store mapped with a budget it cannot keep to is refused, saying so (it used to map and run
+# past the budget); without a budget given, --store mapped maps whatever the size
+expect_fail "^deltafin: --store mapped cannot keep to the memory budget of 0.01 GB (--ram-gb)" \
+    "$DF" run --model "$t/small" --tokens "1 2" --max-new 1 --store mapped --ram-gb 0.01
+"$DF" run --model "$t/small" --tokens "1 2" --max-new 1 --store mapped >/dev/null 2>"$t/err"
+expect_grep "experts local [0-9/]* (mapped)" "$t/err" || fail "--store mapped did not map"
 echo PASS

@@ -5,6 +5,7 @@
 # the bundled one is used; nothing found is one line saying where it looked and what to run.
 # Also `make install`: the binary, the bundled model, the man page and bash completion.
 source "$(dirname "$0")/../lib.sh"
+export DELTAFIN_VERBOSE=1 # the checks below read the full start-up line (with where the model was found)
 t="$DF_TEST_TMP/model_locate"
 rm -rf "$t"
 mkdir -p "$t"
@@ -58,8 +59,9 @@ rc=0
 [ "$rc" -ne 0 ] || fail "convert-spine wrote into the bundled model"
 [ ! -e "$bundled/deltafin-int8" ] || fail "convert-spine wrote into the bundled model"
 expect_grep -F "$t/xdg-empty/deltafin" "$t/cs.out" || fail "convert-spine"
-"$t/tree/build/deltafin" doctor >"$t/d.out" 2>&1 && fail "doctor found an install in an empty cache"
-expect_grep -F "$t/xdg-empty/deltafin" "$t/d.out" || fail "doctor did not look at the default install"
+# doctor with nothing installed checks the bundled model run uses, saying there is no install
+"$t/tree/build/deltafin" doctor >"$t/d.out" 2>&1 || fail "doctor refused a working bundled model: $(cat "$t/d.out")"
+expect_grep -F "no install in $t/xdg-empty/deltafin" "$t/d.out" || fail "doctor did not look at the default install"
 
 # --- an install in the default place wins over the bundled model; DELTAFIN_ROOT over that; -m over all
 mkdir -p "$t/xdg"
@@ -107,7 +109,7 @@ man -l "$p/share/man/man1/deltafin.1" 2>/dev/null >"$t/man.txt"
 for c in run chat serve setup settings; do
     expect_grep -E "deltafin +$c +\[" "$t/man.txt" || fail "the man page lacks $c"
 done
-for want in "--ctx-size N" "K3_THREADS"; do expect_grep -- "$want" "$t/man.txt" || fail "the man page lacks the settings"; done
+for want in "--ctx-size N" "DELTAFIN_THREADS"; do expect_grep -- "$want" "$t/man.txt" || fail "the man page lacks the settings"; done
 complete_words() { # words...: what completing the last one offers
     bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _deltafin; printf "%s\n" "${COMPREPLY[@]}"' \
         _ "$p/share/bash-completion/completions/deltafin" "$@"

@@ -4,6 +4,7 @@
 # speculation on or off; another seed gives others; a run without --seed prints the seed it drew,
 # which reproduces it; top-k 1 is greedy; bad values are refused naming the flag.
 source "$(dirname "$0")/../lib.sh"
+export DELTAFIN_VERBOSE=1 # the checks below read the full start-up line
 t="$DF_TEST_TMP/run_sampling"
 m="$t/m"
 mkdir -p "$t"

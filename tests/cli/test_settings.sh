@@ -4,6 +4,7 @@
 # line naming the variable, exit status 1; `deltafin settings` lists every setting, hides
 # secrets, and the README documents each one; values reach the engine (K3_KERNELS, K3_THREADS).
 source "$(dirname "$0")/../lib.sh"
+export DELTAFIN_VERBOSE=1 # the checks below read the full start-up line
 t="$DF_TEST_TMP/settings"
 mkdir -p "$t"
 "$DF" synth --preset tiny --seed 2 --out "$t/tiny" --quiet >/dev/null
@@ -40,7 +41,7 @@ done
 DELTAFIN_API_KEY=sekrit-123 HF_TOKEN=hf_sekrit K3_THREADS=3 "$DF" settings >"$t/list"
 expect_no_grep sekrit "$t/list" || fail "a secret was printed"
 expect_grep '^DELTAFIN_API_KEY=(set, not shown)' "$t/list" || fail "the API key is not marked as set"
-expect_grep '^K3_THREADS=3   \[set\]' "$t/list" || fail "K3_THREADS=3 not shown"
+expect_grep '^DELTAFIN_THREADS=3   \[set\] by K3_THREADS' "$t/list" || fail "K3_THREADS=3 not shown as DELTAFIN_THREADS set by K3_THREADS"
 
 # values reach the engine
 K3_KERNELS=portable K3_THREADS=1 "$DF" run --model "$t/tiny" --tokens "1 2" --max-new 2 >/dev/null 2>"$t/err"

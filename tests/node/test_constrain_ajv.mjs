@@ -1,4 +1,5 @@
-// Constrained decoding checked by a real JSON Schema validator: ajv (2020-12 dialect). The C
+// Constrained decoding checked by a real JSON Schema validator: ajv (2020-12 dialect, with
+// ajv-formats for "format"). The C
 // helper tests/helpers/constrain_emit decodes walks that pick, at each step, the best allowed
 // token under random logits (a model with random weights) on a synthetic K3-style vocabulary;
 // every output must be finished, parse with JSON.parse and validate with ajv, and every tool
@@ -10,10 +11,12 @@ import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import Ajv2020 from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const EMIT = path.join(ROOT, "build/tests/helpers/constrain_emit");
 const ajv = new Ajv2020({ strict: false, allErrors: true });
+addFormats(ajv);
 
 function emit(request) {
   const r = spawnSync(EMIT, { input: JSON.stringify({ vocab: 2000, seed: 1, ...request }) });
@@ -67,15 +70,73 @@ const schemas = {
     required: ['q"k', "é\u0001"],
   },
   rootRecursion: { type: ["array", "integer"], items: { $ref: "#" }, maxItems: 3 },
+  // What pydantic's model_json_schema() writes for Field(ge=, le=, gt=, lt=, min_length=,
+  // max_length=, pattern=), conint/confloat, EmailStr, UUID, datetime, date, time, list lengths.
+  pydanticModel: {
+    title: "Booking",
+    type: "object",
+    properties: {
+      name: { title: "Name", type: "string", minLength: 1, maxLength: 12 },
+      age: { title: "Age", type: "integer", minimum: 0, maximum: 150 },
+      rating: { title: "Rating", type: "number", exclusiveMinimum: 0, maximum: 5 },
+      ratio: { title: "Ratio", type: "number", minimum: 0, exclusiveMaximum: 1 },
+      email: { title: "Email", type: "string", format: "email" },
+      id: { title: "Id", type: "string", format: "uuid" },
+      created: { title: "Created", type: "string", format: "date-time" },
+      day: { title: "Day", type: "string", format: "date" },
+      at: { title: "At", type: "string", format: "time" },
+      code: { title: "Code", type: "string", pattern: "^[A-Z]{3}-\\d{4}$" },
+      seats: { title: "Seats", type: "array", items: { type: "integer", minimum: 1, maximum: 60 }, minItems: 1, maxItems: 4 },
+      nickname: { anyOf: [{ type: "string", pattern: "^[a-z]+$", maxLength: 8 }, { type: "null" }], default: null, title: "Nickname" },
+    },
+    required: ["name", "age", "rating", "ratio", "email", "id", "created", "day", "at", "code", "seats"],
+  },
+  // What zod (zod-to-json-schema, OpenAI's zodResponseFormat) writes for .int().min().max(),
+  // .gt()/.lt(), .multipleOf(), .email(), .uuid(), .datetime(), .ip(), .regex(), .length().
+  zodObject: {
+    type: "object",
+    properties: {
+      count: { type: "integer", minimum: -10, exclusiveMaximum: 10 },
+      step: { type: "integer", multipleOf: 5, minimum: 0, maximum: 100 },
+      temp: { type: "number", exclusiveMinimum: -273.15 , maximum: 1e3 },
+      ip: { type: "string", format: "ipv4" },
+      slug: { type: "string", pattern: "^[a-z0-9]+(?:-[a-z0-9]+)*$", minLength: 3, maxLength: 20 },
+      pin: { type: "string", minLength: 4, maxLength: 4, pattern: "^\\d+$" },
+      when: { type: "string", format: "date-time" },
+      tags: { type: "array", items: { type: "string", maxLength: 6 }, minItems: 2, maxItems: 3 },
+    },
+    required: ["count", "step", "temp", "ip", "slug", "pin", "when", "tags"],
+    additionalProperties: false,
+  },
+  numberEdges: {
+    type: "array",
+    items: { anyOf: [
+      { type: "number", exclusiveMinimum: 0.1, maximum: 0.2 },
+      { type: "integer", minimum: 0.5, maximum: 1e300 },
+      { type: "number", minimum: -1e-20, maximum: 1e-20 },
+    ] },
+    minItems: 3, maxItems: 3,
+  },
+  patterns: {
+    type: "array",
+    items: { anyOf: [
+      { type: "string", pattern: "ab+c", maxLength: 8 },
+      { type: "string", pattern: "^\"[\\\\\\n]x$" },
+      { type: "string", pattern: "^\\w+\\s\\S$", minLength: 3, maxLength: 5 },
+      { type: "string", pattern: "^(?:\\u00e9|\\u4e2d)+$", maxLength: 3 },
+    ] },
+    minItems: 4, maxItems: 4,
+  },
 };
 
 for (const [name, schema] of Object.entries(schemas)) {
   test(`${name}: every walk ends in JSON that ajv validates`, () => {
-    const { status, lines, stderr } = emit({ schema, walks: 12, budget: 160 });
+    const budget = name === "pydanticModel" || name === "zodObject" ? 700 : 160;
+    const { status, lines, stderr } = emit({ schema, walks: 12, budget });
     assert.equal(status, 0, stderr);
     assert.equal(lines.length, 12);
     for (const [i, out] of lines.entries()) {
-      assert.ok(out.done && out.tokens <= 160, `walk ${i}: not finished within the budget`);
+      assert.ok(out.done && out.tokens <= budget, `walk ${i}: not finished within the budget`);
       let value;
       assert.doesNotThrow(() => { value = JSON.parse(out.text); }, `walk ${i}: ${out.text}`);
       validate(schema, value, `walk ${i}`);
@@ -113,6 +174,22 @@ const tools = [
     },
   },
   { type: "function", function: { name: "ping" } },
+  {
+    type: "function",
+    function: {
+      name: "book", // string arguments are raw text in K3's chat format: patterns and formats there too
+      parameters: {
+        type: "object",
+        properties: {
+          seat: { type: "integer", minimum: 1, maximum: 60 },
+          code: { type: "string", pattern: "^[A-Z]{2}\\d$" },
+          day: { type: "string", format: "date" },
+          note: { type: "string", pattern: "\"|\\\\", maxLength: 4 },
+        },
+        required: ["seat", "code", "day", "note"],
+      },
+    },
+  },
 ];
 
 function checkCalls(out, allowed, what) {
@@ -126,12 +203,23 @@ function checkCalls(out, allowed, what) {
 }
 
 test("tool_choice required: at least one call, each with valid arguments", () => {
-  const { status, lines, stderr } = emit({ reply: { tools, tool_choice: "required" }, thinking: true, walks: 10, budget: 400 });
+  const { status, lines, stderr } = emit({ reply: { tools, tool_choice: "required" }, thinking: true, walks: 16, budget: 400 });
   assert.equal(status, 0, stderr);
   for (const [i, out] of lines.entries()) {
     assert.ok(out.done, `walk ${i}: not finished`);
     assert.ok(out.tool_calls.length >= 1, `walk ${i}: no tool call`);
-    checkCalls(out, ["get_weather", "search", "ping"], `walk ${i}`);
+    checkCalls(out, ["get_weather", "search", "ping", "book"], `walk ${i}`);
+  }
+});
+
+test("a named function with ranges, patterns and formats: its arguments validate", () => {
+  const { status, lines, stderr } = emit({
+    reply: { tools, tool_choice: { type: "function", function: { name: "book" } } }, walks: 10, budget: 400,
+  });
+  assert.equal(status, 0, stderr);
+  for (const [i, out] of lines.entries()) {
+    assert.ok(out.done && out.tool_calls.length >= 1, `walk ${i}: ${out.tool_calls.length} calls`);
+    checkCalls(out, ["book"], `walk ${i}`);
   }
 });
 
@@ -162,9 +250,23 @@ test("response_format json_schema with tool_choice none: a valid answer and no c
 
 test("a schema outside the subset is refused with its path", () => {
   const { status, lines } = emit({
-    reply: { response_format: { type: "json_schema", json_schema: { name: "d", schema: { type: "object", properties: { when: { type: "string", format: "date-time" } } } } } },
+    reply: { response_format: { type: "json_schema", json_schema: { name: "d", schema: { type: "object", properties: { when: { type: "string", format: "uri" } } } } } },
     walks: 1, budget: 10,
   });
   assert.equal(status, 1);
-  assert.match(lines[0].error, /^response_format\.json_schema\.schema\.properties\.when: 'format' is not supported/);
+  assert.match(lines[0].error, /^response_format\.json_schema\.schema\.properties\.when: 'format' "uri" cannot be enforced/);
+});
+
+test("what cannot be enforced exactly is refused, naming it", () => {
+  const cases = [
+    [{ type: "string", pattern: "^(?!x)[a-z]+$" }, /^schema: 'pattern': lookahead and lookbehind cannot be enforced/],
+    [{ type: "string", pattern: "(a)\\1" }, /^schema: 'pattern': backreferences/],
+    [{ type: "number", multipleOf: 0.01 }, /^schema: 'multipleOf' 0\.01 cannot be enforced/],
+    [{ type: "array", minItems: 1e9 }, /^schema: 'minItems' is 1000000000: no reply is that long/],
+  ];
+  for (const [schema, message] of cases) {
+    const { status, lines } = emit({ schema, walks: 1, budget: 10 });
+    assert.equal(status, 1, JSON.stringify(schema));
+    assert.match(lines[0].error, message);
+  }
 });

@@ -8,12 +8,14 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import Ajv2020 from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { MODEL_ID, cleanup, scratch, startServer, stopServer, synth } from "./serve_harness.mjs";
 
 let dir, model, server, client, anthropic;
 const ajv = new Ajv2020({ strict: false, allErrors: true });
+addFormats(ajv);
 const MAX = 160;
 
 before(async () => {
@@ -82,6 +84,33 @@ test("response_format json_schema: the answer validates, whole and streamed alik
   }
 });
 
+// What pydantic and zod write for ranges, lengths, item counts, patterns and formats.
+const booking = {
+  type: "object",
+  properties: {
+    age: { type: "integer", minimum: 0, maximum: 150 },
+    score: { type: "number", exclusiveMinimum: 0, maximum: 1 },
+    step: { type: "integer", multipleOf: 5, minimum: 0, maximum: 50 },
+    code: { type: "string", pattern: "^[A-Z]{2}-\\d{3}$" },
+    email: { type: "string", format: "email", maxLength: 40 },
+    id: { type: "string", format: "uuid" },
+    day: { type: "string", format: "date" },
+    seats: { type: "array", items: { type: "integer", minimum: 1, maximum: 9 }, minItems: 1, maxItems: 3 },
+  },
+  required: ["age", "score", "step", "code", "email", "id", "day", "seats"],
+  additionalProperties: false,
+};
+
+test("json_schema with ranges, patterns and formats: every seed's answer validates", async () => {
+  const params = { model: MODEL_ID, messages, max_tokens: 600,
+    response_format: { type: "json_schema", json_schema: { name: "booking", strict: true, schema: booking } } };
+  for (const seed of [undefined, 1, 2, 3]) {
+    const r = await client.chat.completions.create(seed === undefined ? params : { ...params, temperature: 1, seed });
+    assert.equal(r.choices[0].finish_reason, "stop");
+    valid(booking, JSON.parse(r.choices[0].message.content), `seed ${seed}`);
+  }
+});
+
 test("response_format json_object: the answer is a JSON object", async () => {
   const r = await client.chat.completions.create({ model: MODEL_ID, messages, max_tokens: MAX, response_format: { type: "json_object" } });
   const v = JSON.parse(r.choices[0].message.content);
@@ -143,7 +172,7 @@ test("refusals name the field", async () => {
     response_format: { type: "json_schema", json_schema: { name: "p", strict: true, schema: person } } }),
   (e) => e instanceof OpenAI.BadRequestError && e.param === "max_tokens");
   await assert.rejects(client.chat.completions.create({ model: MODEL_ID, messages, max_tokens: MAX,
-    response_format: { type: "json_schema", json_schema: { name: "p", schema: { type: "object", properties: { a: { type: "string", format: "email" } } } } } }),
+    response_format: { type: "json_schema", json_schema: { name: "p", schema: { type: "object", properties: { a: { type: "string", format: "uri" } } } } } }),
   (e) => e instanceof OpenAI.BadRequestError && e.param === "response_format");
   await assert.rejects(client.chat.completions.create({ model: MODEL_ID, messages: ask, tools, max_tokens: MAX,
     tool_choice: { type: "function", function: { name: "nope" } } }),

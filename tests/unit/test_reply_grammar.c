@@ -535,8 +535,8 @@ static void requests_map_to_grammars_or_refusals(void) {
         {"{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}", NULL, NULL, "response_format.json_schema.name:"},
         {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"strict\":true,\"schema\":{\"type\":\"array\"}}}", NULL,
          NULL, "response_format.json_schema.schema: strict mode needs the root"},
-        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"string\",\"format\":\"date\"}}}",
-         NULL, NULL, "response_format.json_schema.schema: 'format' is not supported"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"string\",\"format\":\"uri\"}}}",
+         NULL, NULL, "response_format.json_schema.schema: 'format' \"uri\" cannot be enforced"},
         {NULL, "[{\"type\":\"retrieval\"}]", "\"required\"", "tools[0].type: only \"function\""},
         {NULL, "[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]", "\"required\"", "tools[0].function.name:"},
         {NULL, "[{\"type\":\"function\",\"function\":{\"name\":\"a\"}},{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]",
@@ -551,8 +551,8 @@ static void requests_map_to_grammars_or_refusals(void) {
                "\"properties\":{\"x\":{\"type\":\"string\"}}}}}]",
          "\"required\"", "tools[0].function.parameters: strict mode needs \"additionalProperties\": false"},
         {NULL, "[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"type\":\"object\",\"properties\":{"
-               "\"x\":{\"type\":\"number\",\"minimum\":3}}}}}]",
-         "\"required\"", "tools[0].function.parameters.properties.x: 'minimum' is not supported"},
+               "\"x\":{\"type\":\"number\",\"multipleOf\":0.5}}}}}]",
+         "\"required\"", "tools[0].function.parameters.properties.x: 'multipleOf' 0.5 cannot be enforced"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         json_t *rf = load(bad[i].rf), *t = load(bad[i].tools), *tc = load(bad[i].tc);

@@ -79,10 +79,10 @@ static void greedy_is_the_argmax_lowest_id_on_ties(void) {
 
 static void sampled_choices_equal_the_reference(void) {
     const SampleParams sets[] = {
-        {1.0, 1, 0, 0, 0, 0, 11, 0, 0, NULL, 0},    {0.7, 0.9, 0, 0, 0, 0, 12, 0, 0, NULL, 0},
-        {1.3, 1, 40, 0, 0, 0, 13, 0, 0, NULL, 0},   {0.8, 0.5, 20, 0.05, 0, 0, 14, 0, 0, NULL, 0},
-        {2.0, 0.95, 0, 0.1, 0, 0, 15, 0, 0, NULL, 0}, {0.5, 1, 1, 0, 0, 0, 16, 0, 0, NULL, 0},
-        {1.0, 0.3, 0, 0, 0.5, 0.7, 17, 0, 0, NULL, 0}, {0.9, 1, 299, 0.01, 0, -0.4, 18, 0, 0, NULL, 0},
+        {1.0, 1, 0, 0, 0, 0, 11, 0, 0, NULL, 0, 0, 0},    {0.7, 0.9, 0, 0, 0, 0, 12, 0, 0, NULL, 0, 0, 0},
+        {1.3, 1, 40, 0, 0, 0, 13, 0, 0, NULL, 0, 0, 0},   {0.8, 0.5, 20, 0.05, 0, 0, 14, 0, 0, NULL, 0, 0, 0},
+        {2.0, 0.95, 0, 0.1, 0, 0, 15, 0, 0, NULL, 0, 0, 0}, {0.5, 1, 1, 0, 0, 0, 16, 0, 0, NULL, 0, 0, 0},
+        {1.0, 0.3, 0, 0, 0.5, 0.7, 17, 0, 0, NULL, 0, 0, 0}, {0.9, 1, 299, 0.01, 0, -0.4, 18, 0, 0, NULL, 0, 0, 0},
     };
     Rng r;
     rng_seed(&r, 2);
@@ -110,7 +110,7 @@ static void sampled_choices_equal_the_reference(void) {
 }
 
 static void a_seed_reproduces_its_choices(void) {
-    SampleParams a = {0.8, 0.95, 0, 0, 0, 0, 42, 0, 0, NULL, 0}, b = a;
+    SampleParams a = {0.8, 0.95, 0, 0, 0, 0, 42, 0, 0, NULL, 0, 0, 0}, b = a;
     b.seed = 43;
     Sampler sa, sa2, sb;
     CHECK(sampler_init(&sa, &a, V) == 0 && sampler_init(&sa2, &a, V) == 0 && sampler_init(&sb, &b, V) == 0);
@@ -140,7 +140,7 @@ static void frequencies_follow_the_truncated_distribution(void) {
     for (int t = 0; t < V; t++) z[t] = -10;
     const float top[6] = {2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f};
     for (int i = 0; i < 6; i++) z[10 * i + 3] = top[i];
-    SampleParams p = {1.0, 0.8, 5, 0, 0, 0, 99, 0, 0, NULL, 0};
+    SampleParams p = {1.0, 0.8, 5, 0, 0, 0, 99, 0, 0, NULL, 0, 0, 0};
     /* top_k 5 keeps the five best (weights 1, .61, .37, .22, .14 of 2.33); top_p 0.8 of that
      * mass (1.87) is reached by the first three */
     double w[3], total = 0;
@@ -217,13 +217,62 @@ static void logprobs_are_a_log_softmax(void) {
     sampler_free(&s);
 }
 
+/* llama.cpp's repetition penalty: a token among the last repeat_last_n of the context (prompt
+ * included) has its logit divided by the penalty when positive, multiplied when not; the window
+ * moves on as tokens are emitted. Checked against the processed logits written out by hand. */
+static void repeat_penalty_follows_llama_cpp(void) {
+    float z[V] = {0};
+    for (int t = 0; t < V; t++) z[t] = -3.0f;
+    z[5] = 2.0f, z[6] = 1.7f, z[7] = -1.0f, z[8] = -1.4f;
+    SampleParams p = SAMPLE_PARAMS_GREEDY;
+    p.repeat_penalty = 1.25, p.repeat_last_n = 3;
+    Sampler s;
+    CHECK(sampler_init(&s, &p, V) == 0);
+    CHECK(sampler_pick(&s, z, NULL, 0, NULL) == 5); /* an empty window: the argmax */
+    int32_t prompt[] = {5, 9, 9, 5, 7};              /* the last 3: 9 5 7 */
+    sampler_context(&s, prompt, 5);
+    CHECK(sampler_pick(&s, z, NULL, 0, NULL) == 6); /* 2.0 / 1.25 = 1.6 < 1.7 */
+    SampleInfo info;
+    p.logprobs = 1;
+    Sampler l;
+    CHECK(sampler_init(&l, &p, V) == 0);
+    sampler_context(&l, prompt, 5);
+    sampler_pick(&l, z, NULL, 0, &info);
+    CHECK_NEAR(l.z[5], 1.6, 1e-6);                  /* divided */
+    CHECK_NEAR(l.z[7], -1.25, 1e-6);                /* multiplied */
+    CHECK_NEAR(l.z[8], -1.4, 1e-6);                 /* outside the window */
+    CHECK_NEAR(l.z[9], -3.75, 1e-6);                /* in the window (once or twice: the same) */
+    CHECK_NEAR(l.z[10], -3.0, 1e-6);
+    sampler_free(&l);
+    sampler_accept(&s, 6);                           /* window 5 7 6 */
+    CHECK(sampler_pick(&s, z, NULL, 1, NULL) == 5);  /* 1.6 > 1.7 / 1.25 = 1.36 */
+    sampler_accept(&s, 8), sampler_accept(&s, 8);    /* window 6 8 8: 5 is back to 2.0 */
+    CHECK(sampler_pick(&s, z, NULL, 2, NULL) == 5);
+    sampler_context(&s, prompt, 2);                  /* a new context: 5 9 */
+    CHECK(sampler_pick(&s, z, NULL, 0, NULL) == 6);
+    sampler_free(&s);
+    p.logprobs = 0, p.repeat_last_n = -1;              /* every token so far */
+    CHECK(sampler_init(&s, &p, V) == 0);
+    sampler_context(&s, prompt, 1);
+    for (int i = 0; i < 100; i++) sampler_accept(&s, 9);
+    CHECK(sampler_pick(&s, z, NULL, 0, NULL) == 6);
+    CHECK(s.counts != NULL);                         /* sessions draft nothing after penalised choices */
+    sampler_free(&s);
+    p.repeat_penalty = 1; /* 1 (or 0) is off: plain greedy */
+    CHECK(sampler_init(&s, &p, V) == 0 && s.plain);
+    sampler_free(&s);
+}
+
 static void bad_parameters_are_refused(void) {
     Sampler s;
-    SampleParams bad[] = {{2.5, 1, 0, 0, 0, 0, 0, 0, 0, NULL, 0}, {1, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0},
-                          {1, 1, -1, 0, 0, 0, 0, 0, 0, NULL, 0}, {1, 1, 0, 1.5, 0, 0, 0, 0, 0, NULL, 0},
-                          {1, 1, 0, 0, 3, 0, 0, 0, 0, NULL, 0},  {1, 1, 0, 0, 0, 0, 0, 1, 21, NULL, 0},
-                          {NAN, 1, 0, 0, 0, 0, 0, 0, 0, NULL, 0}};
-    static const char *const field[] = {"temperature", "top_p", "top_k", "min_p", "presence_penalty", "top_logprobs", "temperature"};
+    SampleParams bad[] = {{2.5, 1, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0},
+                          {1, 1, -1, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0}, {1, 1, 0, 1.5, 0, 0, 0, 0, 0, NULL, 0, 0, 0},
+                          {1, 1, 0, 0, 3, 0, 0, 0, 0, NULL, 0, 0, 0},  {1, 1, 0, 0, 0, 0, 0, 1, 21, NULL, 0, 0, 0},
+                          {NAN, 1, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0},  {0, 1, 0, 0, 0, 0, 0, 0, 0, NULL, 0, -1, 64},
+                          {0, 1, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 11, 64}, {0, 1, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 1.1, -2},
+                          {0, 1, 0, 0, 0, 0, 0, 0, 0, NULL, 0, NAN, 64}};
+    static const char *const field[] = {"temperature", "top_p", "top_k", "min_p", "presence_penalty", "top_logprobs", "temperature",
+                                        "repeat_penalty", "repeat_penalty", "repeat_last_n", "repeat_penalty"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK_MSG(sampler_init(&s, &bad[i], V) == -1, "set %zu", i);
         const char *f = NULL;
@@ -237,7 +286,7 @@ static void min_p_one_keeps_the_most_probable(void) {
     float z[V];
     for (int i = 0; i < V; i++) z[i] = (float)((i * 7) % 11) * 0.1f;
     z[5] = 3.0f;
-    SampleParams p = {1, 1, 0, 1, 0, 0, 0, 0, 0, NULL, 0};
+    SampleParams p = {1, 1, 0, 1, 0, 0, 0, 0, 0, NULL, 0, 0, 0};
     const char *f;
     CHECK(sampler_check(&p, &f) == 0);
     Sampler s;
@@ -254,6 +303,7 @@ int main(void) {
     RUN(frequencies_follow_the_truncated_distribution);
     RUN(penalties_and_bias_follow_openai);
     RUN(logprobs_are_a_log_softmax);
+    RUN(repeat_penalty_follows_llama_cpp);
     RUN(bad_parameters_are_refused);
     return check_summary();
 }

@@ -151,7 +151,7 @@ static void test_stops_inside_a_pass(void) {
 /* Sampled decoding: drafts are checked with the sampler's own choice at each row's position,
  * so drafts cut anywhere give exactly the sampled tokens (and State) of plain decoding. */
 static void test_sampled_with_drafts(void) {
-    const SampleParams params = {0.9, 0.95, 0, 0, 0, 0, 1234, 0, 0, NULL, 0};
+    const SampleParams params = {0.9, 0.95, 0, 0, 0, 0, 1234, 0, 0, NULL, 0, 0, 0};
     Sampler sm;
     Collected want = {{0}, 0};
     GenResult res;
@@ -276,7 +276,7 @@ static void test_session(void) {
 /* The Session with a sampler: drafts verified at each row's completion position give the
  * sampled picks of plain decoding, whatever the drafts. */
 static void sampled_picks(Session *s, int n, int32_t *picks) {
-    const SampleParams params = {1.0, 0.9, 0, 0, 0, 0, 77, 0, 0, NULL, 0};
+    const SampleParams params = {1.0, 0.9, 0, 0, 0, 0, 77, 0, 0, NULL, 0, 0, 0};
     Sampler sm;
     CHECK(sampler_init(&sm, &params, eng.cat.cfg.vocab) == 0);
     CHECK(session_prefill(s, prompt, (size_t)n_prompt, NULL, NULL, NULL) == 0);
