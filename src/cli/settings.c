@@ -66,9 +66,9 @@ static int check_key(const char *v, const char **stored) {
 }
 
 static int check_kernels(const char *v, const char **stored) {
-    static const char *const names[] = {"auto", "avx512", "avx2", "portable"};
+    static const char *const names[] = {"auto", "avx512", "avx2", "neon", "portable"};
     *stored = v;
-    return check_named(v, names, 4);
+    return check_named(v, names, 5);
 }
 
 /* K3_TRACE: "0" is off, "1" the default file name, anything else the file name. */
@@ -175,8 +175,8 @@ static const Setting table[] = {
      .help = "chat thinking effort (low, high, max)"},
     {.name = "K3_A_LOG", .flag = "a-log", .kind = SET_CHOICE, .offset = F(engine.a_log), .choices = a_logs, .what = "an indexing", .def = "per-head",
      .help = "KDA decay-gate indexing; per-channel reproduces the original engine's reading (compatibility only)"},
-    {.name = "K3_KERNELS", .arg = "auto|avx512|avx2|portable", .flag = "kernels", .kind = SET_TEXT, .offset = F(engine.kernels), .check = check_kernels, .what = "a kernel set", .def = "auto",
-     .help = "avx512, avx2 or portable (all bit-identical); auto: the widest the CPU runs"},
+    {.name = "K3_KERNELS", .arg = "auto|avx512|avx2|neon|portable", .flag = "kernels", .kind = SET_TEXT, .offset = F(engine.kernels), .check = check_kernels, .what = "a kernel set", .def = "auto",
+     .help = "avx512, avx2 (x86-64), neon (AArch64) or portable (all bit-identical); auto: the widest the CPU runs"},
     {.name = "K3_DEV", .flag = "device", .kind = SET_CHOICE, .offset = F(engine.device), .choices = devices, .what = "a device", .def = "auto",
      .help = "cuda when the binary has the CUDA backend and a GPU answers, else cpu"},
     {.name = "K3_DEV_PASS", .flag = "device-pass", .kind = SET_CHOICE, .offset = F(engine.device_pass), .choices = device_passes, .what = "a device pass", .def = "layers",

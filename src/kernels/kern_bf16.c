@@ -62,9 +62,35 @@ KERN_DEFINE_ROWS(KERN_AVX2_FN, bf16_rows_avx2, bf16_tile_avx2, KERN_OUTS_AVX2)
 KERN_DEFINE_ROWS(KERN_AVX512_FN, bf16_rows_avx512, bf16_tile_avx512, KERN_OUTS_AVX512)
 #endif
 
+#if KERN_HAVE_NEON
+#include "kernels/kern_neon.h"
+
+KERN_NEON_INLINE void bf16_tile_neon(const KernJob *j, int r, int nr, int t0, int nt) {
+    const size_t cols = (size_t)j->cols;
+    const uint16_t *W = (const uint16_t *)j->W + (size_t)r * cols;
+    const float *X = j->X + (size_t)t0 * cols;
+    const size_t ahead = kern_prefetch_ahead(2 * cols, nr);
+    Lanes128 acc[KERN_TILE_MAX];
+    acc128_zero(acc, nr * nt);
+    for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES) {
+        KERN_UNROLL
+        for (int i = 0; i < nr; i++) {
+            const uint16_t *w = W + i * cols + c;
+            KERN_PREFETCH_AT(w, ahead);
+            uint16x8_t a = vld1q_u16(w), b = vld1q_u16(w + 8);
+            Lanes128 wf = {{high16_lo(a), high16_hi(a), high16_lo(b), high16_hi(b)}};
+            acc128_fma(acc + i * nt, nt, &wf, X, cols, c);
+        }
+    }
+    acc128_done(j, acc, r, nr, t0, nt);
+}
+
+KERN_DEFINE_ROWS(KERN_NEON_FN, bf16_rows_neon, bf16_tile_neon, KERN_OUTS_NEON)
+#endif
+
 void kern_matmul_bf16_isa(KernIsa isa, Pool *pool, float *Y, const uint16_t *W, const float *X, int T, int rows,
                           int cols) {
-    KernJob j = {.rows_fn = KERN_ROWS(isa, bf16_rows_avx2, bf16_rows_avx512), .expand = bf16_expand, .Y = Y,
+    KernJob j = {.rows_fn = KERN_ROWS(isa, bf16), .expand = bf16_expand, .Y = Y,
                  .W = W, .X = X, .T = T, .rows = rows, .cols = cols, .row_bytes = sizeof(uint16_t) * (size_t)cols};
     kern_run(pool, &j);
 }

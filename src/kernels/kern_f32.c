@@ -48,9 +48,33 @@ KERN_DEFINE_ROWS(KERN_AVX2_FN, f32_rows_avx2, f32_tile_avx2, KERN_OUTS_AVX2)
 KERN_DEFINE_ROWS(KERN_AVX512_FN, f32_rows_avx512, f32_tile_avx512, KERN_OUTS_AVX512)
 #endif
 
+#if KERN_HAVE_NEON
+#include "kernels/kern_neon.h"
+
+KERN_NEON_INLINE void f32_tile_neon(const KernJob *j, int r, int nr, int t0, int nt) {
+    const size_t cols = (size_t)j->cols;
+    const float *W = (const float *)j->W + (size_t)r * cols, *X = j->X + (size_t)t0 * cols;
+    const size_t ahead = kern_prefetch_ahead(4 * cols, nr);
+    Lanes128 acc[KERN_TILE_MAX];
+    acc128_zero(acc, nr * nt);
+    for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES) {
+        KERN_UNROLL
+        for (int i = 0; i < nr; i++) {
+            const float *w = W + i * cols + c;
+            KERN_PREFETCH_AT(w, ahead);
+            Lanes128 wf = {{vld1q_f32(w), vld1q_f32(w + 4), vld1q_f32(w + 8), vld1q_f32(w + 12)}};
+            acc128_fma(acc + i * nt, nt, &wf, X, cols, c);
+        }
+    }
+    acc128_done(j, acc, r, nr, t0, nt);
+}
+
+KERN_DEFINE_ROWS(KERN_NEON_FN, f32_rows_neon, f32_tile_neon, KERN_OUTS_NEON)
+#endif
+
 void kern_matmul_f32_isa(KernIsa isa, Pool *pool, float *Y, const float *W, const float *X, int T, int rows,
                          int cols) {
-    KernJob j = {.rows_fn = KERN_ROWS(isa, f32_rows_avx2, f32_rows_avx512), .expand = f32_expand, .Y = Y, .W = W,
+    KernJob j = {.rows_fn = KERN_ROWS(isa, f32), .expand = f32_expand, .Y = Y, .W = W,
                  .X = X, .T = T, .rows = rows, .cols = cols, .row_bytes = sizeof(float) * (size_t)cols};
     kern_run(pool, &j);
 }

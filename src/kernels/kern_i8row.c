@@ -75,9 +75,44 @@ KERN_DEFINE_ROWS(KERN_AVX2_FN, i8row_rows_avx2, i8row_tile_avx2, KERN_OUTS_AVX2)
 KERN_DEFINE_ROWS(KERN_AVX512_FN, i8row_rows_avx512, i8row_tile_avx512, KERN_OUTS_AVX512)
 #endif
 
+#if KERN_HAVE_NEON
+#include "kernels/kern_neon.h"
+
+/* 4 int16 -> 4 fp32 times the row scale (exact conversion, one multiply). */
+KERN_NEON_INLINE float32x4_t i16x4_scaled(int16x4_t v, float32x4_t s) { return vmulq_f32(vcvtq_f32_s32(vmovl_s16(v)), s); }
+
+KERN_NEON_INLINE void i8row_tile_neon(const KernJob *j, int r, int nr, int t0, int nt) {
+    const size_t cols = (size_t)j->cols;
+    const int8_t *W = (const int8_t *)j->W + (size_t)r * cols;
+    const float *S = (const float *)j->aux + r;
+    const float *X = j->X + (size_t)t0 * cols;
+    const size_t ahead = kern_prefetch_ahead(cols, nr);
+    Lanes128 acc[KERN_TILE_MAX];
+    float32x4_t s[KERN_TILE_MAX];
+    acc128_zero(acc, nr * nt);
+    KERN_UNROLL
+    for (int i = 0; i < nr; i++) s[i] = vdupq_n_f32(S[i]);
+    for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES) {
+        KERN_UNROLL
+        for (int i = 0; i < nr; i++) {
+            const int8_t *w = W + i * cols + c;
+            KERN_PREFETCH_AT(w, ahead);
+            int8x16_t q = vld1q_s8(w);
+            int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_high_s8(q);
+            Lanes128 wf = {{i16x4_scaled(vget_low_s16(lo), s[i]), i16x4_scaled(vget_high_s16(lo), s[i]),
+                            i16x4_scaled(vget_low_s16(hi), s[i]), i16x4_scaled(vget_high_s16(hi), s[i])}};
+            acc128_fma(acc + i * nt, nt, &wf, X, cols, c);
+        }
+    }
+    acc128_done(j, acc, r, nr, t0, nt);
+}
+
+KERN_DEFINE_ROWS(KERN_NEON_FN, i8row_rows_neon, i8row_tile_neon, KERN_OUTS_NEON)
+#endif
+
 void kern_matmul_i8row_isa(KernIsa isa, Pool *pool, float *Y, const int8_t *W, const float *scales, const float *X,
                            int T, int rows, int cols) {
-    KernJob j = {.rows_fn = KERN_ROWS(isa, i8row_rows_avx2, i8row_rows_avx512), .expand = i8row_expand, .Y = Y,
+    KernJob j = {.rows_fn = KERN_ROWS(isa, i8row), .expand = i8row_expand, .Y = Y,
                  .W = W, .aux = scales, .X = X, .T = T, .rows = rows, .cols = cols, .row_bytes = (size_t)cols};
     kern_run(pool, &j);
 }
