@@ -52,6 +52,14 @@ int plat_open_uncached(const char *path, int flags, unsigned mode) {
 #endif
 }
 
+const char *plat_uncached_name(void) {
+#ifdef __linux__
+    return "O_DIRECT";
+#else
+    return "F_NOCACHE";
+#endif
+}
+
 int plat_uncached_off(int fd) {
 #ifdef __linux__
     int fl = fcntl(fd, F_GETFL);

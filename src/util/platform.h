@@ -23,6 +23,8 @@ const char *plat_arch_name(void);
  * at the first transfer), F_NOCACHE on macOS (any alignment; a hint, never refused). The
  * descriptor, or -1 with errno. */
 int plat_open_uncached(const char *path, int flags, unsigned mode);
+/* What plat_open_uncached uses, for messages: "O_DIRECT" or "F_NOCACHE". */
+const char *plat_uncached_name(void);
 /* Turns that off again for fd (the unaligned tail of a write). 0, or -1 with errno. */
 int plat_uncached_off(int fd);
 /* Asks the system to drop [off, off + len) of fd's file from the page cache (after a buffered

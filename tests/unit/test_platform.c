@@ -17,7 +17,7 @@
 
 static void names_the_system_and_architecture(void) {
 #if defined(__linux__)
-    CHECK(!strcmp(plat_os_name(), "Linux"));
+    CHECK(!strcmp(plat_os_name(), "Linux") && !strcmp(plat_uncached_name(), "O_DIRECT"));
 #endif
 #if defined(__x86_64__)
     CHECK(!strcmp(plat_arch_name(), "x86-64"));
