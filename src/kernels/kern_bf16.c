@@ -65,25 +65,15 @@ KERN_DEFINE_ROWS(KERN_AVX512_FN, bf16_rows_avx512, bf16_tile_avx512, KERN_OUTS_A
 #if KERN_HAVE_NEON
 #include "kernels/kern_neon.h"
 
-KERN_NEON_INLINE void bf16_tile_neon(const KernJob *j, int r, int nr, int t0, int nt) {
-    const size_t cols = (size_t)j->cols;
-    const uint16_t *W = (const uint16_t *)j->W + (size_t)r * cols;
-    const float *X = j->X + (size_t)t0 * cols;
-    const size_t ahead = kern_prefetch_ahead(2 * cols, nr);
-    Lanes128 acc[KERN_TILE_MAX];
-    acc128_zero(acc, nr * nt);
-    for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES) {
-        KERN_UNROLL
-        for (int i = 0; i < nr; i++) {
-            const uint16_t *w = W + i * cols + c;
-            KERN_PREFETCH_AT(w, ahead);
-            uint16x8_t a = vld1q_u16(w), b = vld1q_u16(w + 8);
-            Lanes128 wf = {{high16_lo(a), high16_hi(a), high16_lo(b), high16_hi(b)}};
-            acc128_fma(acc + i * nt, nt, &wf, X, cols, c);
-        }
-    }
-    acc128_done(j, acc, r, nr, t0, nt);
+/* 16 BF16 values -> 16 fp32 (each widened into the high half of its word). */
+KERN_NEON_INLINE Lanes128 bf16_decode_neon(const KernJob *j, const uint8_t *at, int row) {
+    (void)j, (void)row;
+    const uint16_t *w = (const uint16_t *)(const void *)at;
+    uint16x8_t a = vld1q_u16(w), b = vld1q_u16(w + 8);
+    return (Lanes128){{high16_lo(a), high16_hi(a), high16_lo(b), high16_hi(b)}};
 }
+
+KERN_NEON_TILE16(bf16_tile_neon, sizeof(uint16_t), bf16_decode_neon)
 
 KERN_DEFINE_ROWS(KERN_NEON_FN, bf16_rows_neon, bf16_tile_neon, KERN_OUTS_NEON)
 #endif

@@ -51,23 +51,13 @@ KERN_DEFINE_ROWS(KERN_AVX512_FN, f32_rows_avx512, f32_tile_avx512, KERN_OUTS_AVX
 #if KERN_HAVE_NEON
 #include "kernels/kern_neon.h"
 
-KERN_NEON_INLINE void f32_tile_neon(const KernJob *j, int r, int nr, int t0, int nt) {
-    const size_t cols = (size_t)j->cols;
-    const float *W = (const float *)j->W + (size_t)r * cols, *X = j->X + (size_t)t0 * cols;
-    const size_t ahead = kern_prefetch_ahead(4 * cols, nr);
-    Lanes128 acc[KERN_TILE_MAX];
-    acc128_zero(acc, nr * nt);
-    for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES) {
-        KERN_UNROLL
-        for (int i = 0; i < nr; i++) {
-            const float *w = W + i * cols + c;
-            KERN_PREFETCH_AT(w, ahead);
-            Lanes128 wf = {{vld1q_f32(w), vld1q_f32(w + 4), vld1q_f32(w + 8), vld1q_f32(w + 12)}};
-            acc128_fma(acc + i * nt, nt, &wf, X, cols, c);
-        }
-    }
-    acc128_done(j, acc, r, nr, t0, nt);
+KERN_NEON_INLINE Lanes128 f32_decode_neon(const KernJob *j, const uint8_t *at, int row) {
+    (void)j, (void)row;
+    const float *w = (const float *)(const void *)at;
+    return (Lanes128){{vld1q_f32(w), vld1q_f32(w + 4), vld1q_f32(w + 8), vld1q_f32(w + 12)}};
 }
+
+KERN_NEON_TILE16(f32_tile_neon, sizeof(float), f32_decode_neon)
 
 KERN_DEFINE_ROWS(KERN_NEON_FN, f32_rows_neon, f32_tile_neon, KERN_OUTS_NEON)
 #endif

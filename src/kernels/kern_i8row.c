@@ -81,31 +81,16 @@ KERN_DEFINE_ROWS(KERN_AVX512_FN, i8row_rows_avx512, i8row_tile_avx512, KERN_OUTS
 /* 4 int16 -> 4 fp32 times the row scale (exact conversion, one multiply). */
 KERN_NEON_INLINE float32x4_t i16x4_scaled(int16x4_t v, float32x4_t s) { return vmulq_f32(vcvtq_f32_s32(vmovl_s16(v)), s); }
 
-KERN_NEON_INLINE void i8row_tile_neon(const KernJob *j, int r, int nr, int t0, int nt) {
-    const size_t cols = (size_t)j->cols;
-    const int8_t *W = (const int8_t *)j->W + (size_t)r * cols;
-    const float *S = (const float *)j->aux + r;
-    const float *X = j->X + (size_t)t0 * cols;
-    const size_t ahead = kern_prefetch_ahead(cols, nr);
-    Lanes128 acc[KERN_TILE_MAX];
-    float32x4_t s[KERN_TILE_MAX];
-    acc128_zero(acc, nr * nt);
-    KERN_UNROLL
-    for (int i = 0; i < nr; i++) s[i] = vdupq_n_f32(S[i]);
-    for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES) {
-        KERN_UNROLL
-        for (int i = 0; i < nr; i++) {
-            const int8_t *w = W + i * cols + c;
-            KERN_PREFETCH_AT(w, ahead);
-            int8x16_t q = vld1q_s8(w);
-            int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_high_s8(q);
-            Lanes128 wf = {{i16x4_scaled(vget_low_s16(lo), s[i]), i16x4_scaled(vget_high_s16(lo), s[i]),
-                            i16x4_scaled(vget_low_s16(hi), s[i]), i16x4_scaled(vget_high_s16(hi), s[i])}};
-            acc128_fma(acc + i * nt, nt, &wf, X, cols, c);
-        }
-    }
-    acc128_done(j, acc, r, nr, t0, nt);
+/* 16 int8 -> 16 fp32 times the row's scale. */
+KERN_NEON_INLINE Lanes128 i8row_decode_neon(const KernJob *j, const uint8_t *at, int row) {
+    const int8x16_t q = vld1q_s8((const int8_t *)at);
+    const float32x4_t s = vld1q_dup_f32((const float *)j->aux + row);
+    const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_high_s8(q);
+    return (Lanes128){{i16x4_scaled(vget_low_s16(lo), s), i16x4_scaled(vget_high_s16(lo), s),
+                       i16x4_scaled(vget_low_s16(hi), s), i16x4_scaled(vget_high_s16(hi), s)}};
 }
+
+KERN_NEON_TILE16(i8row_tile_neon, sizeof(int8_t), i8row_decode_neon)
 
 KERN_DEFINE_ROWS(KERN_NEON_FN, i8row_rows_neon, i8row_tile_neon, KERN_OUTS_NEON)
 #endif

@@ -49,6 +49,30 @@ KERN_NEON_INLINE void acc128_done(const KernJob *j, const Lanes128 *a, int r, in
     kern_finish(j, lanes, r, nr, t0, nt);
 }
 
+/* Defines the micro-tile `name(j, r, nr, t0, nt)` of a format decoded 16 columns at a time: the nr
+ * weight rows side by side, `decode(j, at, row)` (an always_inline function returning as Lanes128
+ * the exact fp32 values of the 16 weights stored from byte `at` of row `row`) for each, multiplied
+ * into the nt X rows. col_bytes: weight bytes per column. */
+#define KERN_NEON_TILE16(name, col_bytes, decode)                                      \
+    KERN_NEON_INLINE void name(const KernJob *j, int r, int nr, int t0, int nt) {      \
+        const size_t cols = (size_t)j->cols, row_bytes = (col_bytes) * cols;           \
+        const uint8_t *W = (const uint8_t *)j->W + (size_t)r * row_bytes;              \
+        const float *X = j->X + (size_t)t0 * cols;                                     \
+        const size_t ahead = kern_prefetch_ahead(row_bytes, nr);                       \
+        Lanes128 acc[KERN_TILE_MAX];                                                   \
+        acc128_zero(acc, nr * nt);                                                     \
+        for (size_t c = 0; c + KERN_LANES <= cols; c += KERN_LANES) {                  \
+            KERN_UNROLL                                                                \
+            for (int i = 0; i < nr; i++) {                                             \
+                const uint8_t *at = W + (size_t)i * row_bytes + c * (col_bytes);       \
+                KERN_PREFETCH_AT(at, ahead);                                           \
+                const Lanes128 w = decode(j, at, r + i);                               \
+                acc128_fma(acc + i * nt, nt, &w, X, cols, c);                          \
+            }                                                                          \
+        }                                                                              \
+        acc128_done(j, acc, r, nr, t0, nt);                                            \
+    }
+
 /* Widens 16-bit values to the high halves of fp32 words: 8 values -> lanes 0..3 and 4..7. The
  * exact widening of BF16, and of any fp32 whose low 16 bits are zero. */
 KERN_NEON_INLINE float32x4_t high16_lo(uint16x8_t h) { return vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16)); }
