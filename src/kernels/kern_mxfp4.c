@@ -174,7 +174,7 @@ KERN_NEON_INLINE void mxfp4_tile_neon(const KernJob *j, int r, int nr, int t0, i
     Lanes128 acc[KERN_TILE_MAX];
     acc128_zero(acc, nr * nt);
     for (size_t b = 0; b < blocks; b++) {
-        KERN_UNROLL
+        KERN_NEON_UNROLL
         for (int i = 0; i < nr; i++) {
             const uint8_t *p = P + i * (cols / 2) + 16 * b;
             KERN_PREFETCH_AT(p, ahead);
@@ -190,7 +190,7 @@ KERN_NEON_INLINE void mxfp4_tile_neon(const KernJob *j, int r, int nr, int t0, i
 
 /* Two outputs per tile, not KERN_OUTS_NEON's four: decoding, not the FMA latency, bounds this
  * kernel, and four rows' decoded weights overflow the 32 registers (GCC 12 and clang 16 both
- * spilled a third of their loads; two rows decode 10-20% more bytes per instruction, none spilled:
+ * spilled a third of their loads; two rows decode 13-23% more bytes per instruction, none spilled:
  * docs/PERFORMANCE.md, "NEON"). */
 #define KERN_OUTS_NEON_MXFP4 2
 KERN_DEFINE_ROWS(KERN_NEON_FN, mxfp4_rows_neon, mxfp4_tile_neon, KERN_OUTS_NEON_MXFP4)

@@ -162,11 +162,7 @@ static inline size_t kern_prefetch_ahead(size_t row_bytes, int nr) {
 #define KERN_PREFETCH_AT(p, ahead) __builtin_prefetch((const char *)(p) + (ahead), 0, 3)
 
 /* Tile loops are unrolled so the accumulators live in registers. */
-#if defined(__clang__)
-#define KERN_UNROLL _Pragma("clang loop unroll(full)")
-#else
 #define KERN_UNROLL _Pragma("GCC unroll 8")
-#endif
 
 /* The public kernels with the implementation pinned (an ISA the CPU lacks is a caller error). */
 void kern_matmul_bf16_isa(KernIsa isa, Pool *pool, float *Y, const uint16_t *W, const float *X, int T, int rows,
