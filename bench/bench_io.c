@@ -11,7 +11,7 @@
  *   stream  every read of the round submitted at once (the device's throughput).
  * Printed per configuration: median and range over rounds of GB/s, the median time of a 16-read
  * batch, and CPU seconds (user + system, all threads of the process) per GB read. The buffers are
- * prepared (MAP_POPULATE) except in the configuration "threads, fresh pages", which reads into a
+ * prepared (MADV_POPULATE_WRITE) except in the configuration "threads, fresh pages", which reads into a
  * mapping nobody has touched yet, as the expert cache's first reads would without its populate
  * thread: the kernel then provides each page inside the read. */
 #include <pthread.h>
@@ -25,6 +25,7 @@
 #include "format/catalog.h"
 #include "store/iopool.h"
 #include "util/err.h"
+#include "util/platform.h"
 
 #define BATCH 16
 
@@ -102,8 +103,9 @@ int main(int argc, char **argv) {
     if (per_round < BATCH || per_round > 4096) return fprintf(stderr, "MB_PER_ROUND gives %d reads (16..4096)\n", per_round), 2;
     if ((long)per_round * rounds * N_CONF * 2 > total) return fprintf(stderr, "the model has too few experts for this run\n"), 2;
     size_t arena_bytes = (size_t)per_round * slot;
-    uint8_t *arena = mmap(NULL, arena_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    uint8_t *arena = mmap(NULL, arena_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (arena == MAP_FAILED) return perror("mmap"), 1;
+    if (plat_prefault(arena, arena_bytes) != 0) memset(arena, 0, arena_bytes); /* every page there before the reads */
     /* every expert once, in a fixed random order */
     int *order = df_malloc(sizeof *order * (size_t)total);
     for (int i = 0; i < total; i++) order[i] = i;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests (release and ASan+UBSan builds), command-line tests, the NumPy
 # reference comparisons, the trainer's tests (PyTorch on the CPU), the Node.js peer tests and a
-# short run of every fuzzing harness (when `make fuzz` built them). Prints each group's time, then
-# one "N passed, N failed" line last. A test group can be selected: tests/run.sh unit|cli|train|node|fuzz
+# short run of every fuzzing harness (when `make fuzz` built them), and the AArch64 build under qemu
+# (when `make aarch64` built it). Prints each group's time, then one "N passed, N failed" line last.
+# A test group can be selected: tests/run.sh unit|cli|train|node|fuzz|arm
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export DF="$PWD/build/deltafin" DF_ASAN="$PWD/build-asan/deltafin"
@@ -64,6 +65,16 @@ if [ "$only" = all ] || [ "$only" = node ]; then
         [ -f "$t" ] && run_one "$t" node "$t"
     done
     group_done node
+fi
+
+if [ "$only" = all ] || [ "$only" = arm ]; then
+    if [ -x build-aarch64/deltafin ]; then
+        run_one arm/unit.sh bash tests/arm/unit.sh
+        run_one arm/logits.sh bash tests/arm/logits.sh
+    elif [ "$only" = arm ]; then
+        run_one arm bash -c 'echo "no build-aarch64/deltafin: make aarch64 builds it"; exit 1'
+    fi
+    group_done arm
 fi
 
 if [ "$only" = all ] || [ "$only" = fuzz ]; then

@@ -21,6 +21,7 @@
 #include "cli/die.h"
 #include "util/err.h"
 #include "util/fileio.h"
+#include "util/platform.h"
 
 extern char **environ;
 
@@ -277,9 +278,7 @@ int cmd_bench(Settings *set, int argc, char **argv) {
         cs[i].runs = json_array();
     }
     char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) df_die("bench: cannot find this program's path (/proc/self/exe): %s", strerror(errno));
-    exe[n] = 0;
+    if (plat_exe_path(exe, sizeof exe) != 0) df_die("bench: cannot find this program's path: %s", strerror(errno));
     char *dir = make_workdir(set->tmpdir), *json_path = path_join(dir, "run.json"), *err_path = path_join(dir, "run.err");
     char nums[2][24], *num[2] = {nums[0], nums[1]};
     BenchChild ch = {exe, child_argv(&a, exe, json_path, num), json_path, err_path};

@@ -1,9 +1,10 @@
 /* bench_child.c - one measured run: `deltafin run` in a child process, waited for without
  * missing an interrupt, its JSON read back.
  *
- * Bench keeps SIGINT and SIGTERM blocked and takes them with sigtimedwait while a child runs: a
- * Ctrl-C (which the terminal also sends to the child) or a kill stops the child with SIGTERM and
- * is reported to the caller, which cleans up. The child starts with the default signal mask. */
+ * Bench keeps SIGINT and SIGTERM blocked and takes them with plat_wait_signal (sigtimedwait)
+ * while a child runs: a Ctrl-C (which the terminal also sends to the child) or a kill stops the
+ * child with SIGTERM and is reported to the caller, which cleans up. The child starts with the
+ * default signal mask. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 
 #include "cli/bench.h"
 #include "util/err.h"
+#include "util/platform.h"
 
 static sigset_t stop_signals(void) {
     sigset_t s;
@@ -62,12 +64,11 @@ static int spawn(const BenchChild *ch, char **envp, pid_t *pid) {
 /* Waits for pid; on SIGINT/SIGTERM stops it and sets *interrupted. Returns the wait status. */
 static int wait_child(pid_t pid, int *interrupted) {
     sigset_t s = stop_signals();
-    struct timespec tick = {0, 200 * 1000 * 1000}; /* also polls, should a SIGCHLD be lost */
     int status = 0;
     for (;;) {
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid || (w < 0 && errno != EINTR)) return status;
-        int sig = sigtimedwait(&s, NULL, &tick);
+        int sig = plat_wait_signal(&s, 0.2); /* also polls, should a SIGCHLD be lost */
         if (sig == SIGINT || sig == SIGTERM) {
             *interrupted = 1;
             kill(pid, SIGTERM);

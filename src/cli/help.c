@@ -8,6 +8,7 @@
 #include "build_info.h"
 #include "cli/opts.h"
 #include "kernels/kernels.h"
+#include "util/platform.h"
 
 #define WIDTH 100
 #define HELP_COL 30
@@ -174,7 +175,7 @@ void cli_print_version(FILE *f) {
     char kernels[160];
     kern_describe(kernels, sizeof kernels);
     fprintf(f, "deltafin %s (%s)\n", DF_VERSION, DF_GIT_REV);
-    fprintf(f, "build: %s; kernels %s; CUDA: %s\n", DF_BUILD, kernels,
+    fprintf(f, "build: %s, %s %s; kernels %s; CUDA: %s\n", DF_BUILD, plat_arch_name(), plat_os_name(), kernels,
 #ifdef DF_CUDA
             "built in (DELTAFIN_DEV=auto uses a GPU when one answers)"
 #else

@@ -1,6 +1,7 @@
 /* locate.c - finding the model directory (locate.h). */
 #include "cli/locate.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #include "cli/die.h"
 #include "util/err.h"
+#include "util/platform.h"
 
 #define BUNDLED "k3-mini"
 
@@ -45,13 +47,11 @@ static void parent_of(const char *path, char *out, size_t n) {
 
 int locate_bundled(char *dir, size_t n, char *looked, size_t looked_n) {
     char exe[PATH_MAX], bin[PATH_MAX], top[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (looked && looked_n) looked[0] = 0;
-    if (len <= 0) {
-        if (looked) snprintf(looked, looked_n, "(cannot read /proc/self/exe)");
+    if (plat_exe_path(exe, sizeof exe) != 0) {
+        if (looked) snprintf(looked, looked_n, "(cannot tell where this program is: %s)", strerror(errno));
         return -1;
     }
-    exe[len] = 0;
     parent_of(exe, bin, sizeof bin); /* build/ or PREFIX/bin */
     parent_of(bin, top, sizeof top); /* the source tree or PREFIX */
     static const char *const places[] = {"%s/models/" BUNDLED, "%s/share/deltafin/models/" BUNDLED};

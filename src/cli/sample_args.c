@@ -61,7 +61,7 @@ int sample_args_finish(const CliCommand *cmd, SampleArgs *a, SampleParams *p, FI
     }
     if (a->seed != INT64_MIN) p->seed = (uint64_t)a->seed;
     else {
-        if (getrandom(&p->seed, sizeof p->seed, 0) != (ssize_t)sizeof p->seed) p->seed = (uint64_t)time(NULL);
+        if (getentropy(&p->seed, sizeof p->seed) != 0) p->seed = (uint64_t)time(NULL);
         p->seed &= INT64_MAX; /* printable, and accepted back by --seed */
     }
     if (log)

@@ -66,9 +66,9 @@ static int check_key(const char *v, const char **stored) {
 }
 
 static int check_kernels(const char *v, const char **stored) {
-    static const char *const names[] = {"auto", "avx512", "avx2", "portable"};
+    static const char *const names[] = {"auto", "avx512", "avx2", "neon", "portable"};
     *stored = v;
-    return check_named(v, names, 4);
+    return check_named(v, names, 5);
 }
 
 /* K3_TRACE: "0" is off, "1" the default file name, anything else the file name. */
@@ -116,13 +116,13 @@ static const Setting table[] = {
     {.name = "K3_IO_THREADS", .flag = "io-threads", .kind = SET_INT, .offset = F(engine.store.io_threads), .lo = 1, .hi = 256, .what = "a thread count", .def = "8",
      .help = "parallel expert reads when streaming (I/O threads, or reads in flight with DELTAFIN_IO=uring)"},
     {.name = "K3_IO", .flag = "io", .kind = SET_CHOICE, .offset = F(engine.store.io), .choices = io_backends, .what = "an I/O backend", .def = "threads",
-     .help = "streaming: how reads run: threads (blocking readers) or uring (io_uring, fixed buffers once the cache's pages are prepared)"},
+     .help = "streaming: how reads run: threads (blocking readers) or uring (io_uring, Linux only; fixed buffers once the cache's pages are prepared)"},
     {.name = "K3_POPULATE", .flag = "populate", .kind = SET_BOOL, .offset = F(engine.store.populate), .def = "1",
      .help = "streaming: prepare the expert cache's pages on a background thread at start-up"},
     {.name = "K3_PREFETCH", .flag = "prefetch", .kind = SET_BOOL, .offset = F(engine.store.prefetch), .def = "1",
      .help = "streaming: read the experts the next layer chose last time, and the next streamed layer, ahead"},
     {.name = "K3_DIRECT", .flag = "direct", .kind = SET_BOOL, .offset = F(engine.store.direct), .def = "1",
-     .help = "streaming: O_DIRECT reads where the file system allows them (0: buffered + DONTNEED)"},
+     .help = "streaming: O_DIRECT reads where the file system allows them, F_NOCACHE on macOS (0: buffered + DONTNEED)"},
     {.name = "K3_SPEC", .flag = "spec", .kind = SET_BOOL, .offset = F(engine.spec), .def = "1",
      .help = "lossless n-gram speculation in run, chat and serve (same tokens either way)"},
     {.name = "K3_LOOKAHEAD", .flag = "lookahead", .kind = SET_BOOL, .offset = F(engine.store.lookahead), .def = "1",
@@ -190,8 +190,8 @@ static const Setting table[] = {
      .help = "chat thinking effort (low, high, max)"},
     {.name = "K3_A_LOG", .flag = "a-log", .kind = SET_CHOICE, .offset = F(engine.a_log), .choices = a_logs, .what = "an indexing", .def = "per-head",
      .help = "KDA decay-gate indexing; per-channel reproduces the original engine's reading (compatibility only)"},
-    {.name = "K3_KERNELS", .arg = "auto|avx512|avx2|portable", .flag = "kernels", .kind = SET_TEXT, .offset = F(engine.kernels), .check = check_kernels, .what = "a kernel set", .def = "auto",
-     .help = "avx512, avx2 or portable (all bit-identical); auto: the widest the CPU runs"},
+    {.name = "K3_KERNELS", .arg = "auto|avx512|avx2|neon|portable", .flag = "kernels", .kind = SET_TEXT, .offset = F(engine.kernels), .check = check_kernels, .what = "a kernel set", .def = "auto",
+     .help = "avx512, avx2 (x86-64), neon (AArch64) or portable (all bit-identical); auto: the widest the CPU runs"},
     {.name = "K3_DEV", .flag = "device", .kind = SET_CHOICE, .offset = F(engine.device), .choices = devices, .what = "a device", .def = "auto",
      .help = "cuda when the binary has the CUDA backend and a GPU answers, else cpu"},
     {.name = "K3_DEV_PASS", .flag = "device-pass", .kind = SET_CHOICE, .offset = F(engine.device_pass), .choices = device_passes, .what = "a device pass", .def = "layers",

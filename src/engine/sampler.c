@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "util/err.h"
+#include "util/platform.h"
 
 static uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -194,7 +195,7 @@ static void nucleus(Sampler *s, int *ids, int n) {
         if (s->prob[ids[i]] >= floor_p) ids[m++] = ids[i];
         else s->prob[ids[i]] = 0;
     }
-    qsort_r(ids, (size_t)m, sizeof *ids, by_z, s->z);
+    plat_qsort_r(ids, (size_t)m, sizeof *ids, by_z, s->z);
     double cum = 0, need = s->p.top_p * total;
     int keep = 0;
     while (keep < m && cum < need) cum += s->prob[ids[keep++]];

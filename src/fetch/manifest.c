@@ -10,6 +10,7 @@
 #include "fetch/digest.h"
 #include "util/err.h"
 #include "util/fileio.h"
+#include "util/platform.h"
 
 
 void ranges_insert(Range **r, int *n, int *cap, uint64_t begin, uint64_t end) {
@@ -434,7 +435,7 @@ int manifest_commit(Manifest *m) {
         ManifestFile *f = &m->f[m->w[k].file];
         int seen = 0;
         for (int j = 0; j < k && !seen; j++) seen = m->w[j].file == m->w[k].file;
-        if (!seen && f->fd >= 0 && fdatasync(f->fd) != 0) rc = df_fail("%s: fdatasync failed: %s", f->name, strerror(errno));
+        if (!seen && f->fd >= 0 && plat_datasync(f->fd) != 0) rc = df_fail("%s: fdatasync failed: %s", f->name, strerror(errno));
     }
     if (!rc) {
         for (int k = 0; k < m->n_w; k++) {

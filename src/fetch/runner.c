@@ -45,7 +45,7 @@ typedef struct {
 typedef struct {
     Installer *in;
     FetchPlan *plan;
-    _Atomic int next, stop, running, downloads_over;
+    _Atomic int next, stop, running, downloads_over, hashing_over;
     _Atomic uint64_t received, hashed;
     _Atomic uint64_t *job_written; /* [plan->n] bytes of each job in place so far */
     uint64_t *job_recorded;        /* [plan->n] of them handed to the manifest (main thread only) */
@@ -146,6 +146,7 @@ static void *hasher(void *arg) {
         if (!moved && atomic_load(&r->downloads_over)) break;
         if (!moved) sleep_ms(5);
     }
+    atomic_store(&r->hashing_over, 1);
     return NULL;
 }
 
@@ -338,10 +339,11 @@ int installer_run(Installer *in, FetchPlan *p, const char *what, int verify) {
         Progress vp;
         progress_start(&vp, "verifying SHA-256", left);
         uint64_t base = atomic_load(&r.hashed);
-        while (pthread_tryjoin_np(hth, NULL) != 0) {
+        while (!atomic_load(&r.hashing_over)) {
             sleep_ms(20);
             if (left > (256u << 20)) progress_show(&vp, atomic_load(&r.hashed) - base, 0);
         }
+        pthread_join(hth, NULL);
         if (left > (256u << 20)) progress_show(&vp, left, 1);
     }
     if (!rc && r.n_hash) rc = finish_hashes(&r);

@@ -62,9 +62,25 @@ KERN_DEFINE_ROWS(KERN_AVX2_FN, bf16_rows_avx2, bf16_tile_avx2, KERN_OUTS_AVX2)
 KERN_DEFINE_ROWS(KERN_AVX512_FN, bf16_rows_avx512, bf16_tile_avx512, KERN_OUTS_AVX512)
 #endif
 
+#if KERN_HAVE_NEON
+#include "kernels/kern_neon.h"
+
+/* 16 BF16 values -> 16 fp32 (each widened into the high half of its word). */
+KERN_NEON_INLINE Lanes128 bf16_decode_neon(const KernJob *j, const uint8_t *at, int row) {
+    (void)j, (void)row;
+    const uint16_t *w = (const uint16_t *)(const void *)at;
+    uint16x8_t a = vld1q_u16(w), b = vld1q_u16(w + 8);
+    return (Lanes128){{high16_lo(a), high16_hi(a), high16_lo(b), high16_hi(b)}};
+}
+
+KERN_NEON_TILE16(bf16_tile_neon, sizeof(uint16_t), bf16_decode_neon)
+
+KERN_DEFINE_ROWS(KERN_NEON_FN, bf16_rows_neon, bf16_tile_neon, KERN_OUTS_NEON)
+#endif
+
 void kern_matmul_bf16_isa(KernIsa isa, Pool *pool, float *Y, const uint16_t *W, const float *X, int T, int rows,
                           int cols) {
-    KernJob j = {.rows_fn = KERN_ROWS(isa, bf16_rows_avx2, bf16_rows_avx512), .expand = bf16_expand, .Y = Y,
+    KernJob j = {.rows_fn = KERN_ROWS(isa, bf16), .expand = bf16_expand, .Y = Y,
                  .W = W, .X = X, .T = T, .rows = rows, .cols = cols, .row_bytes = sizeof(uint16_t) * (size_t)cols};
     kern_run(pool, &j);
 }

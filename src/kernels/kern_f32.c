@@ -48,9 +48,23 @@ KERN_DEFINE_ROWS(KERN_AVX2_FN, f32_rows_avx2, f32_tile_avx2, KERN_OUTS_AVX2)
 KERN_DEFINE_ROWS(KERN_AVX512_FN, f32_rows_avx512, f32_tile_avx512, KERN_OUTS_AVX512)
 #endif
 
+#if KERN_HAVE_NEON
+#include "kernels/kern_neon.h"
+
+KERN_NEON_INLINE Lanes128 f32_decode_neon(const KernJob *j, const uint8_t *at, int row) {
+    (void)j, (void)row;
+    const float *w = (const float *)(const void *)at;
+    return (Lanes128){{vld1q_f32(w), vld1q_f32(w + 4), vld1q_f32(w + 8), vld1q_f32(w + 12)}};
+}
+
+KERN_NEON_TILE16(f32_tile_neon, sizeof(float), f32_decode_neon)
+
+KERN_DEFINE_ROWS(KERN_NEON_FN, f32_rows_neon, f32_tile_neon, KERN_OUTS_NEON)
+#endif
+
 void kern_matmul_f32_isa(KernIsa isa, Pool *pool, float *Y, const float *W, const float *X, int T, int rows,
                          int cols) {
-    KernJob j = {.rows_fn = KERN_ROWS(isa, f32_rows_avx2, f32_rows_avx512), .expand = f32_expand, .Y = Y, .W = W,
+    KernJob j = {.rows_fn = KERN_ROWS(isa, f32), .expand = f32_expand, .Y = Y, .W = W,
                  .X = X, .T = T, .rows = rows, .cols = cols, .row_bytes = sizeof(float) * (size_t)cols};
     kern_run(pool, &j);
 }

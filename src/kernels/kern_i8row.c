@@ -75,9 +75,29 @@ KERN_DEFINE_ROWS(KERN_AVX2_FN, i8row_rows_avx2, i8row_tile_avx2, KERN_OUTS_AVX2)
 KERN_DEFINE_ROWS(KERN_AVX512_FN, i8row_rows_avx512, i8row_tile_avx512, KERN_OUTS_AVX512)
 #endif
 
+#if KERN_HAVE_NEON
+#include "kernels/kern_neon.h"
+
+/* 4 int16 -> 4 fp32 times the row scale (exact conversion, one multiply). */
+KERN_NEON_INLINE float32x4_t i16x4_scaled(int16x4_t v, float32x4_t s) { return vmulq_f32(vcvtq_f32_s32(vmovl_s16(v)), s); }
+
+/* 16 int8 -> 16 fp32 times the row's scale. */
+KERN_NEON_INLINE Lanes128 i8row_decode_neon(const KernJob *j, const uint8_t *at, int row) {
+    const int8x16_t q = vld1q_s8((const int8_t *)at);
+    const float32x4_t s = vld1q_dup_f32((const float *)j->aux + row);
+    const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_high_s8(q);
+    return (Lanes128){{i16x4_scaled(vget_low_s16(lo), s), i16x4_scaled(vget_high_s16(lo), s),
+                       i16x4_scaled(vget_low_s16(hi), s), i16x4_scaled(vget_high_s16(hi), s)}};
+}
+
+KERN_NEON_TILE16(i8row_tile_neon, sizeof(int8_t), i8row_decode_neon)
+
+KERN_DEFINE_ROWS(KERN_NEON_FN, i8row_rows_neon, i8row_tile_neon, KERN_OUTS_NEON)
+#endif
+
 void kern_matmul_i8row_isa(KernIsa isa, Pool *pool, float *Y, const int8_t *W, const float *scales, const float *X,
                            int T, int rows, int cols) {
-    KernJob j = {.rows_fn = KERN_ROWS(isa, i8row_rows_avx2, i8row_rows_avx512), .expand = i8row_expand, .Y = Y,
+    KernJob j = {.rows_fn = KERN_ROWS(isa, i8row), .expand = i8row_expand, .Y = Y,
                  .W = W, .aux = scales, .X = X, .T = T, .rows = rows, .cols = cols, .row_bytes = (size_t)cols};
     kern_run(pool, &j);
 }

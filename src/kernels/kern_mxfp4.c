@@ -28,16 +28,16 @@ static void mxfp4_expand(const KernJob *j, int r, int c, int n, float *w) {
     }
 }
 
-#if KERN_HAVE_X86
-#include "kernels/kern_avx2.h"
-#include "kernels/kern_avx512.h"
-
 /* Where a micro-tile's rows start: packed nibbles, scale bytes, X. */
 #define MX4_TILE_SETUP                                                              \
     const size_t cols = (size_t)j->cols, blocks = cols / 32;                        \
     const uint8_t *P = (const uint8_t *)j->W + (size_t)r * (cols / 2);              \
     const uint8_t *S = (const uint8_t *)j->aux + (size_t)r * blocks;                \
     const float *X = j->X + (size_t)t0 * cols
+
+#if KERN_HAVE_X86
+#include "kernels/kern_avx2.h"
+#include "kernels/kern_avx512.h"
 
 /* AVX2 has only an 8-entry permute: look up the magnitude (code bits 0..2) in the scaled table of
  * magnitudes and move the sign (bit 3) to bit 31 with a shift. Packed bytes are little-endian, so
@@ -134,10 +134,72 @@ KERN_DEFINE_ROWS(KERN_AVX2_FN, mxfp4_rows_avx2, mxfp4_tile_avx2, KERN_OUTS_AVX2)
 KERN_DEFINE_ROWS(KERN_AVX512_FN, mxfp4_rows_avx512, mxfp4_tile_avx512, KERN_OUTS_AVX512)
 #endif
 
+#if KERN_HAVE_NEON
+#include "kernels/kern_neon.h"
+
+/* NEON looks bytes up in 16-entry tables (TBL). Every E2M1 value is an fp32 whose low 16 bits are
+ * zero (at most two significant bits), so a code's value is two bytes: the table's bytes 2 and 3,
+ * one 16-entry table each. Nibbles become codes in column order (byte k holds columns 2k and
+ * 2k+1, low nibble first), two lookups give the two bytes of 16 codes, interleaving them gives the
+ * 16-bit high halves, and widening gives the fp32 values; times the block scale, exactly as
+ * mxfp4_expand. */
+typedef struct {
+    uint8x16_t byte2, byte3; /* bytes 2 and 3 of mxfp4_e2m1[code] */
+    uint8x16_t nibble;       /* 0x0F */
+} Mx4Neon;
+
+KERN_NEON_INLINE Mx4Neon mx4_neon_consts(void) {
+    Mx4Neon k;
+    uint16x8_t h0 = vuzp2q_u16(vreinterpretq_u16_f32(vld1q_f32(mxfp4_e2m1)), vreinterpretq_u16_f32(vld1q_f32(mxfp4_e2m1 + 4)));
+    uint16x8_t h1 = vuzp2q_u16(vreinterpretq_u16_f32(vld1q_f32(mxfp4_e2m1 + 8)), vreinterpretq_u16_f32(vld1q_f32(mxfp4_e2m1 + 12)));
+    k.byte2 = vuzp1q_u8(vreinterpretq_u8_u16(h0), vreinterpretq_u8_u16(h1));
+    k.byte3 = vuzp2q_u8(vreinterpretq_u8_u16(h0), vreinterpretq_u8_u16(h1));
+    k.nibble = vdupq_n_u8(0x0F);
+    return k;
+}
+
+/* 16 columns from their 16 codes (one per byte, column order) times the block scale. */
+KERN_NEON_INLINE Lanes128 mx4_decode16(uint8x16_t codes, float32x4_t scale, const Mx4Neon *k) {
+    uint8x16_t b2 = vqtbl1q_u8(k->byte2, codes), b3 = vqtbl1q_u8(k->byte3, codes);
+    uint16x8_t h0 = vreinterpretq_u16_u8(vzip1q_u8(b2, b3)), h1 = vreinterpretq_u16_u8(vzip2q_u8(b2, b3));
+    Lanes128 w = {{vmulq_f32(high16_lo(h0), scale), vmulq_f32(high16_hi(h0), scale), vmulq_f32(high16_lo(h1), scale),
+                   vmulq_f32(high16_hi(h1), scale)}};
+    return w;
+}
+
+KERN_NEON_INLINE void mxfp4_tile_neon(const KernJob *j, int r, int nr, int t0, int nt) {
+    MX4_TILE_SETUP;
+    const Mx4Neon k = mx4_neon_consts();
+    const size_t ahead = kern_prefetch_ahead(cols / 2, nr);
+    Lanes128 acc[KERN_TILE_MAX];
+    acc128_zero(acc, nr * nt);
+    for (size_t b = 0; b < blocks; b++) {
+        KERN_NEON_UNROLL
+        for (int i = 0; i < nr; i++) {
+            const uint8_t *p = P + i * (cols / 2) + 16 * b;
+            KERN_PREFETCH_AT(p, ahead);
+            const float32x4_t scale = vld1q_dup_f32(&kern_e8m0_table.f[S[i * blocks + b]]);
+            uint8x16_t packed = vld1q_u8(p), lo = vandq_u8(packed, k.nibble), hi = vshrq_n_u8(packed, 4);
+            Lanes128 w0 = mx4_decode16(vzip1q_u8(lo, hi), scale, &k), w1 = mx4_decode16(vzip2q_u8(lo, hi), scale, &k);
+            acc128_fma(acc + i * nt, nt, &w0, X, cols, 32 * b);
+            acc128_fma(acc + i * nt, nt, &w1, X, cols, 32 * b + 16);
+        }
+    }
+    acc128_done(j, acc, r, nr, t0, nt);
+}
+
+/* Two outputs per tile, not KERN_OUTS_NEON's four: decoding, not the FMA latency, bounds this
+ * kernel, and four rows' decoded weights overflow the 32 registers (GCC 12 and clang 16 both
+ * spilled a third of their loads; two rows decode 13-23% more bytes per instruction, none spilled:
+ * docs/PERFORMANCE.md, "NEON"). */
+#define KERN_OUTS_NEON_MXFP4 2
+KERN_DEFINE_ROWS(KERN_NEON_FN, mxfp4_rows_neon, mxfp4_tile_neon, KERN_OUTS_NEON_MXFP4)
+#endif
+
 void kern_matmul_mxfp4_isa(KernIsa isa, Pool *pool, float *Y, const uint8_t *packed, const uint8_t *scales,
                            const float *X, int T, int rows, int cols) {
     assert(cols % 32 == 0); /* whole scale blocks: config.c requires expert widths divisible by 32 */
-    KernJob j = {.rows_fn = KERN_ROWS(isa, mxfp4_rows_avx2, mxfp4_rows_avx512), .expand = mxfp4_expand, .Y = Y,
+    KernJob j = {.rows_fn = KERN_ROWS(isa, mxfp4), .expand = mxfp4_expand, .Y = Y,
                  .W = packed, .aux = scales, .X = X, .T = T, .rows = rows, .cols = cols,
                  .row_bytes = (size_t)cols / 2 + (size_t)cols / 32};
     kern_run(pool, &j);

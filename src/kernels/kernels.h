@@ -3,8 +3,9 @@
  * All kernels compute Y[t][r] = sum_c W[r][c] * X[t][c] for t < T, with W row-major [rows][cols]
  * in its storage format, expanded exactly to fp32 and accumulated in fp32. Each output element is
  * reduced by one thread in a fixed order (fixed lane split, fixed final sum), so results are
- * bit-identical for any thread count. The AVX-512, AVX2/FMA and portable paths use the same lane
- * structure and fused multiply-adds, so they agree bit-for-bit too. Each format gives exactly what
+ * bit-identical for any thread count. The AVX-512, AVX2/FMA, NEON and portable paths use the same
+ * lane structure and fused multiply-adds, so they agree bit-for-bit too (an ARM build computes what
+ * an x86 build computes). Each format gives exactly what
  * the F32 kernel gives on its dequantised weights.
  *
  * For T > 1 the kernels walk each weight row once per chunk of X rows (the weight is the large
@@ -36,14 +37,15 @@ void kern_axpy(float *restrict y, float a, const float *restrict x, int n);
 float kern_dot_f32(const float *a, const float *b, int n);
 
 /* Chooses the implementation, before the first product: "auto" (or NULL: the widest the CPU
- * supports, what the first product picks when nothing was chosen), "avx512", "avx2" or
- * "portable". Returns 0, or -1 with a message for another name or one this CPU cannot run. */
+ * supports, what the first product picks when nothing was chosen), "avx512", "avx2" (x86-64),
+ * "neon" (AArch64) or "portable". Returns 0, or -1 with a message for another name or one this
+ * build lacks or this CPU cannot run. */
 int kern_select(const char *name);
-/* Which implementation runs: "avx512", "avx2" or "portable". All three give bit-identical
+/* Which implementation runs: "avx512", "avx2", "neon" or "portable". All give bit-identical
  * results; the exact reduction order is written down in kernels_impl.h. */
 const char *kern_isa(void);
 /* The implementations this binary has and which of them this CPU runs, for --version:
- * "avx512 avx2 portable (this CPU: avx2 portable)". */
+ * "avx512 avx2 portable (this CPU: avx2 portable)", "neon portable (this CPU: neon portable)". */
 void kern_describe(char *buf, size_t n);
 
 #endif

@@ -10,8 +10,9 @@
  *   E2M1[code] * 2^(scale-127), an exact product; I8ROW as one fp32 multiply q * row_scale), so each format computes bit-for-bit what the F32
  *   kernel computes on the dequantised matrix.
  * The AVX-512 path holds the 16 lanes in one zmm register, the AVX2 path in two ymm registers, the
- * portable path in a float[16] with fmaf(); fused multiply-add is correctly rounded everywhere, so
- * the three agree bit for bit. Tiling (several weight rows or X rows per pass) and threading (row
+ * NEON path (AArch64) in four 128-bit registers, the portable path in a float[16] with fmaf();
+ * fused multiply-add is correctly rounded everywhere, so the four agree bit for bit, and an x86
+ * build and an ARM build compute the same bits. Tiling (several weight rows or X rows per pass) and threading (row
  * chunks) only decide which outputs are computed together, never how one output is reduced. */
 #ifndef DF_KERNELS_IMPL_H
 #define DF_KERNELS_IMPL_H
@@ -34,12 +35,21 @@
 #else
 #define KERN_HAVE_X86 0
 #endif
+/* Whether the NEON path is compiled in: every AArch64 CPU has NEON (Advanced SIMD is part of the
+ * architecture), so on AArch64 it is always there to select. */
+#if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#define KERN_HAVE_NEON 1
+#else
+#define KERN_HAVE_NEON 0
+#endif
 
-typedef enum { KERN_PORTABLE, KERN_AVX2, KERN_AVX512, KERN_N_ISA } KernIsa;
+typedef enum { KERN_PORTABLE, KERN_AVX2, KERN_AVX512, KERN_NEON, KERN_N_ISA } KernIsa;
 
 /* The implementation chosen once per process (K3_KERNELS, CPU features). */
 KernIsa kern_selected(void);
-/* Whether this CPU (and OS) can run an implementation. */
+/* Whether this binary has an implementation (the portable one and its architecture's SIMD ones). */
+int kern_isa_built(KernIsa isa);
+/* Whether this CPU (and OS) can run an implementation (it is built, and the CPU has the features). */
 int kern_isa_available(KernIsa isa);
 /* Its name as kern_isa() prints it. */
 const char *kern_isa_name(KernIsa isa);
@@ -104,12 +114,15 @@ void kern_rows_portable(const KernJob *j, int r0, int r1, int t0, int nt);
  * adds the tail columns (cols % 16, expanded by j->expand), sums the lanes, stores into Y. */
 void kern_finish(const KernJob *j, Lanes *acc, int r, int nr, int t0, int nt);
 
-/* The rows function of an ISA, from a format's SIMD rows functions. */
+/* The rows function of an ISA for format `fmt`, from the format's SIMD rows functions
+ * fmt_rows_avx2, fmt_rows_avx512 (x86) or fmt_rows_neon (AArch64). */
 #if KERN_HAVE_X86
-#define KERN_ROWS(isa, avx2_fn, avx512_fn) \
-    ((isa) == KERN_AVX512 ? (avx512_fn) : (isa) == KERN_AVX2 ? (avx2_fn) : kern_rows_portable)
+#define KERN_ROWS(isa, fmt) \
+    ((isa) == KERN_AVX512 ? fmt##_rows_avx512 : (isa) == KERN_AVX2 ? fmt##_rows_avx2 : kern_rows_portable)
+#elif KERN_HAVE_NEON
+#define KERN_ROWS(isa, fmt) ((isa) == KERN_NEON ? fmt##_rows_neon : kern_rows_portable)
 #else
-#define KERN_ROWS(isa, avx2_fn, avx512_fn) kern_rows_portable
+#define KERN_ROWS(isa, fmt) ((void)(isa), kern_rows_portable)
 #endif
 
 /* Defines `static void name(const KernJob *, int r0, int r1, int t0, int nt)` from a SIMD

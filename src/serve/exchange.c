@@ -75,7 +75,7 @@ static int take_sampling(Exchange *x, const ExchangeEnv *env, const ApiRequest *
                                p.bias[i].token, tok_vocab_size(env->tok) - 1);
     if (!r->seeded && p.temperature > 0) {
         uint64_t seed;
-        if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)x;
+        if (getentropy(&seed, sizeof seed) != 0) seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)x;
         p.seed = seed;
     }
     x->seed = p.seed;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "util/err.h"
+#include "util/platform.h"
 
 #define RESERVE_MIN (256ull << 20)
 
@@ -19,14 +20,8 @@ static uint64_t read_u64_file(const char *path) {
 }
 
 uint64_t budget_mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[128];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
+    const char *what;
+    return plat_mem_available(&what);
 }
 
 /* The limit of our cgroup or any ancestor's (the tightest), reading from the mount point down. */
@@ -77,13 +72,14 @@ int budget_detect(uint64_t fixed, uint64_t *bytes, char *how, size_t how_len) {
         snprintf(how, how_len, "K3_RAM_GB");
         return 0;
     }
-    uint64_t avail = budget_mem_available(), cg = budget_cgroup_limit();
-    if (!avail && !cg) return df_fail("cannot tell how much memory is available (no /proc/meminfo): set K3_RAM_GB");
+    const char *avail_what;
+    uint64_t avail = plat_mem_available(&avail_what), cg = budget_cgroup_limit();
+    if (!avail && !cg) return df_fail("cannot tell how much memory is available (no %s): set K3_RAM_GB", avail_what);
     uint64_t m = avail && (!cg || avail < cg) ? avail : cg;
     uint64_t reserve = m / 10 > RESERVE_MIN ? m / 10 : RESERVE_MIN;
     if (m <= reserve * 2) return df_fail("only %.2f GB of memory is available: set K3_RAM_GB to run anyway", m / 1e9);
     *bytes = m - reserve;
-    snprintf(how, how_len, "auto: %s %.2f GB minus %.2f GB reserve", m == cg ? "cgroup limit" : "MemAvailable", m / 1e9,
+    snprintf(how, how_len, "auto: %s %.2f GB minus %.2f GB reserve", m == cg ? "cgroup limit" : avail_what, m / 1e9,
              reserve / 1e9);
     return 0;
 }

@@ -2,8 +2,9 @@
  *
  * What the caller fixed (K3_RAM_GB) when it did; otherwise what the machine and this process's
  * cgroup allow:
- * the smaller of MemAvailable (/proc/meminfo) and the cgroup limit (v2 memory.max, or v1
- * memory.limit_in_bytes), minus a reserve for the OS and everything else (10%, at least 256 MB). */
+ * the smaller of the memory available (MemAvailable in /proc/meminfo on Linux, free and inactive
+ * pages on macOS: util/platform.h) and the cgroup limit (v2 memory.max, or v1
+ * memory.limit_in_bytes; none on macOS), minus a reserve for the OS and everything else (10%, at least 256 MB). */
 #ifndef DF_BUDGET_H
 #define DF_BUDGET_H
 

@@ -8,6 +8,7 @@
 
 #include "store/mats.h"
 #include "util/err.h"
+#include "util/platform.h"
 
 enum { SLOT_EMPTY, SLOT_LOADING, SLOT_READY, SLOT_FAILED };
 /* Why a slot was filled, for the hit/miss counts: a read for a routed expert already counted
@@ -303,7 +304,7 @@ static void *populate_arena(void *arg) {
     size_t off = 0;
     for (; off < es->arena_bytes && !atomic_load(&es->populate_stop); off += step) {
         size_t n = es->arena_bytes - off < step ? es->arena_bytes - off : step;
-        if (madvise(es->arena + off, n, MADV_POPULATE_WRITE) != 0) break;
+        if (plat_prefault(es->arena + off, n) != 0) break;
     }
     if (off >= es->arena_bytes && !atomic_load(&es->populate_stop) && iopool_backend(es->io) == IO_URING)
         iopool_register_buffers(es->io, es->arena, es->arena_bytes); /* refused: nothing changes */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "util/err.h"
+#include "util/platform.h"
 
 static uint64_t align_down(uint64_t x) { return x & ~(uint64_t)(SHARD_ALIGN - 1); }
 static uint64_t align_up(uint64_t x) { return align_down(x + SHARD_ALIGN - 1); }
@@ -23,7 +24,7 @@ static int direct_works(int fd) {
 }
 
 static int open_shard(Shards *s, int i, const char *path) {
-    int fd = s->direct ? open(path, O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;
+    int fd = s->direct ? plat_open_uncached(path, O_RDONLY | O_CLOEXEC, 0) : -1;
     if (fd >= 0 && !direct_works(fd)) close(fd), fd = -1;
     if (fd < 0 && s->direct) {
         if (i > 0) return df_fail("%s: O_DIRECT works for the other shards but not this one", path);
@@ -92,7 +93,7 @@ int shard_read_finish(const Shards *s, int i, uint64_t aoff, uint64_t alen, uint
     if (fstat(s->fd[i], &st) == 0 && st.st_nlink == 0)
         return df_fail("%s: the file was deleted or replaced during the run (reading bytes %llu..%llu, %s)", s->path[i],
                        (unsigned long long)aoff, (unsigned long long)(aoff + need), what);
-    if (!s->direct) posix_fadvise(s->fd[i], (off_t)aoff, (off_t)alen, POSIX_FADV_DONTNEED);
+    if (!s->direct) plat_drop_cached(s->fd[i], aoff, alen);
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "format/schema.h"
 #include "store/budget.h"
 #include "util/err.h"
+#include "util/platform.h"
 
 /* What the process needs besides weights: what the caller computes with (the model, its States,
  * the sessions: counted by their owners), the catalog, fp32 copies of the small vectors (and their
@@ -129,7 +130,7 @@ void stream_print_plan(const StreamStore *s, FILE *f) {
     fprintf(f, " | expert cache %.2f GB = %d x %.2f MB (%s%s%s) | reads %s, %s x%d\n",
             (double)p->slots * p->slot_bytes / 1e9, p->slots, p->slot_bytes / 1e6, cache_policy_name(s->opt.policy),
             s->opt.prefetch ? ", prefetch" : ", no prefetch", s->opt.lookahead ? ", router lookahead" : "",
-            s->shards.direct    ? "O_DIRECT"
+            s->shards.direct    ? plat_uncached_name()
             : s->shards.refused ? "buffered + DONTNEED (the file system refuses O_DIRECT)"
                                 : "buffered + DONTNEED (K3_DIRECT=0)",
             iopool_backend_name(iopool_backend(s->io)), iopool_depth(s->io));

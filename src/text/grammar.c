@@ -9,6 +9,7 @@
 #include "text/automaton.h"
 #include "text/vocab_trie.h"
 #include "util/err.h"
+#include "util/platform.h"
 
 Grammar *grammar_new(void) { return df_calloc(1, sizeof(Grammar)); }
 
@@ -111,7 +112,7 @@ static uint32_t add_sorted_lits(Grammar *g, const GSpan *lits, size_t n, uint32_
     uint32_t first = g->n_lits, k = 0;
     GSpan *dst = g->lits + first;
     memcpy(dst, lits, n * sizeof(GSpan));
-    qsort_r(dst, n, sizeof(GSpan), span_cmp, g);
+    plat_qsort_r(dst, n, sizeof(GSpan), span_cmp, g);
     for (size_t i = 0; i < n; i++)
         if (k == 0 || !span_eq(g, dst[k - 1], dst[i])) dst[k++] = dst[i];
     g->n_lits += k;
@@ -140,7 +141,7 @@ uint32_t gb_switch(Grammar *g, const GSpan *lits, const uint32_t *conts, size_t 
     }
     LitCont *lc = df_malloc(n * sizeof *lc);
     for (size_t i = 0; i < n; i++) lc[i] = (LitCont){lits[i], conts[i]};
-    qsort_r(lc, n, sizeof *lc, litcont_cmp, g);
+    plat_qsort_r(lc, n, sizeof *lc, litcont_cmp, g);
     for (size_t i = 0; i < n; i++) {
         int prefix = i + 1 < n && lc[i].lit.len <= lc[i + 1].lit.len &&
                      !gu_cmp(gu(g, lc[i].lit), lc[i].lit.len, gu(g, lc[i + 1].lit), lc[i].lit.len);

@@ -9,6 +9,7 @@
 
 #include "util/err.h"
 #include "util/fileio.h"
+#include "util/platform.h"
 
 /* Writes a full buffer; O_DIRECT refused at write time (some file systems accept it at open)
  * means: continue buffered. */
@@ -16,7 +17,7 @@ static int write_block(BulkWriter *w, const uint8_t *buf, size_t n) {
     if (file_write_full(w->fd, buf, n, w->label) == 0) return 0;
     if (!w->direct) return -1;
     w->direct = 0;
-    if (fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_DIRECT) != 0) return df_fail("%s: fcntl: %s", w->label, strerror(errno));
+    if (plat_uncached_off(w->fd) != 0) return df_fail("%s: fcntl: %s", w->label, strerror(errno));
     return file_write_full(w->fd, buf, n, w->label);
 }
 
@@ -117,7 +118,7 @@ int bulk_close(BulkWriter *w) {
     size_t aligned = w->direct ? w->used & ~(size_t)4095 : w->used;
     if (!rc && aligned) rc = write_block(w, buf, aligned);
     if (!rc && w->used > aligned) { /* the unaligned tail goes through the page cache */
-        if (fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_DIRECT) != 0) rc = df_fail("%s: fcntl: %s", w->label, strerror(errno));
+        if (plat_uncached_off(w->fd) != 0) rc = df_fail("%s: fcntl: %s", w->label, strerror(errno));
         if (!rc) rc = file_write_full(w->fd, buf + aligned, w->used - aligned, w->label);
     }
     if (rc) file_replace_abort(&w->rep);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "util/err.h"
+#include "util/platform.h"
 
 int file_size_fd(int fd, uint64_t *size, const char *label) {
     struct stat st;
@@ -145,7 +146,7 @@ int file_replace_begin(FileReplace *r, const char *path, int direct, int *got_di
         unlink(r->tmp); /* a leftover of an interrupted write (or a link planted there) */
     }
     int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-    r->fd = direct ? open(r->tmp, flags | O_DIRECT, 0644) : -1;
+    r->fd = direct ? plat_open_uncached(r->tmp, flags, 0644) : -1;
     if (got_direct) *got_direct = r->fd >= 0;
     if (r->fd < 0 && (!direct || errno == EINVAL)) r->fd = open(r->tmp, flags, 0644);
     if (r->fd < 0) {

@@ -16,14 +16,13 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "util/err.h"
+#include "util/platform.h"
 
 /* Polls of a shared word before sleeping: some microseconds on current x86 cores. */
 #define POOL_SPIN 2048
@@ -141,15 +140,8 @@ void pool_run(Pool *p, int n_tasks, PoolFn fn, void *ctx) {
         run_generation(p, base, n_tasks - base < POOL_MAX_BATCH ? n_tasks - base : POOL_MAX_BATCH, fn, ctx);
 }
 
-static int online_cores(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 Pool *pool_create(int n_threads) {
-    if (n_threads <= 0) n_threads = online_cores();
+    if (n_threads <= 0) n_threads = plat_cpu_count();
     if (n_threads > POOL_MAX_THREADS) n_threads = POOL_MAX_THREADS;
     Pool *p = df_calloc(1, sizeof *p);
     p->n_threads = 1;

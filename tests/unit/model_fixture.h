@@ -7,6 +7,7 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cli/settings.h"
 #include "engine/engine.h"

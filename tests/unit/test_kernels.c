@@ -221,7 +221,8 @@ static void results_do_not_depend_on_thread_count(void) {
 
 static void simd_and_portable_paths_agree_bitwise(void) {
     for (int i = 0; i < KERN_N_ISA; i++)
-        if (!kern_isa_available((KernIsa)i)) printf("     (this CPU cannot run %s: not tested)\n", kern_isa_name((KernIsa)i));
+        if (kern_isa_built((KernIsa)i) && !kern_isa_available((KernIsa)i))
+            printf("     (this CPU cannot run %s: not tested)\n", kern_isa_name((KernIsa)i));
     for (int f = 0; f < N_FMT; f++)
         for (int s = 0; s < 6; s++) {
             Case k;
@@ -388,15 +389,26 @@ static void head_products_are_exact(void) {
 }
 
 /* kern_select (K3_KERNELS): each implementation the CPU runs is taken, the others are refused
- * saying so, auto takes the widest, and an unknown name is refused naming it. */
+ * saying why (another architecture's, or a feature this CPU lacks), auto takes the widest, and an
+ * unknown name is refused naming it. kern_describe lists what the build has. */
 static void kern_select_picks_the_path(void) {
+    char described[160];
+    kern_describe(described, sizeof described);
     for (int i = 0; i < KERN_N_ISA; i++) {
         const char *name = kern_isa_name((KernIsa)i);
         if (kern_isa_available((KernIsa)i))
             CHECK_MSG(kern_select(name) == 0 && !strcmp(kern_isa(), name), "%s: %s", name, kern_isa());
         else
-            CHECK_MSG(kern_select(name) == -1 && strstr(df_errmsg(), "does not support"), "%s: %s", name, df_errmsg());
+            CHECK_MSG(kern_select(name) == -1 &&
+                          strstr(df_errmsg(), kern_isa_built((KernIsa)i) ? "does not support" : "build has no"),
+                      "%s: %s", name, df_errmsg());
+        CHECK_MSG(!!strstr(described, name) == kern_isa_built((KernIsa)i), "%s in '%s'", name, described);
     }
+#if defined(__aarch64__)
+    CHECK(kern_isa_available(KERN_NEON) && !kern_isa_built(KERN_AVX2));
+#elif defined(__x86_64__)
+    CHECK(!kern_isa_built(KERN_NEON) && kern_isa_built(KERN_AVX2));
+#endif
     const char *widest = kern_isa_name(isa_at(n_isas() - 1));
     CHECK(kern_select("auto") == 0 && !strcmp(kern_isa(), widest));
     CHECK(kern_select("portable") == 0 && kern_select(NULL) == 0 && !strcmp(kern_isa(), widest));

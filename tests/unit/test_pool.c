@@ -91,9 +91,13 @@ static void runs_larger_than_one_batch(void) {
     pool_destroy(p);
 }
 
+/* The cores this process may use, as the pool should count them: its affinity on Linux. */
 static int cores(void) {
+#ifdef __linux__
     cpu_set_t set;
-    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#endif
+    return (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 static void zero_threads_means_all_cores(void) {

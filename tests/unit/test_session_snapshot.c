@@ -4,7 +4,6 @@
  * chunks), with the same greedy tokens as a full prefill; the live tokens win when they are the
  * longer prefix; a cancelled prefill keeps what it fed and the snapshot; the streaming memory
  * plan counts the second State. Runs on a tiny synthetic checkpoint written to a temporary directory. */
-#define _XOPEN_SOURCE 700
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,6 @@
  * rejected or cut anywhere in between give the same tokens as plain greedy decoding, and leave
  * a state bit-identical (KDA conv windows and recurrent matrices, MLA cache, length) to the one
  * plain decoding leaves. Runs on a tiny synthetic checkpoint written to a temporary directory. */
-#define _XOPEN_SOURCE 700
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>

@@ -80,11 +80,11 @@ static void a_restored_session_continues_the_same(void) {
     for (size_t i = 0; i < live.held.n; i++) more[n++] = live.held.v[i];
     more[n++] = session_pending(&live);
     more[n++] = 9, more[n++] = 10;
-    size_t ra, rb;
+    size_t ra = 0, rb = 0;
     CHECK(session_prefill(&live, more, n, NULL, NULL, &ra) == 0 && session_prefill(&back, more, n, NULL, NULL, &rb) == 0);
     CHECK_MSG(ra == rb && ra == live.held.n - 2 - 1, "reused %zu and %zu", ra, rb);
     for (int i = 0; i < 8; i++) {
-        int x, y;
+        int x = -1, y = -1;
         CHECK(session_next(&live, NULL, (uint64_t)i, &x, NULL, -1, NULL, NULL) == 0 && session_next(&back, NULL, (uint64_t)i, &y, NULL, -1, NULL, NULL) == 0);
         CHECK_MSG(x == y, "token %d: %d vs %d", i, x, y);
     }

@@ -14,6 +14,7 @@
 #include "model/cache_index.h"
 #include "store/shardio.h"
 #include "util/err.h"
+#include "util/platform.h"
 
 static void fill(CacheIndex *ci, int n) {
     for (int k = 0; k < n; k++) {
@@ -172,10 +173,10 @@ static int byte_ok(const uint8_t *p, uint64_t off, uint64_t len) {
 static void shard_reads(void) {
     const size_t N = 3 * 1024 * 1024 + 123;
     char *path = make_file(N);
-    for (int mode = 0; mode < 2; mode++) { /* buffered, then O_DIRECT */
+    for (int mode = 0; mode < 2; mode++) { /* buffered, then uncached (O_DIRECT, F_NOCACHE on macOS) */
         Shards s = {0};
         s.n = 1;
-        int direct = mode, fd = open(path, O_RDONLY | (direct ? O_DIRECT : 0));
+        int direct = mode, fd = direct ? plat_open_uncached(path, O_RDONLY, 0) : open(path, O_RDONLY);
         if (fd < 0 && direct) fd = open(path, O_RDONLY), direct = 0; /* a file system without O_DIRECT */
         CHECK_MSG(fd >= 0, "%s: %s", path, strerror(errno));
         s.fd = &fd;
