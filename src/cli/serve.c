@@ -22,6 +22,7 @@
 #include "serve/server.h"
 #include "text/tokenizer.h"
 #include "util/err.h"
+#include "util/platform.h"
 
 /* "*" or an origin as browsers send it: scheme://host[:port], nothing after. */
 static int cors_origin_ok(const char *o) {
@@ -74,7 +75,7 @@ static void on_stop_signal(int sig) {
 }
 
 static void catch_stop_signals(void) {
-    if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK)) df_die("serve: pipe: %s", strerror(errno));
+    if (plat_pipe_nonblock(stop_pipe)) df_die("serve: pipe: %s", strerror(errno));
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;

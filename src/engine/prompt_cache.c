@@ -16,6 +16,7 @@
 #include "engine/statefile.h"
 #include "fetch/digest.h"
 #include "util/err.h"
+#include "util/platform.h"
 #include "util/fileio.h"
 
 #define SUFFIX ".dfstate"
@@ -142,7 +143,7 @@ static void scan_one(PromptCache *c, const char *name) {
     StateFileReader r;
     int rc = statefile_open(&r, path, STATEFILE_PROMPT, &c->id, c->e->model, c->e->max_context, 0);
     if (rc == STATEFILE_OTHER) {
-        add(c, name, (uint64_t)st.st_size, st.st_mtim)->stale = 1;
+        add(c, name, (uint64_t)st.st_size, plat_mtime(&st))->stale = 1;
         goto done;
     }
     TokIds t = {0};
@@ -155,7 +156,7 @@ static void scan_one(PromptCache *c, const char *name) {
         free(payload);
     }
     if (rc == 0) {
-        add(c, name, (uint64_t)st.st_size, st.st_mtim)->toks = t;
+        add(c, name, (uint64_t)st.st_size, plat_mtime(&st))->toks = t;
         t = (TokIds){0};
     } else if (is_ours(path)) {
         say(c, "refused: %s; removed", df_errmsg());

@@ -15,6 +15,7 @@
 #include "text/vocab_trie.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/platform.h"
 
 /* Connections waiting to be accepted (listen's backlog): those that come while the model loads. */
 #define LISTEN_BACKLOG 128
@@ -396,7 +397,7 @@ int serve_listen(const ServeConfig *cfg, int *fd) {
     struct sockaddr_storage ss;
     socklen_t len = 0;
     if (parse_host(cfg->host, cfg->port, &ss, &len)) return -1;
-    int s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int s = plat_socket_nonblock(ss.ss_family);
     if (s < 0) return df_fail("serve: socket: %s", strerror(errno));
     int one = 1;
     if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(s, (struct sockaddr *)&ss, len) ||

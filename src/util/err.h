@@ -41,7 +41,7 @@ void df_errclear(void);
 #ifdef DF_CHECK_INVARIANTS
 #define DF_INVARIANT(cond, ...) ((cond) ? (void)0 : df_invariant_broken(__FILE__, __LINE__, #cond, __VA_ARGS__))
 #else
-#define DF_INVARIANT(cond, ...) ((void)0)
+#define DF_INVARIANT(cond, ...) ((void)sizeof((cond) ? 1 : 0)) /* names cond's variables, evaluates nothing */
 #endif
 __attribute__((noreturn)) void df_invariant_broken(const char *file, int line, const char *cond, const char *fmt, ...)
     DF_PRINTF(4, 5);

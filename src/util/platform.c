@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -195,6 +196,58 @@ static int sort_call(void *thunk, const void *a, const void *b) {
     return c->cmp(a, b, c->ctx);
 }
 #endif
+
+#ifndef __linux__
+/* Sets close-on-exec and non-blocking on fd; closes it when that fails. 0, or -1 with errno. */
+static int cloexec_nonblock(int fd) {
+    int fl = fcntl(fd, F_GETFL), fdf = fcntl(fd, F_GETFD);
+    if (fl < 0 || fdf < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) || fcntl(fd, F_SETFD, fdf | FD_CLOEXEC)) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+#endif
+
+struct timespec plat_mtime(const struct stat *st) {
+#ifdef __APPLE__
+    return st->st_mtimespec;
+#else
+    return st->st_mtim;
+#endif
+}
+
+int plat_pipe_nonblock(int fds[2]) {
+#ifdef __linux__
+    return pipe2(fds, O_CLOEXEC | O_NONBLOCK);
+#else
+    if (pipe(fds)) return -1;
+    if (cloexec_nonblock(fds[0])) {
+        int err = errno;
+        close(fds[1]);
+        errno = err;
+        return -1;
+    }
+    if (cloexec_nonblock(fds[1])) {
+        int err = errno;
+        close(fds[0]);
+        errno = err;
+        return -1;
+    }
+    return 0;
+#endif
+}
+
+int plat_socket_nonblock(int family) {
+#ifdef __linux__
+    return socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+#else
+    int s = socket(family, SOCK_STREAM, 0);
+    return s < 0 || cloexec_nonblock(s) ? -1 : s;
+#endif
+}
 
 void plat_qsort_r(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *, void *), void *ctx) {
 #ifdef __APPLE__

@@ -8,6 +8,7 @@
 #define DF_PLATFORM_H
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,6 +57,19 @@ int plat_exe_path(char *buf, size_t n);
  * takes it: its number, or 0 when none came (timeout, interrupted). sigtimedwait on Linux; macOS
  * has none, so there the pending set is polled every few milliseconds. */
 int plat_wait_signal(const sigset_t *set, double seconds);
+
+/* ---- descriptors ---- */
+
+/* A file's last modification time from its stat: st_mtim on Linux, st_mtimespec on macOS. */
+struct timespec plat_mtime(const struct stat *st);
+
+/* A pipe whose two ends close on exec and never block: pipe2 on Linux, pipe and fcntl on macOS
+ * (which has no pipe2). 0, or -1 with errno. */
+int plat_pipe_nonblock(int fds[2]);
+/* A stream socket of `family` (AF_INET, AF_INET6) that closes on exec and never blocks: one socket
+ * call on Linux, socket and fcntl on macOS (which has no SOCK_CLOEXEC). The descriptor, or -1
+ * with errno. */
+int plat_socket_nonblock(int family);
 
 /* ---- C library ---- */
 

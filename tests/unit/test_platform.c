@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -142,6 +143,29 @@ static void wait_signal_takes_a_pending_one(void) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* Both ends of the pipe, and the socket, close on exec and never block: a read of the empty
+ * pipe fails with EAGAIN at once, and what is written comes out. */
+static void pipe_and_socket_close_on_exec_and_never_block(void) {
+    int fds[2];
+    CHECK(plat_pipe_nonblock(fds) == 0);
+    for (int i = 0; i < 2; i++) {
+        CHECK(fcntl(fds[i], F_GETFD) & FD_CLOEXEC);
+        CHECK(fcntl(fds[i], F_GETFL) & O_NONBLOCK);
+    }
+    char c = 0;
+    errno = 0;
+    CHECK(read(fds[0], &c, 1) == -1 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    CHECK(write(fds[1], "x", 1) == 1 && read(fds[0], &c, 1) == 1 && c == 'x');
+    close(fds[0]), close(fds[1]);
+    int s = plat_socket_nonblock(AF_INET);
+    CHECK(s >= 0);
+    if (s >= 0) {
+        CHECK(fcntl(s, F_GETFD) & FD_CLOEXEC);
+        CHECK(fcntl(s, F_GETFL) & O_NONBLOCK);
+        close(s);
+    }
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     argv0 = argv[0];
@@ -152,5 +176,6 @@ int main(int argc, char **argv) {
     RUN(prefault_keeps_fresh_pages_zero);
     RUN(qsort_r_passes_the_context);
     RUN(wait_signal_takes_a_pending_one);
+    RUN(pipe_and_socket_close_on_exec_and_never_block);
     return check_summary();
 }
