@@ -8,6 +8,7 @@
 # (scripts/install-deps.sh aarch64).
 set -eu
 set -o pipefail
+export DELTAFIN_VERBOSE=1 # the checks below read the full start-up line (kernels, streaming plan)
 t="$DF_TEST_TMP/arm_logits"
 mkdir -p "$t"
 fail() { echo "FAIL: $*"; exit 1; }

@@ -77,6 +77,6 @@ cmp "$t/rp" "$t/rp2" || fail "--repeat-penalty is not reproducible (with specula
 cmp "$t/greedy" "$t/off" || fail "--repeat-last-n 0 did not turn the penalty off"
 "$DF" run -m "$m" --tokens "$ids" -n 40 -q --repeat-penalty 1 >"$t/one"
 cmp "$t/greedy" "$t/one" || fail "--repeat-penalty 1 is not greedy"
-expect 2 "--repeat-penalty: 11 is not in 0..10" "$DF" run -m "$m" -p x --repeat-penalty 11
+expect 2 "--repeat-penalty: 11 is outside 0..10" "$DF" run -m "$m" -p x --repeat-penalty 11
 expect 2 "--repeat-last-n: -2 is not in -1..1048576" "$DF" run -m "$m" -p x --repeat-last-n -2
 echo PASS

@@ -9,6 +9,7 @@
 # and the logits equal those of one position per pass (--chunk 1), bit for bit. The bundled model
 # too, streamed with an expert cache smaller than one layer's experts.
 source "$(dirname "$0")/../lib.sh"
+export DELTAFIN_VERBOSE=1 # the checks below read the full start-up line (the window, the memory plan)
 t="$DF_TEST_TMP/prefill_window"
 mkdir -p "$t"
 big="$t/big"

@@ -16,7 +16,9 @@ rm -f "$t/own.jsonl" "$t/mapped.jsonl"
 K3_STORE=mapped K3_SPEC=0 K3_TRACE="$t/own.jsonl" quietly "$DF" run --model "$m" --tokens "$prompt" --max-new 6
 for store in stream mapped; do
     rm -f "$t/again.jsonl"
-    K3_STORE=$store K3_RAM_GB=0.2 K3_SPEC=0 K3_REPLAY="$t/own.jsonl" K3_TRACE="$t/again.jsonl" \
+    ram=0.2 # (mapped: room for the model and decoding, or --store mapped is refused)
+    [ "$store" = mapped ] && ram=1
+    K3_STORE=$store K3_RAM_GB=$ram K3_SPEC=0 K3_REPLAY="$t/own.jsonl" K3_TRACE="$t/again.jsonl" \
         "$DF" run --model "$m" --tokens "$prompt" --max-new 6 --chunk 8 >/dev/null 2>"$t/r.err" || { cat "$t/r.err"; fail "$store replay failed"; }
     cmp -s "$t/own.jsonl" "$t/again.jsonl" || fail "$store: replaying a model's own trace recorded something else"
     expect_grep "BENCHMARK: experts chosen by the router trace $t/own.jsonl.*the output is meaningless" "$t/r.err" ||
