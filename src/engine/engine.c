@@ -342,9 +342,11 @@ typedef struct {
     int T;
 } ChunkProgress;
 
-static void layer_done(void *ctx, int layer, int n_layers) {
+/* model_watch_layers' function: the progress, then whether to stop the chunk. */
+static int layer_done(void *ctx, int layer, int n_layers) {
     const ChunkProgress *p = ctx;
-    p->o->progress(p->o->ctx, p->at + (size_t)p->T * (size_t)(layer + 1) / (size_t)n_layers);
+    if (p->o->progress) p->o->progress(p->o->ctx, p->at + (size_t)p->T * (size_t)(layer + 1) / (size_t)n_layers);
+    return p->o->cancel && p->o->cancel(p->o->cancel_ctx);
 }
 
 int engine_feed(Engine *e, State *st, const int32_t *tokens, size_t n, const FeedOptions *o) {
@@ -355,9 +357,10 @@ int engine_feed(Engine *e, State *st, const int32_t *tokens, size_t n, const Fee
         if (o->cancel && o->cancel(o->cancel_ctx)) return 1;
         int T = chunk_at(at, n, chunk);
         p.at = at, p.T = T;
-        if (o->progress) model_watch_layers(e->model, layer_done, &p);
+        if (o->progress || o->cancel) model_watch_layers(e->model, layer_done, &p);
         int rc = model_forward(e->model, st, tokens + at, T, o->rows, o->all_rows);
         model_watch_layers(e->model, NULL, NULL);
+        if (rc == MODEL_STOPPED) return 1; /* st as before this chunk */
         if (rc) return -1;
         if (o->chunk_done && o->chunk_done(o->ctx, at, T, o->rows)) return -1;
         at += (size_t)T;

@@ -131,22 +131,25 @@ typedef struct {
     int chunk;          /* positions per forward, 1..the prefill window (model_max_rows); 0: the window */
     int all_rows;       /* 1: logits of every position of a chunk; 0: of its last position only */
     float *rows;        /* where each chunk's logits go: [chunk][vocab] (all_rows) or [vocab]; NULL: none */
-    CancelFn cancel;    /* polled before each chunk, or NULL */
+    CancelFn cancel;    /* polled before each chunk and between its layers (a cancel there stops the
+                         * chunk on the CPU device, st as before it; an accelerator finishes the
+                         * chunk first), or NULL */
     void *cancel_ctx;
     /* called after each chunk with its first position in the sequence, its size and its logits
      * (rows); nonzero fails the feed. NULL: nothing to do */
     int (*chunk_done)(void *ctx, size_t at, int T, const float *rows);
     void *ctx;
-    /* called between the layers of each chunk with the tokens of n done so far, a chunk's
-     * finished layers counted pro rata (a window of thousands of rows takes a while), on the
-     * feeding thread; NULL: none. It only reports: a cancel lands before the next chunk */
+    /* called between the layers of each chunk, before cancel, with the tokens of n done so far, a
+     * chunk's finished layers counted pro rata (a window of thousands of rows takes a while), on
+     * the feeding thread; NULL: none */
     void (*progress)(void *ctx, size_t done);
 } FeedOptions;
 
 /* Feeds tokens[0..n) after what st holds, in chunks of at most o->chunk positions. The short
  * chunk goes first, so a feed cancelled between chunks has not started on its last o->chunk
  * tokens; chunking never changes a bit of the result (model.h). Returns 0, 1 when cancelled
- * (st keeps the chunks fed), or -1 with a message. */
+ * (st keeps the chunks that completed: a chunk stopped between its layers is undone), or -1
+ * with a message. */
 int engine_feed(Engine *e, State *st, const int32_t *tokens, size_t n, const FeedOptions *o);
 
 #endif

@@ -104,8 +104,6 @@ typedef struct {
     Session *s;
     const int32_t *toks;
     size_t base;        /* held tokens when the feed began */
-    CancelFn poll;      /* the caller's cancel, polled between layers for its progress display */
-    void *poll_ctx;
 } Feeding;
 
 /* engine_feed's chunk_done: the chunk is in the State, so its tokens are held. */
@@ -119,18 +117,18 @@ static int held_chunk(void *ctx, size_t at, int T, const float *rows) {
     return 0;
 }
 
-/* engine_feed's progress: between layers, the tokens done so far. */
+/* engine_feed's progress: between layers, the tokens done so far (the caller's cancel, polled
+ * next, may show them). */
 static void feeding(void *ctx, size_t done) {
     Feeding *f = ctx;
     f->s->reading = f->base + done;
-    if (f->poll) (void)f->poll(f->poll_ctx); /* shows progress; a cancel lands before the next chunk */
 }
 
 /* Feeds toks[0..n) in chunks, appending them to held as each is done (engine_feed: the short
  * chunk first, so chat keeps what a cancelled prompt fed, up to its generation prompt). */
 static int feed(Session *s, const int32_t *toks, size_t n, CancelFn cancel, void *ctx) {
     settle(s);
-    Feeding f = {s, toks, s->held.n, cancel, ctx};
+    Feeding f = {s, toks, s->held.n};
     s->reading = s->held.n;
     FeedOptions o = {.chunk = s->chunk, .rows = s->rows, .cancel = cancel, .cancel_ctx = ctx, .chunk_done = held_chunk, .ctx = &f,
                      .progress = feeding};

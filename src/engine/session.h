@@ -68,10 +68,11 @@ void session_keep_snapshots(Session *s);
 /* Starts a reply to prompt[0..n): continues from whichever of the held tokens and the snapshot
  * is the longer strict prefix of the prompt (restoring the snapshot when it wins), otherwise
  * resets, then feeds the rest and snapshots the end of the prompt. cancel is polled before each
- * chunk, and also between a chunk's layers with s->reading updated, so a caller's poll can show
- * the progress of a long window (its answer there is taken before the next chunk). *reused (may be NULL) gets
- * the number of prompt tokens that were not fed again. Returns 0, 1 when cancelled (between
- * chunks: the State keeps what was fed and held is that prefix of the prompt; the short chunk
+ * chunk and between a chunk's layers, with s->reading updated first, so a caller's poll can show
+ * the progress of a long window (engine_feed: a cancel between layers undoes that chunk on the
+ * CPU device). *reused (may be NULL) gets the number of prompt tokens that were not fed again.
+ * Returns 0, 1 when cancelled (the State keeps the chunks that completed and held is that
+ * prefix of the prompt; the short chunk
  * goes first, so the fed chunks never reach into the prompt's last `chunk` tokens; nothing is
  * picked; the snapshot is kept), or -1 with a message (the prompt does not fit the context, or
  * the forward failed; reset). */

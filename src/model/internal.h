@@ -96,8 +96,10 @@ struct Model {
     MatDevice *helper;  /* beside an accelerator: a CPU device on the CPU kernels for the experts it does
                          * not hold (K3_DEV_HOST_EXPERTS), or NULL (owned) */
     DevModel *dev;      /* the layers' device and its resources (never NULL after model_create) */
-    void (*watch)(void *ctx, int layer, int n_layers); /* model_watch_layers, or NULL */
+    int (*watch)(void *ctx, int layer, int n_layers); /* model_watch_layers, or NULL */
     void *watch_ctx;
+    float *undo;        /* [n_kda_layers][kda_floats]: a stoppable forward's KDA states as they were
+                         * before it (the CPU device), made on first use; NULL until then */
 };
 
 /* One layer's vectors on the device (NULL where the layer has none). */

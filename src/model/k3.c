@@ -83,6 +83,7 @@ void model_destroy(Model *m) {
     cpu_device_destroy(m->helper);
     weights_free(&m->w, &m->cfg);
     scratch_free(&m->s, &m->cfg);
+    free(m->undo);
     free(m);
 }
 
@@ -235,6 +236,27 @@ static void add_phase_times(Model *m) {
  * states' room. Decode steps (one row of one sequence, every spine weight on the device) are
  * recorded stretch by stretch (devops.h record): such steps repeat the same launches token after
  * token, so a device with graphs replays each stretch instead of launching its kernels one by one. */
+/* A stoppable forward (model_watch_layers) keeps its sequence's KDA states aside: 1 when kept, 0
+ * when the forward cannot stop (an accelerator's, several sequences, a recorded step, or no
+ * memory for the copy: it then completes). */
+static int keep_kda_states(Model *m, const Seq *seqs, int n_seqs) {
+    const K3Config *c = &m->cfg;
+    if (!m->watch || !m->dev->host || n_seqs != 1 || m->dev->recordable || m->verifying) return 0;
+    if (!m->undo && !(m->undo = malloc(sizeof(float) * kda_floats(c) * (size_t)c->n_kda_layers))) return 0;
+    for (int l = 0, k = 0; l < c->n_layers; l++)
+        if (c->layer_kind[l] == LAYER_KDA)
+            memcpy(m->undo + kda_floats(c) * (size_t)k++, seqs[0].st->layers[l].kda, sizeof(float) * kda_floats(c));
+    return 1;
+}
+
+/* A stopped forward: the KDA states of the layers it passed (0..last) put back. */
+static void restore_kda_states(Model *m, State *st, int last) {
+    const K3Config *c = &m->cfg;
+    for (int l = 0, k = 0; l <= last; l++)
+        if (c->layer_kind[l] == LAYER_KDA)
+            memcpy(st->layers[l].kda, m->undo + kda_floats(c) * (size_t)k++, sizeof(float) * kda_floats(c));
+}
+
 static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens, int T, const int *out_rows, int n_out,
                         float *logits) {
     DevModel *g = m->dev;
@@ -256,6 +278,7 @@ static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens
     m->look_layer = -1;
     m->chunk_pos = seqs[0].st->len; /* trace replay (benchmark only) follows the first sequence */
     int n_anchors = 0;
+    const int stoppable = keep_kda_states(m, seqs, n_seqs);
     for (int l = 0; l < c->n_layers; l++) {
         const int entered = enter_layer(m, l);
         if (entered < 0) return g->ops->get(g->dev, NULL, NULL, 0), -1; /* (ends a recording) */
@@ -263,7 +286,11 @@ static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens
         int rc = ffn_block(m, l, n_anchors, T);
         leave_layer(m, l, entered);
         if (rc) return -1;
-        if (m->watch) m->watch(m->watch_ctx, l, c->n_layers);
+        if (m->watch && l < c->n_layers - 1 && m->watch(m->watch_ctx, l, c->n_layers) && stoppable) {
+            restore_kda_states(m, seqs[0].st, l);
+            g->ops->mark(g->dev, DEV_PHASE_IDLE);
+            return MODEL_STOPPED;
+        }
     }
     for (int q = 0; q < n_seqs; q++) seqs[q].st->len += seqs[q].rows;
     m->stats.positions += (uint64_t)T;
@@ -324,7 +351,7 @@ int model_forward_verify(Model *m, State *st, const int *tokens, int T, float *l
     return rc;
 }
 
-void model_watch_layers(Model *m, void (*fn)(void *ctx, int layer, int n_layers), void *ctx) {
+void model_watch_layers(Model *m, int (*fn)(void *ctx, int layer, int n_layers), void *ctx) {
     m->watch = fn;
     m->watch_ctx = fn ? ctx : NULL;
 }

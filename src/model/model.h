@@ -186,10 +186,16 @@ int model_forward_batch(Model *m, State *const *states, const int *tokens, const
 #define MODEL_MAX_VERIFY 9
 int model_forward_verify(Model *m, State *s, const int *tokens, int T, float *logits);
 
-/* While set, every forward calls fn after each of its layers (layer 0..n_layers-1), on the
- * forward's own thread: how far a long prefill window has come, for a progress display. fn must
- * not call into the Model. NULL stops it. */
-void model_watch_layers(Model *m, void (*fn)(void *ctx, int layer, int n_layers), void *ctx);
+/* While set, every forward calls fn after each of its layers but the last (layer 0..n_layers-2), on
+ * the forward's own thread: how far a long prefill window has come (a progress display), and
+ * whether to stop. fn must not call into the Model. When fn returns nonzero and the forward is one
+ * sequence's on the CPU device, the forward stops there and returns MODEL_STOPPED with the State
+ * exactly as it was before the forward (its KDA states were kept aside for that, one copy of them,
+ * made on first use; the MLA caches' new rows lie past the State's length until a forward
+ * completes). An accelerator's forward (whose States live in its memory) does not stop: it
+ * completes and the caller sees the request at its next chance. NULL stops watching. */
+#define MODEL_STOPPED 1
+void model_watch_layers(Model *m, int (*fn)(void *ctx, int layer, int n_layers), void *ctx);
 /* Keeps the first n (1..T) rows of the last model_forward_verify: afterwards the state is
  * bit-identical to one that was fed only those n tokens. No-op without a pending verification. */
 void state_commit(State *s, int n);

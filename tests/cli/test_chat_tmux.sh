@@ -124,7 +124,8 @@ done
 [ -n "$u2" ] || { echo "no second message with a marker-free answer"; exit 1; }
 printf '%s\n' $ref | awk -v b="$bos" '$1 < b' | "$DF" detokenize --model "$m" >"$t/want.answer"
 tm kill-session -t chat 2>/dev/null || true
-# Ctrl-C lands between prefill windows: windows of 256 rows put several in this prompt
+# Ctrl-C stops the prefill window in progress (undone: the State as before it) and keeps the ones
+# before it: windows of 256 rows put several in this prompt, and turn 2 must answer as if uninterrupted
 tm new-session -d -s chat -x 160 -y 40 \
     "exec env K3_THREADS=1 K3_PREFILL_WINDOW=256 '$DF' chat --model '$m' --max-new $n_new --show-thinking --stats >'$t/out.3' 2>'$t/stats.3'"
 wait_for "$t/out.3" "^>" 30
