@@ -26,16 +26,15 @@
 #define MAX_ROUNDS 1000
 
 /* One pass of n rows after tok; returns the next greedy token (row 0's) or -1. */
-static int pass(Engine *e, State *st, int tok, int n, Rng *r, float *rows, double *seconds) {
-    const int V = e->cat.cfg.vocab;
+static int pass(Model *m, int V, State *st, int tok, int n, Rng *r, float *rows, double *seconds) {
     int in[MODEL_MAX_VERIFY] = {tok};
     for (int i = 1; i < n; i++) in[i] = (int)(rng_next(r) % (uint64_t)V);
     double t0 = df_now();
-    int rc = n == 1 ? model_forward(e->model, st, in, 1, rows, 1) : model_forward_verify(e->model, st, in, n, rows);
+    int rc = n == 1 ? model_forward(m, st, in, 1, rows, 1) : model_forward_verify(m, st, in, n, rows);
     if (rc) return -1;
     state_commit(st, 1);
     *seconds = df_now() - t0;
-    return model_argmax(e->model, rows);
+    return model_argmax(m, rows);
 }
 
 int main(int argc, char **argv) {
@@ -49,26 +48,29 @@ int main(int argc, char **argv) {
             return fprintf(stderr, "rows must be 1..%d: %s\n", MODEL_MAX_VERIFY, argv[3 + i]), 2;
     }
     Settings set; /* the engine's settings from the environment, as deltafin reads them */
-    Engine e;
-    if (settings_from_env(&set) || engine_open(&e, argv[1], &set.engine)) return fprintf(stderr, "%s\n", df_errmsg()), 1;
-    engine_print_settings(&e, stderr);
-    State *st = state_create(e.model);
-    float *rows = malloc(sizeof *rows * (size_t)e.cat.cfg.vocab * MODEL_MAX_VERIFY);
+    Engine *e = NULL;
+    if (settings_from_env(&set) || !(e = engine_open(argv[1], &set.engine))) return fprintf(stderr, "%s\n", df_errmsg()), 1;
+    engine_print_settings(e, stderr);
+    EngineInfo info;
+    engine_info(e, &info);
+    Model *m = engine_model(e);
+    State *st = state_create(m);
+    float *rows = malloc(sizeof *rows * (size_t)info.vocab * MODEL_MAX_VERIFY);
     double *t = malloc(sizeof *t * (size_t)rounds * (size_t)n_sizes);
     int prompt[8] = {840, 394, 783, 798, 911, 198, 335, 768};
-    for (int i = 0; i < 8; i++) prompt[i] %= e.cat.cfg.vocab; /* the tiny preset has 768 ids */
+    for (int i = 0; i < 8; i++) prompt[i] %= info.vocab; /* the tiny preset has 768 ids */
     Rng r;
     rng_seed(&r, 12345);
     int tok = -1;
     FeedOptions fo = {.chunk = 8, .rows = rows};
-    if (engine_feed(&e, st, prompt, 8, &fo) == 0) tok = model_argmax(e.model, rows);
+    if (engine_feed(e, st, prompt, 8, &fo) == 0) tok = model_argmax(m, rows);
     int need = (rounds + 1) * n_sizes * MODEL_MAX_VERIFY + 16;
-    if (tok >= 0 && state_length(st) + need > e.max_context) tok = -1, fprintf(stderr, "context too small\n");
+    if (tok >= 0 && state_length(st) + need > info.max_context) tok = -1, fprintf(stderr, "context too small\n");
     for (int round = -1; round < rounds && tok >= 0; round++)
         for (int j = 0; j < n_sizes && tok >= 0; j++) {
             int k = (j + (round < 0 ? 0 : round)) % n_sizes;
             double s = 0;
-            tok = pass(&e, st, tok, sizes[k], &r, rows, &s);
+            tok = pass(m, info.vocab, st, tok, sizes[k], &r, rows, &s);
             if (round >= 0) t[(size_t)k * rounds + round] = s;
         }
     int rc = tok < 0;
@@ -84,6 +86,6 @@ int main(int argc, char **argv) {
     }
     free(t), free(rows);
     state_destroy(st);
-    if (engine_close(&e)) fprintf(stderr, "bench_verify: %s\n", df_errmsg()), rc = 1;
+    if (engine_close(e)) fprintf(stderr, "bench_verify: %s\n", df_errmsg()), rc = 1;
     return rc;
 }

@@ -10,6 +10,9 @@
 #     below it, never back into a caller (the layer schedule, k3.c, on top).
 #  6. only src/cli/ and src/main.c handle signals (library code takes a stop request or a cancel
 #     function instead: src/serve/server.h, engine.h's CancelFn).
+#  7. the Engine is opaque outside src/engine/: only src/engine/*.c include engine_internal.h (its
+#     struct and the store types in it), so src/serve/ and src/cli/ cannot read an Engine's field
+#     (the compiler refuses it) and go through engine.h's functions (engine_info, engine_model...).
 # Prints every violation as FILE:LINE: what, and exits 1 if there is any.
 # usage: scripts/check_layers.sh [SRC_DIR]   (default: src)
 set -euo pipefail
@@ -109,8 +112,15 @@ while IFS=: read -r file line text; do
     report "$file:$line: handles a signal (the CLI does: library code takes a stop request or a cancel function)"
 done < <(grep -rnE '(^|[^a-z_])(sigaction|signal)[[:space:]]*\(' "$src" || true)
 
+# 7. the Engine's fields are src/engine/'s: engine_internal.h is included by its .c files only (a
+# header that included it would hand the struct to whoever includes that header)
+while IFS=: read -r file line text; do
+    case "$file" in "$src"/engine/*.c) continue ;; esac
+    report "$file:$line: includes engine/engine_internal.h (outside src/engine/*.c the Engine is opaque: use engine.h's functions)"
+done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"engine/engine_internal\.h"' "$src" || true)
+
 if [ "$bad" -ne 0 ]; then
     echo "check_layers: FAILED"
     exit 1
 fi
-echo "check_layers: ok (${order[*]}; environment in $src/cli/settings.c; exits and signals in $src/cli and $src/main.c; clock in $src/util/clock.c; no call cycle in $src/model/)"
+echo "check_layers: ok (${order[*]}; environment in $src/cli/settings.c; exits and signals in $src/cli and $src/main.c; clock in $src/util/clock.c; no call cycle in $src/model/; the Engine opaque outside $src/engine: no Engine field read in $src/serve or $src/cli)"

@@ -435,10 +435,12 @@ int cmd_chat(Settings *set, int argc, char **argv) {
     term_init();
     EngineOptions eo = set->engine;
     if (c.sampling) eo.decoding = sample_params_label(&sp);
-    cli_open_engine(&c.e, set, &eo, stderr);
-    if (!(c.tok = engine_tokenizer(&c.e))) df_die("%s", df_errmsg());
-    session_init(&c.s, &c.e);
-    if (c.sampling && sampler_init(&c.sampler, &sp, c.e.cat.cfg.vocab)) df_die("%s", df_errmsg());
+    c.e = cli_open_engine(set, &eo, stderr);
+    if (!(c.tok = engine_tokenizer(c.e))) df_die("%s", df_errmsg());
+    session_init(&c.s, c.e);
+    EngineInfo info;
+    engine_info(c.e, &info);
+    if (c.sampling && sampler_init(&c.sampler, &sp, info.vocab)) df_die("%s", df_errmsg());
     c.xo = (XtmlOptions)XTML_OPTIONS_DEFAULT;
     c.xo.effort = set->effort;
     c.tty = isatty(STDOUT_FILENO);
@@ -463,6 +465,6 @@ int cmd_chat(Settings *set, int argc, char **argv) {
     session_free(&c.s);
     if (c.sampling) sampler_free(&c.sampler);
     tok_free(c.tok);
-    if (engine_close(&c.e)) df_die("%s", df_errmsg());
+    if (engine_close(c.e)) df_die("%s", df_errmsg());
     return 0;
 }

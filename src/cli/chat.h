@@ -14,7 +14,7 @@
 #include "text/xtml.h"
 
 typedef struct {
-    Engine e;
+    Engine *e;
     Tokenizer *tok;
     Session s;
     json_t *msgs;       /* the conversation as OpenAI messages */

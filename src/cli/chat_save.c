@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "cli/chat.h"
-#include "format/schema.h"
+#include "engine/statefile.h"
 #include "util/err.h"
 #include "util/fileio.h"
 
@@ -32,7 +32,6 @@
 #define HEADER_BYTES 160
 #define MAX_JSON_BYTES (256u << 20)
 #define MAX_TURNS (1 << 24) /* far beyond any context; keeps the turn counter's arithmetic in range */
-#define SAMPLE_BYTES 4096
 
 typedef struct {
     uint32_t version, mla_cache, a_log, spine_int8, top_k, top_k_full, vocab;
@@ -66,63 +65,12 @@ static void sha_end(Sha *h, unsigned char out[32]) {
 
 /* ---- the model's fingerprint ---- */
 
-/* A whole small file of the model into the hash, or nothing when it is absent. */
-static int hash_file(Sha *h, const char *dir, const char *name, int required) {
-    char *path = path_join(dir, name), *buf;
-    size_t len;
-    struct stat st;
-    int rc = 0;
-    if (!required && stat(path, &st) != 0) {
-        free(path);
-        return 0;
-    }
-    if (file_read_all(path, 64u << 20, &buf, &len)) rc = -1;
-    else sha_add(h, name, strlen(name) + 1), sha_add(h, buf, len), free(buf);
-    free(path);
-    return rc;
-}
-
-/* Three pieces (start, middle, end) of a tensor's bytes. */
-static int hash_samples(Sha *h, const Catalog *cat, const TensorInfo *t, int *fds) {
-    if (fds[t->shard] < 0) {
-        char *path = path_join(cat->dir, cat->shards[t->shard].file);
-        fds[t->shard] = open(path, O_RDONLY | O_CLOEXEC);
-        int err = errno;
-        free(path);
-        if (fds[t->shard] < 0) return df_fail("%s: cannot open: %s", cat->shards[t->shard].file, strerror(err));
-    }
-    uint64_t n = t->nbytes < SAMPLE_BYTES ? t->nbytes : SAMPLE_BYTES, at[3] = {0, (t->nbytes - n) / 2, t->nbytes - n};
-    unsigned char buf[SAMPLE_BYTES];
-    sha_add(h, t->name, strlen(t->name) + 1);
-    sha_add(h, &t->nbytes, sizeof t->nbytes);
-    for (int i = 0; i < 3; i++) {
-        if (file_pread_full(fds[t->shard], buf, (size_t)n, t->offset + at[i], cat->shards[t->shard].file)) return -1;
-        sha_add(h, buf, (size_t)n);
-    }
-    return 0;
-}
-
-/* What identifies the weights: config.json, SHA256SUMS when the model has one, and samples of
- * every tensor outside the routed experts (a streaming install may not hold those yet). Two
- * checkpoints differ in every sampled piece unless they share their weights. */
+/* The weights' fingerprint (statefile.h: what the prompt cache's files carry too), once. */
 static int chat_model_id(Chat *c) {
     if (c->model_id[0]) return 0;
-    const Catalog *cat = &c->e.cat;
-    Sha h;
-    sha_init(&h);
-    sha_add(&h, "deltafin model id 1", 20);
-    int rc = hash_file(&h, cat->dir, "config.json", 1) || hash_file(&h, cat->dir, "SHA256SUMS", 0) ? -1 : 0;
-    int *fds = df_malloc(sizeof *fds * (size_t)cat->n_shards);
-    for (int i = 0; i < cat->n_shards; i++) fds[i] = -1;
-    for (int i = 0; i < cat->n_tensors && !rc; i++)
-        if (!strstr(cat->tensors[i].name, ".experts.")) rc = hash_samples(&h, cat, &cat->tensors[i], fds);
-    for (int i = 0; i < cat->n_shards; i++)
-        if (fds[i] >= 0) close(fds[i]);
-    free(fds);
-    unsigned char d[32];
-    sha_end(&h, d);
-    if (rc) return df_failctx("the model's fingerprint");
-    for (int i = 0; i < 32; i++) snprintf(c->model_id + 2 * i, 3, "%02x", d[i]);
+    StateIdentity id;
+    if (state_identity(c->e, &id)) return -1;
+    memcpy(c->model_id, id.model_id, sizeof c->model_id);
     return 0;
 }
 
@@ -178,9 +126,11 @@ static void header_of(const Chat *c, Header *h) {
     memset(h, 0, sizeof *h);
     h->version = VERSION;
     memcpy(h->model_id, c->model_id, 65);
-    h->mla_cache = (uint32_t)c->e.opt.mla_cache, h->a_log = (uint32_t)c->e.opt.a_log;
-    h->spine_int8 = (uint32_t)c->e.spine_int8, h->top_k = (uint32_t)c->e.cat.cfg.top_k;
-    h->top_k_full = (uint32_t)c->e.top_k_full, h->vocab = (uint32_t)c->e.cat.cfg.vocab;
+    EngineInfo e;
+    engine_info(c->e, &e);
+    h->mla_cache = (uint32_t)e.mla_cache, h->a_log = (uint32_t)e.a_log;
+    h->spine_int8 = (uint32_t)e.spine_int8, h->top_k = (uint32_t)e.top_k;
+    h->top_k_full = (uint32_t)e.top_k_full, h->vocab = (uint32_t)e.vocab;
 }
 
 /* ---- writing ---- */
@@ -235,7 +185,7 @@ static int write_body(Chat *c, Out *o) {
     header_of(c, &h);
     h.n_held = (uint32_t)c->s.held.n, h.pending = session_pending(&c->s), h.n_tail = (uint32_t)c->tail.n;
     h.n_unanswered = (uint32_t)c->unanswered.n, h.turn = (uint32_t)c->turn;
-    h.json_bytes = json_len, h.state_bytes = state_saved_bytes(c->e.model, (int)c->s.held.n);
+    h.json_bytes = json_len, h.state_bytes = state_saved_bytes(engine_model(c->e), (int)c->s.held.n);
     unsigned char head[HEADER_BYTES];
     header_write(head, &h);
     int rc = out_put(o, head, sizeof head) || out_put(o, json, json_len) || put_tokens(o, c->s.held.v, c->s.held.n) ||
@@ -327,15 +277,17 @@ static int check_header(Chat *c, const Header *h, const char *path, uint64_t siz
     if (h->top_k != me.top_k || h->top_k_full != me.top_k_full || h->vocab != me.vocab)
         return df_fail("%s was saved with %u experts per token (DELTAFIN_MOE_TOP_K), this session uses %u", path, h->top_k,
                        me.top_k);
-    uint32_t ctx = (uint32_t)c->e.max_context;
+    EngineInfo e;
+    engine_info(c->e, &e);
+    uint32_t ctx = (uint32_t)e.max_context;
     if (h->n_held > ctx || h->n_tail > ctx || h->n_unanswered > ctx)
         return df_fail("%s holds %u tokens, more than this session's context limit %u (-c/--ctx-size)", path, h->n_held, ctx);
     if (h->pending < -1 || h->pending >= (int32_t)me.vocab) return df_fail("%s: a token id out of range", path);
     if (h->turn > MAX_TURNS) return df_fail("%s: a turn count of %u is out of range (at most %d)", path, h->turn, MAX_TURNS);
     if (h->json_bytes > MAX_JSON_BYTES) return df_fail("%s: a conversation of %llu bytes", path, (unsigned long long)h->json_bytes);
-    if (h->state_bytes != state_saved_bytes(c->e.model, (int)h->n_held))
+    if (h->state_bytes != state_saved_bytes(engine_model(c->e), (int)h->n_held))
         return df_fail("%s: %llu bytes of state for %u tokens, expected %llu", path, (unsigned long long)h->state_bytes,
-                       h->n_held, (unsigned long long)state_saved_bytes(c->e.model, (int)h->n_held));
+                       h->n_held, (unsigned long long)state_saved_bytes(engine_model(c->e), (int)h->n_held));
     uint64_t want = HEADER_BYTES + h->json_bytes + 4ull * (h->n_held + h->n_tail + h->n_unanswered) + h->state_bytes + 32;
     if (size != want) return df_fail("%s: %llu bytes, its header describes %llu", path, (unsigned long long)size,
                                      (unsigned long long)want);
@@ -438,7 +390,9 @@ int chat_load_stream(Chat *c, FILE *f, uint64_t size, const char *path) {
     }
     if (!rc && !(l.conv = parse_conversation(json, h.json_bytes, path, &system))) rc = -1;
     free(json);
-    int V = c->e.cat.cfg.vocab;
+    EngineInfo e;
+    engine_info(c->e, &e);
+    const int V = e.vocab;
     if (!rc) rc = read_tokens(&in, &l.held, h.n_held, V) || read_tokens(&in, &l.tail, h.n_tail, V) ||
                           read_tokens(&in, &l.unanswered, h.n_unanswered, V)
                       ? -1

@@ -15,25 +15,18 @@
 #include "cli/locate.h"
 #include "cli/opts.h"
 #include "engine/engine.h"
+#include "store/i8spine.h"
 #include "util/err.h"
 
 #define CHECK_TOKENS 32
 
 static int convert_all(Engine *e) {
-    const TensorInfo **v;
-    int n = i8spine_tensors(&e->cat, &v), done = 0, skipped = 0, rc = 0;
-    uint64_t bf16 = 0;
-    for (int i = 0; i < n && !rc; i++) {
-        bf16 += v[i]->nbytes;
-        int k = i8spine_check(&e->cat, v[i]);
-        if (k < 0) fprintf(stderr, "convert-spine: %s: rewriting\n", df_errmsg());
-        if (k == 1) skipped++, i8spine_remove_stale(&e->cat, v[i]);
-        else if (!(rc = i8spine_convert(&e->cat, v[i], mapped_tensor_bytes(&e->store, v[i])))) done++;
-    }
-    free(v);
-    if (rc) return -1;
+    SpineConversion r;
+    if (engine_convert_spine(e, stderr, &r)) return -1;
+    EngineInfo info;
+    engine_info(e, &info);
     printf("convert-spine: %d tensors converted, %d already done (of %d) in %s/%s | spine matrices %.1f MB bf16\n",
-           done, skipped, n, e->cat.dir, I8SPINE_SUBDIR, bf16 / 1e6);
+           r.converted, r.skipped, r.total, info.dir, I8SPINE_SUBDIR, r.bf16_bytes / 1e6);
     return 0;
 }
 
@@ -63,25 +56,30 @@ static float *run_sequence(const char *dir, const EngineOptions *o, SpineChoice 
                            uint64_t *spine_bytes) {
     EngineOptions with = *o;
     with.spine = spine;
-    Engine e;
-    if (engine_open(&e, dir, &with)) return NULL;
-    engine_print_settings(&e, stderr);
-    int V = e.cat.cfg.vocab;
+    Engine *e = engine_open(dir, &with);
+    if (!e) return NULL;
+    engine_print_settings(e, stderr);
+    EngineInfo info;
+    engine_info(e, &info);
+    const int V = info.vocab;
     float *rows = df_malloc(sizeof *rows * (size_t)CHECK_TOKENS * V);
-    State *st = state_create(e.model);
+    State *st = state_create(engine_model(e));
     FeedOptions fo = {.chunk = CHECK_TOKENS, .all_rows = 1, .rows = rows}; /* one chunk: its rows are all of them */
-    int rc = engine_feed(&e, st, ids, CHECK_TOKENS, &fo);
+    int rc = engine_feed(e, st, ids, CHECK_TOKENS, &fo);
     state_destroy(st);
-    *spine_bytes = !e.spine_int8 ? 0 : e.streaming ? e.stream.plan.spine_bytes + e.stream.plan.globals : e.i8.bytes;
-    if (engine_close(&e)) rc = -1;
+    *spine_bytes = info.int8_spine_bytes;
+    if (engine_close(e)) rc = -1;
     if (rc) free(rows), rows = NULL;
     return rows;
 }
 
 /* o: the user's settings (the check runs on the store they pick: streamed when the model is
  * larger than the memory budget). */
-static int quality_check(const Engine *bf, const char *dir, const EngineOptions *o) {
-    const int V = bf->cat.cfg.vocab;
+static int quality_check(const Engine *bf, const EngineOptions *o) {
+    EngineInfo info;
+    engine_info(bf, &info);
+    const char *dir = info.dir;
+    const int V = info.vocab;
     int ids[CHECK_TOKENS];
     for (int i = 0; i < CHECK_TOKENS; i++) ids[i] = (int)((1000003u * (unsigned)i + 12345u) % (unsigned)V);
     uint64_t bytes_bf16, bytes_i8;
@@ -121,9 +119,9 @@ int cmd_convert_spine(Settings *set, int argc, char **argv) {
     EngineOptions source = set->engine;
     source.spine = SPINE_BF16;
     source.store.kind = STORE_MAPPED;
-    Engine e;
-    if (engine_open(&e, dir, &source)) df_die("%s", df_errmsg());
-    if (convert_all(&e) || (!no_check && quality_check(&e, e.cat.dir, &set->engine))) df_die("%s", df_errmsg());
-    if (engine_close(&e)) df_die("%s", df_errmsg());
+    Engine *e = engine_open(dir, &source);
+    if (!e) df_die("%s", df_errmsg());
+    if (convert_all(e) || (!no_check && quality_check(e, &set->engine))) df_die("%s", df_errmsg());
+    if (engine_close(e)) df_die("%s", df_errmsg());
     return 0;
 }

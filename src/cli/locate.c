@@ -120,14 +120,16 @@ const char *cli_install_dir(const Settings *s) {
     return m.dir;
 }
 
-void cli_open_engine(Engine *e, const Settings *s, const EngineOptions *o, FILE *startup) {
+Engine *cli_open_engine(const Settings *s, const EngineOptions *o, FILE *startup) {
     static ModelDir m; /* the engine borrows the note for its lifetime */
     cli_model_dir(s, MODEL_READ, &m);
     EngineOptions with = *o;
     with.model_note = m.note[0] ? m.note : NULL;
-    if (engine_open(e, m.dir, &with)) df_die("%s", df_errmsg());
-    if (s->quiet) return;
+    Engine *e = engine_open(m.dir, &with);
+    if (!e) df_die("%s", df_errmsg());
+    if (s->quiet) return e;
     if (startup && s->verbose) engine_print_settings(e, startup);
     else if (startup) engine_print_summary(e, startup);
     else if (m.bundled) fprintf(stderr, "deltafin: model %s [%s]\n", m.dir, m.note);
+    return e;
 }

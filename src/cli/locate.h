@@ -41,7 +41,8 @@ void cli_model_dir(const Settings *s, ModelUse use, ModelDir *m);
 const char *cli_install_dir(const Settings *s);
 /* Locates the model to read (MODEL_READ), opens it with o (its model_note set to how it was
  * found) and, when startup is not NULL, prints the start-up line there: the short one, the full
- * one with --verbose, none with -q/--quiet. Exits on an error. */
-void cli_open_engine(Engine *e, const Settings *s, const EngineOptions *o, FILE *startup);
+ * one with --verbose, none with -q/--quiet. Returns the Engine (engine_close frees it); exits on an
+ * error. */
+Engine *cli_open_engine(const Settings *s, const EngineOptions *o, FILE *startup);
 
 #endif

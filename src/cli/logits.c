@@ -45,9 +45,10 @@ int cmd_logits(Settings *set, int argc, char **argv) {
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     if (!!tokens + !!tokens_file + !!text != 1 || !out)
         cli_usage_error(&cmd, "give --out and exactly one of --tokens, --tokens-file and --text");
-    Engine e;
-    cli_open_engine(&e, set, &set->engine, NULL);
-    const int V = e.cat.cfg.vocab;
+    Engine *e = cli_open_engine(set, &set->engine, NULL);
+    EngineInfo info;
+    engine_info(e, &info);
+    const int V = info.vocab;
     int *ids = NULL, n;
     if (tokens_file) {
         n = read_token_file(tokens_file, &ids, V);
@@ -55,24 +56,24 @@ int cmd_logits(Settings *set, int argc, char **argv) {
         ids = df_malloc(sizeof *ids * (size_t)(strlen(tokens) / 2 + 1));
         n = parse_token_list(tokens, ids, (int)(strlen(tokens) / 2 + 1), V);
     } else {
-        Tokenizer *tok = engine_tokenizer(&e);
-        n = tok ? engine_encode_text(&e, tok, text, strlen(text), &ids) : -1;
+        Tokenizer *tok = engine_tokenizer(e);
+        n = tok ? engine_encode_text(e, tok, text, strlen(text), &ids) : -1;
         tok_free(tok);
     }
     if (n < 0) df_die("%s", df_errmsg());
-    if (n > e.max_context) df_die("logits: %d tokens exceed the context limit %d (DELTAFIN_CONTEXT)", n, e.max_context);
+    if (n > info.max_context) df_die("logits: %d tokens exceed the context limit %d (DELTAFIN_CONTEXT)", n, info.max_context);
     float *rows = df_malloc(sizeof *rows * (size_t)n * V);
-    State *st = state_create(e.model);
+    State *st = state_create(engine_model(e));
     FeedTarget all = {rows, V};
-    const int per_pass = chunk ? (int)chunk : model_max_rows(e.model);
+    const int per_pass = chunk ? (int)chunk : model_max_rows(engine_model(e));
     FeedOptions fo = {.chunk = (int)chunk, .all_rows = 1, .rows = df_malloc(sizeof(float) * (size_t)(per_pass < n ? per_pass : n) * V),
                       .chunk_done = keep_rows, .ctx = &all};
-    if (engine_feed(&e, st, ids, (size_t)n, &fo)) df_die("%s", df_errmsg());
+    if (engine_feed(e, st, ids, (size_t)n, &fo)) df_die("%s", df_errmsg());
     free(fo.rows);
     if (file_write_atomic(out, rows, sizeof *rows * (size_t)n * V)) df_die("%s", df_errmsg());
     fprintf(stderr, "wrote logits [%d x %d] to %s\n", n, V, out);
     state_destroy(st);
     free(rows), free(ids);
-    if (engine_close(&e)) df_die("%s", df_errmsg());
+    if (engine_close(e)) df_die("%s", df_errmsg());
     return 0;
 }

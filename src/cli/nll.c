@@ -94,26 +94,27 @@ int cmd_nll(Settings *set, int argc, char **argv) {
                             about, opts, CLI_N(opts), 0, NULL, 0};
     cli_parse(&cmd, set, argc, argv, NULL, NULL);
     if (!file == !text) cli_usage_error(&cmd, "give exactly one of --tokens-file and --text");
-    Engine e;
-    cli_open_engine(&e, set, &set->engine, stderr); /* says which lossy modes (int8 spine, top-k) are on */
-    const int V = e.cat.cfg.vocab;
+    Engine *e = cli_open_engine(set, &set->engine, stderr); /* says which lossy modes (int8 spine, top-k) are on */
+    EngineInfo info;
+    engine_info(e, &info);
+    const int V = info.vocab;
     int *ids;
-    int n = file ? read_token_file(file, &ids, V) : read_text_tokens(&e, text, &ids);
+    int n = file ? read_token_file(file, &ids, V) : read_text_tokens(e, text, &ids);
     if (n < 0) df_die("%s", df_errmsg());
     if (n < 2) df_die("nll: %s needs at least 2 tokens", file ? file : text);
     if (window == 0) window = n;
-    if (window < 2 || window > e.max_context)
-        df_die("nll: a window of %lld tokens is outside 2..%d (the context limit, DELTAFIN_CONTEXT)", (long long)window, e.max_context);
+    if (window < 2 || window > info.max_context)
+        df_die("nll: a window of %lld tokens is outside 2..%d (the context limit, DELTAFIN_CONTEXT)", (long long)window, info.max_context);
     Scoring sc = {ids, mask_path ? read_mask(mask_path, n) : NULL, 0, V, NULL, 0, 0};
     if (argmax_path && !(sc.argmax = fopen(argmax_path, "w"))) df_die("nll: cannot create %s", argmax_path);
-    State *st = state_create(e.model);
+    State *st = state_create(engine_model(e));
     FeedOptions fo = {.chunk = MODEL_LOGIT_ROWS, .all_rows = 1, .rows = df_malloc(sizeof(float) * (size_t)MODEL_LOGIT_ROWS * V),
                       .chunk_done = score_chunk, .ctx = &sc};
     int windows = 0;
     for (sc.base = 0; sc.base + 1 < (size_t)n; sc.base += (size_t)window, windows++) {
         size_t len = (size_t)n - sc.base < (size_t)window ? (size_t)n - sc.base : (size_t)window;
         state_reset(st);
-        if (engine_feed(&e, st, ids + sc.base, len - 1, &fo)) df_die("%s", df_errmsg());
+        if (engine_feed(e, st, ids + sc.base, len - 1, &fo)) df_die("%s", df_errmsg());
     }
     if (sc.argmax && fclose(sc.argmax)) df_die("nll: cannot write %s", argmax_path);
     if (!sc.counted) df_die("nll: the mask marks no target");
@@ -122,6 +123,6 @@ int cmd_nll(Settings *set, int argc, char **argv) {
            exp(mean), windows, windows == 1 ? "" : "s", (long long)window);
     free(fo.rows), free(ids), free((int *)sc.mask);
     state_destroy(st);
-    if (engine_close(&e)) df_die("%s", df_errmsg());
+    if (engine_close(e)) df_die("%s", df_errmsg());
     return 0;
 }

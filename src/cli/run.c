@@ -117,13 +117,13 @@ static void finish_output(Printer *p) {
 }
 
 /* Why the generation ended, when it is not what the user asked for: a cut answer, a full context. */
-static void say_why_it_stopped(const Engine *e, const GenResult *res, int64_t max_new, int chat, int asked) {
+static void say_why_it_stopped(int max_context, const GenResult *res, int64_t max_new, int chat, int asked) {
     char of[64] = "";
     if (asked) snprintf(of, sizeof of, " of the %lld asked", (long long)max_new);
     if (res->hit_context)
         fprintf(stderr, "deltafin: stopped at the context limit of %d positions after %d tokens%s (raise it with "
                         "-c/--ctx-size or DELTAFIN_CONTEXT)\n",
-                e->max_context, res->generated, of);
+                max_context, res->generated, of);
     else if (chat && !res->hit_stop && !res->interrupted && res->generated == max_new)
         fprintf(stderr, "deltafin: the answer was cut at %s%lld tokens before it ended\n",
                 asked ? "-n/--max-new " : "", (long long)max_new);
@@ -133,11 +133,13 @@ static void say_why_it_stopped(const Engine *e, const GenResult *res, int64_t ma
  * (text is the prompt's text, read from --file already). */
 static int prompt_ids(Engine *e, Printer *p, const char *tokens, const char *tokens_file, const char *text, int chat,
                       int **ids) {
-    if (tokens_file) return read_token_file(tokens_file, ids, e->cat.cfg.vocab);
+    EngineInfo info;
+    engine_info(e, &info);
+    if (tokens_file) return read_token_file(tokens_file, ids, info.vocab);
     if (tokens) {
         int max = (int)strlen(tokens) / 2 + 1;
         *ids = df_malloc(sizeof **ids * (size_t)max);
-        return parse_token_list(tokens, *ids, max, e->cat.cfg.vocab);
+        return parse_token_list(tokens, *ids, max, info.vocab);
     }
     if (!chat) return engine_encode_text(e, p->tok, text, strlen(text), ids);
     json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", text);
@@ -210,40 +212,41 @@ int cmd_run(Settings *set, int argc, char **argv) {
     SampleParams sp;
     int sampling = sample_args_finish(&cmd, &sargs, &sp, set->quiet ? NULL : stderr);
     term_init();
-    Engine e;
     EngineOptions eo = set->engine;
     if (sampling) eo.decoding = sample_params_label(&sp);
     set->verbose |= stats; /* --stats: the full start-up line too */
-    cli_open_engine(&e, set, &eo, stderr);
+    Engine *e = cli_open_engine(set, &eo, stderr);
+    EngineInfo info;
+    engine_info(e, &info);
     Session s;
-    session_init(&s, &e);
+    session_init(&s, e);
     s.chunk = (int)chunk;
     Watch watch = {.s = &s};
     Printer pr = {&watch, NULL, NULL, UTF8STREAM_INIT, 1, NULL, 0, stats_json ? 0 : -1, {0}, 0};
-    if (text && !(pr.tok = engine_tokenizer(&e))) df_die("%s", df_errmsg());
+    if (text && !(pr.tok = engine_tokenizer(e))) df_die("%s", df_errmsg());
     if (chat) pr.chat = xtml_parser_new(pr.tok, 1);
     int *ids = NULL;
-    int n = prompt_ids(&e, &pr, tokens, tokens_file, text, chat, &ids);
+    int n = prompt_ids(e, &pr, tokens, tokens_file, text, chat, &ids);
     if (n < 0) df_die("%s", df_errmsg());
-    if (n > e.max_context)
-        df_die("run: the prompt's %d tokens exceed the context limit %d (-c/--ctx-size, DELTAFIN_CONTEXT)", n, e.max_context);
+    if (n > info.max_context)
+        df_die("run: the prompt's %d tokens exceed the context limit %d (-c/--ctx-size, DELTAFIN_CONTEXT)", n, info.max_context);
     int asked = max_new >= 0;
-    if (max_new < 0) max_new = chat ? e.max_context : 256;
+    if (max_new < 0) max_new = chat ? info.max_context : 256;
     watch.prompt = (size_t)n;
     interrupt_install(1); /* the first Ctrl-C stops before the next token, a second one exits */
     Sampler sampler;
-    if (sampling && sampler_init(&sampler, &sp, e.cat.cfg.vocab)) df_die("%s", df_errmsg());
+    if (sampling && sampler_init(&sampler, &sp, info.vocab)) df_die("%s", df_errmsg());
     if (sampling) sampler_context(&sampler, ids, (size_t)n); /* the repetition penalty's window */
-    GenOptions opt = {(int)max_new, chat ? e.cat.cfg.eos_id : -1, interrupted, &watch, sampling ? &sampler : NULL};
+    GenOptions opt = {(int)max_new, chat ? info.eos_id : -1, interrupted, &watch, sampling ? &sampler : NULL};
     GenResult res;
     int rc = generate(&s, ids, (size_t)n, &opt, print_token, &pr, &res);
     term_status_clear();
     finish_output(&pr);
     if (res.interrupted) fprintf(stderr, "deltafin: interrupted after %d tokens\n", res.generated);
     if (rc) df_die("%s", df_errmsg());
-    say_why_it_stopped(&e, &res, max_new, chat, asked);
-    if (stats) generate_print_stats(&e, &res, stderr);
-    if (stats_json) write_stats_json(&e, &res, &pr, stats_json);
+    say_why_it_stopped(info.max_context, &res, max_new, chat, asked);
+    if (stats) generate_print_stats(e, &res, stderr);
+    if (stats_json) write_stats_json(e, &res, &pr, stats_json);
     session_free(&s);
     if (sampling) sampler_free(&sampler);
     free(ids);
@@ -252,6 +255,6 @@ int cmd_run(Settings *set, int argc, char **argv) {
     xtml_parser_free(pr.chat);
     utf8stream_free(&pr.text);
     tok_free(pr.tok);
-    if (engine_close(&e)) df_die("%s", df_errmsg());
+    if (engine_close(e)) df_die("%s", df_errmsg());
     return res.interrupted ? 130 : 0;
 }

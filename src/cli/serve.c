@@ -169,22 +169,23 @@ int cmd_serve(Settings *set, int argc, char **argv) {
     eo.extra_states = cfg.prompt_snapshot; /* each slot's snapshot is a second State */
     eo.slots = parallel ? (int)parallel : ENGINE_SLOTS_AUTO;
     eo.decoding = "greedy (a request may sample)";
-    Engine e;
-    cli_open_engine(&e, set, &eo, stderr);
-    cfg.parallel = e.slots;
+    Engine *e = cli_open_engine(set, &eo, stderr);
+    EngineInfo info;
+    engine_info(e, &info);
+    cfg.parallel = info.slots;
     connection_defaults(&cfg, max_conn, per_client);
     if (cfg.max_per_client > cfg.max_connections) cli_usage_error(&cmd, "--max-connections-per-client must be 1..--max-connections");
     char name[SERVE_MODEL_ID_MAX + 1];
     if (alias) snprintf(name, sizeof name, "%s", alias);
-    else model_name(e.cat.dir, name, sizeof name);
+    else model_name(info.dir, name, sizeof name);
     cfg.model_id = name;
-    Tokenizer *tok = tok_load(e.cat.dir);
+    Tokenizer *tok = tok_load(info.dir);
     if (!tok) df_die("%s", df_errmsg());
-    if (tok_vocab_size(tok) != e.cat.cfg.vocab)
-        df_die("serve: the tokenizer has %d ids but the model's vocabulary is %d", tok_vocab_size(tok), e.cat.cfg.vocab);
-    int rc = serve_run(&e, tok, &cfg, listen_fd, stop_pipe[0], stderr);
+    if (tok_vocab_size(tok) != info.vocab)
+        df_die("serve: the tokenizer has %d ids but the model's vocabulary is %d", tok_vocab_size(tok), info.vocab);
+    int rc = serve_run(e, tok, &cfg, listen_fd, stop_pipe[0], stderr);
     if (rc) fprintf(stderr, "deltafin: %s\n", df_errmsg());
     tok_free(tok);
-    if (engine_close(&e)) fprintf(stderr, "deltafin: %s\n", df_errmsg()), rc = -1;
+    if (engine_close(e)) fprintf(stderr, "deltafin: %s\n", df_errmsg()), rc = -1;
     return rc ? 1 : 0;
 }

@@ -1,4 +1,4 @@
-#include "engine/engine.h"
+#include "engine/engine_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,32 +270,34 @@ static int use_device(Engine *e) {
     return 0;
 }
 
-int engine_open(Engine *e, const char *dir, const EngineOptions *o) {
-    memset(e, 0, sizeof *e);
+static int release(Engine *e);
+
+/* Opens into e, zeroed; on failure releases what it opened. */
+static int open_engine(Engine *e, const char *dir, const EngineOptions *o) {
     e->opt = *o;
     e->max_context = o->context ? o->context : default_context(o->mla_cache);
     if (kern_select(o->kernels)) return df_failctx("K3_KERNELS=%s", o->kernels);
     if (catalog_open(&e->cat, dir)) return -1;
     if (apply_top_k(e) || spine_choice(e) || choose_slots(e) || open_device(e) || choose_window(e))
-        return engine_close(e), -1;
+        return release(e), -1;
     e->spine_on_device = spine_fits_device(e);
-    if (open_store(e)) return engine_close(e), -1;
+    if (open_store(e)) return release(e), -1;
     e->pool = pool_create(o->threads);
     e->threads = pool_threads(e->pool);
     if (model_create(&e->model, &e->cat, e->spine, e->experts, e->pool, e->opt.a_log, e->max_context, e->opt.mla_cache,
                      e->window)) {
-        engine_close(e);
+        release(e);
         return -1;
     }
     if (e->streaming) stream_end_load(&e->stream);
     offer_buffers(e);
-    if (use_device(e)) return engine_close(e), -1;
+    if (use_device(e)) return release(e), -1;
     e->max_context = model_max_context(e->model);
     engine_profile_start(e); /* what loading read (the spine the GPU keeps included) is not the first pass's */
     return 0;
 }
 
-int engine_close(Engine *e) {
+static int release(Engine *e) {
     if (e->model) model_release_device(e->model); /* before the device closes */
     if (e->device_open) device_close();
     model_destroy(e->model);
@@ -309,6 +311,46 @@ int engine_close(Engine *e) {
     if (e->cat.dir) catalog_free(&e->cat);
     memset(e, 0, sizeof *e);
     return rc;
+}
+
+Engine *engine_open(const char *dir, const EngineOptions *o) {
+    Engine *e = df_calloc(1, sizeof *e);
+    if (open_engine(e, dir, o)) return free(e), NULL;
+    return e;
+}
+
+int engine_close(Engine *e) {
+    if (!e) return 0;
+    int rc = release(e);
+    free(e);
+    return rc;
+}
+
+void engine_info(const Engine *e, EngineInfo *info) {
+    const uint64_t i8 = e->streaming ? e->stream.plan.spine_bytes + e->stream.plan.globals : e->i8.bytes;
+    *info = (EngineInfo){
+        .dir = e->cat.dir,
+        .vocab = e->cat.cfg.vocab,
+        .eos_id = e->cat.cfg.eos_id,
+        .max_context = e->max_context,
+        .slots = e->slots,
+        .slots_how = e->slots_how,
+        .streaming = e->streaming,
+        .mla_cache = e->opt.mla_cache,
+        .a_log = e->opt.a_log,
+        .top_k = e->cat.cfg.top_k,
+        .top_k_full = e->top_k_full,
+        .spine_int8 = e->spine_int8,
+        .int8_spine_bytes = e->spine_int8 ? i8 : 0,
+    };
+}
+
+Model *engine_model(const Engine *e) { return e->model; }
+
+EngineReads engine_reads(const Engine *e) {
+    if (!e->streaming) return (EngineReads){0};
+    StreamCounters c = stream_counters((StreamStore *)&e->stream); /* (counters are read under the stores' locks) */
+    return (EngineReads){c.spine_bytes, c.expert_bytes, c.experts.hits, c.experts.misses};
 }
 
 Tokenizer *engine_tokenizer(const Engine *e) { return tok_load_checked(e->cat.dir, e->cat.cfg.vocab); }

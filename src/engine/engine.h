@@ -3,23 +3,19 @@
  * device, and the model itself. Every command that computes (run, chat, serve, bench's children,
  * logits, nll, convert-spine) opens one; decoding goes through a Session (session.h) over it.
  *
- * The Engine owns everything it opened until engine_close. One forward at a time: the States
- * of several sequences may share it (model.h). */
+ * engine_open allocates the Engine and engine_close frees it with everything it opened. Callers
+ * see it through the functions below only (its struct is src/engine/'s: engine_internal.h); what
+ * they hand out (the model, engine_info's strings) is the Engine's, valid until engine_close. One
+ * forward at a time: the States of several sequences may share it (model.h). */
 #ifndef DF_ENGINE_H
 #define DF_ENGINE_H
 
 #include <stdio.h>
 
-#include "fetch/installer.h"
-#include "format/catalog.h"
+#include "fetch/source.h"
 #include "kernels/device.h"
 #include "model/model.h"
-#include "store/fetching.h"
-#include "store/i8spine.h"
-#include "store/mapped.h"
-#include "store/replay.h"
-#include "store/stream.h"
-#include "store/trace.h"
+#include "store/options.h"
 #include "text/tokenizer.h"
 #include "text/tokids.h"
 
@@ -67,56 +63,66 @@ typedef struct {
 #define ENGINE_SLOTS_AUTO (-1)
 #define ENGINE_SLOTS_AUTO_MAX 8
 
-typedef struct {
-    EngineOptions opt;       /* as opened */
-    Catalog cat;
-    int streaming;           /* K3_STORE: 1 = stream (budgeted), 0 = mapped */
-    MappedStore store;
-    StreamStore stream;
-    Installer *inst;         /* the install's manifest; NULL for a plain checkpoint directory */
-    FetchingSource fetching; /* streaming install: fetches missing experts before they are read */
-    TraceSource trace;       /* K3_TRACE: wraps the expert source */
-    ReplaySource replay;     /* K3_REPLAY: wraps it outermost */
-    SpineSource *spine;      /* the store's spine */
-    ExpertSource *experts;
-    ModelStats prof_stats;   /* totals at the previous profile line */
-    StreamCounters prof_io;
-    double prof_t;
-    Pool *pool;
-    Model *model;
-    int threads;             /* compute threads the pool has */
-    int max_context;         /* positions a State may hold (K3_CONTEXT, within the model's limit) */
-    int window;              /* the most rows of a prefill pass (K3_PREFILL_WINDOW, or from the memory plan) */
-    int device_open;         /* K3_DEV opened an accelerator (device.h), closed with the engine */
-    int spine_on_device;     /* the layer pass's device has room for the whole spine: a streaming
-                              * store pins none of it in RAM (the device keeps every layer) */
-    I8Spine i8;              /* K3_SPINE: mapped int8 spine when spine_int8 */
-    int spine_int8;          /* 1: the spine matrices are the lossy int8 ones */
-    int top_k_full;          /* the checkpoint's experts per token; cat.cfg.top_k is K3_MOE_TOP_K's */
-    int slots;               /* sequences the memory plan holds (EngineOptions.slots, resolved) */
-    char slots_how[96];      /* how slots was chosen, for the start-up line */
-    char fingerprint[65];    /* the weights' fingerprint (statefile.h), computed when first asked for; "" until then */
-} Engine;
+/* An opened checkpoint. Opaque: its callers see it through the functions below (the stores, the
+ * fetcher and the device it holds are the engine's own: engine_internal.h, for src/engine/). */
+typedef struct Engine Engine;
 
-/* Opens the checkpoint in dir with the options (copied). Fails with a message. */
-int engine_open(Engine *e, const char *dir, const EngineOptions *o);
-/* Releases everything; -1 with a message when the router trace (K3_TRACE) could not be written
- * completely (the command must fail). */
+/* What callers may know of an opened Engine, filled by engine_info. The strings are the Engine's,
+ * valid until engine_close. */
+typedef struct {
+    const char *dir;         /* the checkpoint's directory */
+    int vocab;               /* token ids are 0..vocab-1 */
+    int eos_id;              /* the end-of-sequence token id */
+    int max_context;         /* positions a State may hold (K3_CONTEXT, within the model's limit) */
+    int slots;               /* sequences the memory plan holds (EngineOptions.slots, resolved) */
+    const char *slots_how;   /* how slots was chosen, for the start-up line */
+    int streaming;           /* the weights stream within a memory budget (K3_STORE); 0: mapped */
+    /* what changes the numbers (a saved State is only valid under the same) */
+    MlaCacheMode mla_cache;  /* K3_MLA_CACHE */
+    ALogMode a_log;          /* K3_A_LOG */
+    int top_k;               /* experts per token (K3_MOE_TOP_K, or the checkpoint's) */
+    int top_k_full;          /* the checkpoint's experts per token */
+    int spine_int8;          /* the spine matrices are the lossy int8 ones (K3_SPINE) */
+    uint64_t int8_spine_bytes; /* bytes of the int8 spine as the store holds it; 0 with the bf16 one */
+} EngineInfo;
+
+/* The streaming store's reads since the Engine opened; all zero when the weights are mapped. */
+typedef struct {
+    uint64_t spine_bytes, expert_bytes; /* bytes read from the checkpoint */
+    uint64_t expert_hits, expert_misses; /* experts found in the expert cache, and read on demand */
+} EngineReads;
+
+/* Opens the checkpoint in dir with the options (copied). Returns the Engine, or NULL with a message. */
+Engine *engine_open(const char *dir, const EngineOptions *o);
+/* Releases everything and frees e (NULL: nothing to do); -1 with a message when the router trace
+ * (K3_TRACE) could not be written completely (the command must fail). */
 int engine_close(Engine *e);
+
+/* The checkpoint, the vocabulary, the limits and the numerics the Engine runs with. */
+void engine_info(const Engine *e, EngineInfo *info);
+/* The model, for its States (state_create) and sizes (model_max_rows, state_saved_bytes); the
+ * Engine owns it. One forward at a time runs on it (model.h). */
+Model *engine_model(const Engine *e);
+/* The streaming store's counters now (read under the stores' locks). */
+EngineReads engine_reads(const Engine *e);
 /* The start-up lines: one with every resolved setting, then the streaming plan when streaming
  * and the install's reminder when it lacks experts. */
 void engine_print_settings(const Engine *e, FILE *f);
 /* The short start-up line: the model, the device and threads, and whether decoding is exact or
  * which lossy modes are on (then the same warnings and reminders as the full one). */
 void engine_print_summary(const Engine *e, FILE *f);
-/* The profile's baseline: the totals now (engine_open sets it once loading is done). */
-void engine_profile_start(Engine *e);
-/* K3_PROFILE: one line per call (the Session calls it after each forward): positions, bytes read,
- * cache hits, waits and compute time since the previous line. No-op when off. */
-void engine_profile_step(Engine *e, FILE *f);
-/* --stats, streaming store only: bytes read (spine, experts, per position), expert cache hits,
- * prefetches started and used, time spent waiting for the spine. No-op when mapped. */
-void engine_print_store_stats(const Engine *e, FILE *f);
+
+/* What engine_convert_spine did: of total spine tensors, converted were written now and skipped
+ * had a whole, current file; bf16_bytes is the size of all of them as BF16. */
+typedef struct {
+    int converted, skipped, total;
+    uint64_t bf16_bytes;
+} SpineConversion;
+/* convert-spine: writes the int8 spine (store/i8spine.h) beside the checkpoint, from an Engine
+ * opened with the mapped store and the BF16 spine. Resumable: each tensor's file is written whole
+ * and renamed into place, a whole current one is skipped, a damaged one rewritten (said on log).
+ * Returns 0, or -1 with a message (r then counts what was done before). */
+int engine_convert_spine(Engine *e, FILE *log, SpineConversion *r);
 
 /* Loads the checkpoint's tokenizer and checks it covers the model's vocabulary. */
 Tokenizer *engine_tokenizer(const Engine *e);

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "engine/engine_internal.h"
 #include "util/clock.h"
 
 /* Hands out tokens until a check stops it; returns session_next's failure (-1) or 0. */
@@ -29,7 +30,7 @@ int generate(Session *s, const int32_t *prompt, size_t n_prompt, const GenOption
     int rc = session_prefill(s, prompt, n_prompt, opt->cancel, opt->cancel_ctx, NULL);
     res->prefill_s = df_now() - t0;
     res->at_decode = *model_stats(e->model);
-    if (e->streaming) res->io_at_decode = stream_counters(&e->stream);
+    res->io_at_decode = engine_reads(e);
     t0 = df_now();
     if (rc == 1) res->interrupted = 1, rc = 0;
     else if (rc == 0) rc = decode(s, opt, fn, ctx, res);

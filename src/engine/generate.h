@@ -26,7 +26,7 @@ typedef struct {
     int interrupted, hit_stop, hit_context;
     Spec spec;         /* speculation's counts (K3_SPEC) */
     ModelStats at_decode;    /* the model's totals when the prefill ended: what decode added is the rest */
-    StreamCounters io_at_decode; /* the streaming store's totals then (zero when mapped) */
+    EngineReads io_at_decode; /* the streaming store's totals then (zero when mapped) */
 } GenResult;
 
 /* Prefills prompt into the session (continuing what it holds when the prompt extends it) and

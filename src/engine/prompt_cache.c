@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/engine_internal.h"
 #include "engine/statefile.h"
 #include "fetch/digest.h"
 #include "util/err.h"

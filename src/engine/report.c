@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/engine.h"
+#include "engine/engine_internal.h"
 #include "kernels/device.h"
 #include "kernels/kernels.h"
 #include "util/clock.h"

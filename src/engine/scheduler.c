@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/engine_internal.h"
 #include "model/model.h"
 #include "util/clock.h"
 #include "util/err.h"

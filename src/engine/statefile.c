@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/engine_internal.h"
 #include "format/schema.h"
 #include "util/err.h"
 #include "util/fileio.h"

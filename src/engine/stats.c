@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "engine/engine_internal.h"
 #include "kernels/kernels.h"
 
 static int is_lossy(const Engine *e) { return e->spine_int8 || e->cat.cfg.top_k != e->top_k_full; }
@@ -25,9 +26,9 @@ static json_t *numerics_json(const Engine *e) {
  * reads are page faults nobody counts). */
 static json_t *read_json(Engine *e, const GenResult *r) {
     if (!e->streaming) return json_null();
-    StreamCounters io = stream_counters(&e->stream);
-    const StreamCounters *p = &r->io_at_decode;
-    uint64_t hits = io.experts.hits - p->experts.hits, misses = io.experts.misses - p->experts.misses;
+    EngineReads io = engine_reads(e);
+    const EngineReads *p = &r->io_at_decode;
+    uint64_t hits = io.expert_hits - p->expert_hits, misses = io.expert_misses - p->expert_misses;
     return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "spine_bytes", (json_int_t)io.spine_bytes, "expert_bytes",
                      (json_int_t)io.expert_bytes, "decode_spine_bytes", (json_int_t)(io.spine_bytes - p->spine_bytes),
                      "decode_expert_bytes", (json_int_t)(io.expert_bytes - p->expert_bytes), "decode_cache_hits",

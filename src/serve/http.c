@@ -480,8 +480,10 @@ static Server *server_open(Engine *e, const Tokenizer *tok, const ServeConfig *c
     gate_init(&srv->gate, cfg->parallel, cfg->queue);
     srv->gate_started = 1;
     srv->memo = memo_new(cfg->memo_entries);
-    srv->env = (ExchangeEnv){tok, srv->memo, e->cat.cfg.eos_id, cfg->max_tokens, cfg->answer_tokens, cfg->repeat_stop,
-                             e->max_context, cfg->effort, srv->trie, cfg->model_id};
+    EngineInfo info;
+    engine_info(e, &info);
+    srv->env = (ExchangeEnv){tok, srv->memo, info.eos_id, cfg->max_tokens, cfg->answer_tokens, cfg->repeat_stop,
+                             info.max_context, cfg->effort, srv->trie, cfg->model_id};
     return srv;
 fail:
     server_close(srv);
@@ -524,12 +526,14 @@ static void announce(Server *srv, unsigned port) {
     if (cfg->max_tokens >= 0) snprintf(cap, sizeof cap, "%lld", (long long)cfg->max_tokens);
     if (cfg->answer_tokens >= 0) snprintf(answer, sizeof answer, "%lld", (long long)cfg->answer_tokens);
     int v6 = strchr(cfg->host, ':') != NULL;
+    EngineInfo info;
+    engine_info(srv->e, &info);
     fprintf(srv->log,
             "serve: listening on http://%s%s%s:%u (model %s; %d generations at a time (%s), queue %d; memo %d entries; "
             "prompt snapshot %s; prompt cache %s%s; answer limit %s, max tokens %s, repetition stop %s; API key %s; CORS %s; "
             "connections %d, %d per client)\n",
             v6 ? "[" : "", cfg->host, v6 ? "]" : "", port, cfg->model_id, cfg->parallel,
-            srv->e->slots_how[0] ? srv->e->slots_how : "as asked", cfg->queue, cfg->memo_entries,
+            info.slots_how[0] ? info.slots_how : "as asked", cfg->queue, cfg->memo_entries,
             cfg->prompt_snapshot ? "on" : "off", srv->cache ? cfg->prompt_cache : "off", cache, answer, cap, cfg->repeat_stop ? "on" : "off",
             cfg->api_key ? "required" : "not required", cfg->cors_origin ? cfg->cors_origin : "off", cfg->max_connections,
             cfg->max_per_client);

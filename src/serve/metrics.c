@@ -123,13 +123,12 @@ static void model_side(StrBuf *out, Server *srv) {
     gauge(out, "deltafin_seconds_per_token", "Decode seconds per token of the latest generation, as its client saw it (0: none yet).",
           pace);
     gauge(out, "deltafin_seconds_per_pass", "Seconds of the latest decode pass (one token for every generation in it).", pass_s);
-    StreamCounters c = {0};
-    if (srv->e->streaming) c = stream_counters(&srv->e->stream);
+    EngineReads c = engine_reads(srv->e);
     metric(out, "deltafin_read_bytes_total", "counter", "Bytes read from the checkpoint by the streaming store.");
     value(out, "deltafin_read_bytes_total{part=\"spine\"} %llu\n", (unsigned long long)c.spine_bytes);
     value(out, "deltafin_read_bytes_total{part=\"experts\"} %llu\n", (unsigned long long)c.expert_bytes);
-    counter(out, "deltafin_expert_cache_hits_total", "Experts found in the streaming store's cache.", c.experts.hits);
-    counter(out, "deltafin_expert_cache_misses_total", "Experts read on demand.", c.experts.misses);
+    counter(out, "deltafin_expert_cache_hits_total", "Experts found in the streaming store's cache.", c.expert_hits);
+    counter(out, "deltafin_expert_cache_misses_total", "Experts read on demand.", c.expert_misses);
 }
 
 static void connections(StrBuf *out, Server *srv) {

@@ -22,10 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/options.h"
 #include "store/shardio.h"
 
 typedef enum { IO_URGENT, IO_AHEAD, IO_GUESS, IO_CLASSES } IoClass;
-typedef enum { IO_THREADS, IO_URING } IoBackend;
 
 typedef struct IoJob {
     const Shards *files;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "store/experts.h"
+#include "store/options.h"
 #include "store/spine.h"
 
 typedef struct {
@@ -26,22 +27,6 @@ typedef struct {
     int slots;               /* expert cache slots */
     uint64_t slot_bytes;
 } StreamPlan;
-
-typedef enum { STORE_AUTO, STORE_MAPPED, STORE_STREAM } StoreKind;
-
-/* How weights are stored and read: the K3_STORE family of settings, validated by the caller. */
-typedef struct {
-    StoreKind kind;          /* K3_STORE: AUTO streams when the checkpoint exceeds the budget */
-    uint64_t ram_bytes;      /* K3_RAM_GB: the memory budget; 0: measured (budget.h) */
-    int pin_layers;          /* K3_PIN_LAYERS: spine layers kept resident; -1: as many as fit */
-    CachePolicy policy;      /* K3_CACHE_POLICY */
-    IoBackend io;            /* K3_IO: how reads are run (iopool.h) */
-    int io_threads;          /* K3_IO_THREADS: parallel reads (threads, or reads in flight), >= 1 */
-    int prefetch;            /* K3_PREFETCH: expert guesses and read-ahead of the next streamed layer */
-    int lookahead;           /* K3_LOOKAHEAD: read router lookahead's guesses */
-    int populate;            /* K3_POPULATE: prepare the expert cache's pages in the background */
-    int direct;              /* K3_DIRECT: O_DIRECT reads where the file system allows them */
-} StoreOptions;
 
 typedef struct {
     StreamPlan plan;

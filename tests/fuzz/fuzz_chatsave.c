@@ -22,6 +22,7 @@
 #define MODEL_AT 12
 
 static Chat chat;
+static int max_context; /* the engine's */
 static char dir[512], saved[600];
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -33,7 +34,7 @@ static void cleanup(void) {
     session_free(&chat.s);
     tok_free(chat.tok);
     json_decref(chat.msgs);
-    engine_close(&chat.e);
+    engine_close(chat.e);
     nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -50,12 +51,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     EngineOptions o;
     memset(&o, 0, sizeof o);
     o.threads = 1, o.store.kind = STORE_MAPPED, o.device = DEV_CPU, o.replay_lookahead = -1;
-    if (synth_preset(&p, "tiny", &so) || synth_write(&p, 3, model, 0) || engine_open(&chat.e, model, &o) ||
-        !(chat.tok = engine_tokenizer(&chat.e))) {
+    if (synth_preset(&p, "tiny", &so) || synth_write(&p, 3, model, 0) || !(chat.e = engine_open(model, &o)) ||
+        !(chat.tok = engine_tokenizer(chat.e))) {
         fprintf(stderr, "fuzz_chatsave: %s\n", df_errmsg());
         exit(2);
     }
-    session_init(&chat.s, &chat.e);
+    session_init(&chat.s, chat.e);
+    EngineInfo info;
+    engine_info(chat.e, &info);
+    max_context = info.max_context;
     chat.xo = (XtmlOptions)XTML_OPTIONS_DEFAULT;
     chat.msgs = json_array();
     atexit(cleanup);
@@ -99,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fclose(f);
     if (rc) fuzz_check_message();
     else {
-        FUZZ_ASSERT(chat.turn >= 0 && chat.turn <= (1 << 24) && chat.s.held.n <= (size_t)chat.e.max_context);
+        FUZZ_ASSERT(chat.turn >= 0 && chat.turn <= (1 << 24) && chat.s.held.n <= (size_t)max_context);
         round_trip();
     }
     forget();

@@ -1,6 +1,6 @@
 /* model_fixture.h - a tiny synth checkpoint in a temporary directory, opened as an Engine with
  * the program's default settings and weights mapped, for the unit tests that need a real model
- * (speculation, sessions). */
+ * (speculation, sessions). They may read the Engine's fields (engine_internal.h). */
 #ifndef DF_MODEL_FIXTURE_H
 #define DF_MODEL_FIXTURE_H
 
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli/settings.h"
-#include "engine/engine.h"
+#include "engine/engine_internal.h" /* the unit tests look inside the Engine */
 #include "synth/synth.h"
 #include "util/err.h"
 
@@ -29,17 +29,18 @@ static EngineOptions fixture_options(void) {
     return s.engine;
 }
 
-/* dir: a mkdtemp template, filled in. Returns 0, or 1 after printing why. */
-static int fixture_open(Engine *e, char *dir, uint64_t seed) {
+/* dir: a mkdtemp template, filled in. Returns the Engine, or NULL after printing why. */
+static Engine *fixture_open(char *dir, uint64_t seed) {
     SynthPreset p;
     SynthOptions so = {0};
-    if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
+    if (!mkdtemp(dir)) return perror("mkdtemp"), NULL;
     EngineOptions o = fixture_options();
-    if (synth_preset(&p, "tiny", &so) || synth_write(&p, seed, dir, 0) || engine_open(e, dir, &o)) {
+    Engine *e = NULL;
+    if (synth_preset(&p, "tiny", &so) || synth_write(&p, seed, dir, 0) || !(e = engine_open(dir, &o))) {
         fprintf(stderr, "setup: %s\n", df_errmsg());
-        return 1;
+        return NULL;
     }
-    return 0;
+    return e;
 }
 
 static void fixture_close(Engine *e, const char *dir) {

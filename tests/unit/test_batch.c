@@ -14,7 +14,7 @@
 #define STEPS 12
 
 static char dir[] = "/tmp/df-batch-XXXXXX";
-static Engine eng;
+static Engine *eng;
 
 static const int prompts[N_SEQ][20] = {
     {5, 17, 300, 42, 42, 42, 7, 100, 3, 9, 12, 60, 77, 1, 2, 3},
@@ -30,16 +30,16 @@ typedef struct {
     State *st;
 } Alone;
 
-static float *row(float *logits, int i) { return logits + (size_t)i * eng.cat.cfg.vocab; }
+static float *row(float *logits, int i) { return logits + (size_t)i * eng->cat.cfg.vocab; }
 
 /* A sequence alone: prefill, then greedy decode steps. */
 static void run_alone(int q, Alone *a) {
-    a->logits = malloc(sizeof(float) * (size_t)eng.cat.cfg.vocab * (STEPS + 1));
-    a->st = state_create(eng.model);
-    CHECK(model_forward(eng.model, a->st, prompts[q], prompt_len[q], row(a->logits, 0), 0) == 0);
+    a->logits = malloc(sizeof(float) * (size_t)eng->cat.cfg.vocab * (STEPS + 1));
+    a->st = state_create(eng->model);
+    CHECK(model_forward(eng->model, a->st, prompts[q], prompt_len[q], row(a->logits, 0), 0) == 0);
     for (int i = 0; i < STEPS; i++) {
-        a->tokens[i] = model_argmax(eng.model, row(a->logits, i));
-        CHECK(model_forward(eng.model, a->st, &a->tokens[i], 1, row(a->logits, i + 1), 0) == 0);
+        a->tokens[i] = model_argmax(eng->model, row(a->logits, i));
+        CHECK(model_forward(eng->model, a->st, &a->tokens[i], 1, row(a->logits, i + 1), 0) == 0);
     }
 }
 
@@ -51,13 +51,13 @@ static void free_alone(Alone *a) {
 /* Every sequence prefilled in one pass, then decode steps of all of them together; sequence 3
  * joins late (its prompt rides along with the others' decode rows) and sequence 1 leaves early. */
 static void batched_matches_alone(void) {
-    const int V = eng.cat.cfg.vocab;
+    const int V = eng->cat.cfg.vocab;
     Alone alone[N_SEQ];
     for (int q = 0; q < N_SEQ; q++) run_alone(q, &alone[q]);
     State *st[N_SEQ];
     int step[N_SEQ] = {0}, last[N_SEQ];
     float *logits = malloc(sizeof(float) * (size_t)V * MODEL_BATCH_ROWS);
-    for (int q = 0; q < N_SEQ; q++) st[q] = state_create(eng.model);
+    for (int q = 0; q < N_SEQ; q++) st[q] = state_create(eng->model);
     /* pass 0: prompts of sequences 0..2 together */
     int tokens[MODEL_BATCH_ROWS], rows[N_SEQ], n = 0, T = 0;
     State *in[N_SEQ];
@@ -66,9 +66,9 @@ static void batched_matches_alone(void) {
         T += prompt_len[q];
         in[n] = st[q], rows[n++] = prompt_len[q];
     }
-    CHECK(model_forward_batch(eng.model, in, tokens, rows, n, logits, 0) == 0);
+    CHECK(model_forward_batch(eng->model, in, tokens, rows, n, logits, 0) == 0);
     for (int q = 0; q < 3; q++) CHECK_MSG(!memcmp(row(logits, q), row(alone[q].logits, 0), sizeof(float) * (size_t)V), "prefill of %d", q);
-    for (int q = 0; q < 3; q++) last[q] = model_argmax(eng.model, row(logits, q));
+    for (int q = 0; q < 3; q++) last[q] = model_argmax(eng->model, row(logits, q));
     int mismatches = 0;
     for (int pass = 1; pass < 100; pass++) {
         n = T = 0;
@@ -88,14 +88,14 @@ static void batched_matches_alone(void) {
             who[n] = q, in[n++] = st[q];
         }
         if (!n) break;
-        CHECK(model_forward_batch(eng.model, in, tokens, rows, n, logits, 0) == 0);
+        CHECK(model_forward_batch(eng->model, in, tokens, rows, n, logits, 0) == 0);
         for (int i = 0; i < n; i++) {
             int q = who[i], at = st[q]->len == prompt_len[q] ? 0 : ++step[q];
             if (q == 3 && at == 0) { /* its prompt pass */
                 mismatches += memcmp(row(logits, i), row(alone[q].logits, 0), sizeof(float) * (size_t)V) != 0;
             } else
                 mismatches += memcmp(row(logits, i), row(alone[q].logits, at), sizeof(float) * (size_t)V) != 0;
-            last[q] = model_argmax(eng.model, row(logits, i));
+            last[q] = model_argmax(eng->model, row(logits, i));
         }
     }
     CHECK_MSG(mismatches == 0, "%d rows differ from the sequence alone", mismatches);
@@ -110,45 +110,45 @@ static void batched_matches_alone(void) {
 
 /* all_rows gives every row's logits, each equal to the sequence's own. */
 static void all_rows_are_each_sequences_own(void) {
-    const int V = eng.cat.cfg.vocab;
-    State *a = state_create(eng.model), *b = state_create(eng.model), *alone = state_create(eng.model);
+    const int V = eng->cat.cfg.vocab;
+    State *a = state_create(eng->model), *b = state_create(eng->model), *alone = state_create(eng->model);
     float *batch = malloc(sizeof(float) * (size_t)V * MODEL_BATCH_ROWS), *own = malloc(sizeof(float) * (size_t)V * MODEL_BATCH_ROWS);
     int tokens[19 + 3];
     memcpy(tokens, prompts[2], sizeof(int) * 19);
     memcpy(tokens + 19, prompts[1], sizeof(int) * 3);
     State *in[2] = {a, b};
     int rows[2] = {19, 3};
-    CHECK(model_forward_batch(eng.model, in, tokens, rows, 2, batch, 1) == 0);
-    CHECK(model_forward(eng.model, alone, prompts[1], 3, own, 1) == 0);
+    CHECK(model_forward_batch(eng->model, in, tokens, rows, 2, batch, 1) == 0);
+    CHECK(model_forward(eng->model, alone, prompts[1], 3, own, 1) == 0);
     CHECK(!memcmp(batch + (size_t)19 * V, own, sizeof(float) * 3 * (size_t)V));
     state_reset(alone);
-    CHECK(model_forward(eng.model, alone, prompts[2], 19, own, 1) == 0);
+    CHECK(model_forward(eng->model, alone, prompts[2], 19, own, 1) == 0);
     CHECK(!memcmp(batch, own, sizeof(float) * 19 * (size_t)V));
     /* argument errors leave the states alone */
     State *twice[2] = {a, a};
     int one[2] = {1, 1}, bad[2] = {60, 10};
     int len = a->len;
-    CHECK(model_forward_batch(eng.model, twice, tokens, one, 2, batch, 0) == -1);
-    CHECK(model_forward_batch(eng.model, in, tokens, bad, 2, batch, 0) == -1);
-    int wrong[2] = {tokens[0], eng.cat.cfg.vocab};
-    CHECK(model_forward_batch(eng.model, in, wrong, one, 2, batch, 0) == -1);
+    CHECK(model_forward_batch(eng->model, twice, tokens, one, 2, batch, 0) == -1);
+    CHECK(model_forward_batch(eng->model, in, tokens, bad, 2, batch, 0) == -1);
+    int wrong[2] = {tokens[0], eng->cat.cfg.vocab};
+    CHECK(model_forward_batch(eng->model, in, wrong, one, 2, batch, 0) == -1);
     CHECK(a->len == len);
     state_destroy(a), state_destroy(b), state_destroy(alone);
     free(batch), free(own);
 }
 
 int main(void) {
-    if (fixture_open(&eng, dir, 11)) return 1;
+    if (!(eng = fixture_open(dir, 11))) return 1;
     RUN(batched_matches_alone);
     RUN(all_rows_are_each_sequences_own);
-    engine_close(&eng);
+    engine_close(eng);
     /* the expanded MLA cache and one thread take other paths through the kernels and attention */
     EngineOptions o = fixture_options();
     o.mla_cache = MLA_CACHE_EXPANDED;
     o.threads = 1;
-    if (engine_open(&eng, dir, &o)) return fprintf(stderr, "%s\n", df_errmsg()), 1;
+    if (!(eng = engine_open(dir, &o))) return fprintf(stderr, "%s\n", df_errmsg()), 1;
     RUN(batched_matches_alone);
     RUN(all_rows_are_each_sequences_own);
-    fixture_close(&eng, dir);
+    fixture_close(eng, dir);
     return check_summary();
 }

@@ -342,7 +342,7 @@ static void install(void) {
 }
 
 static char dir[] = "/tmp/df-devpass-XXXXXX";
-static Engine base; /* the fixture's model, mapped, on the CPU */
+static Engine *base; /* the fixture's model, mapped, on the CPU */
 static const int prompt[] = {5, 17, 300, 42, 42, 7, 100, 3, 9, 12, 60, 77, 1, 2, 3, 88, 21, 4, 250, 11};
 enum { N_PROMPT = sizeof prompt / sizeof prompt[0], MAX_ROWS = 96 };
 
@@ -436,9 +436,9 @@ static int script(Engine *e, int chunk, float *out, int *equal, int *verify_move
 
 /* The CPU's rows for a chunk size. */
 static float *cpu_rows(int chunk, int *rows) {
-    float *want = calloc((size_t)MAX_ROWS * (size_t)base.cat.cfg.vocab, sizeof(float));
+    float *want = calloc((size_t)MAX_ROWS * (size_t)base->cat.cfg.vocab, sizeof(float));
     int equal = 0, moved = 0;
-    *rows = script(&base, chunk, want, &equal, &moved);
+    *rows = script(base, chunk, want, &equal, &moved);
     CHECK_MSG(*rows > 0 && equal, "cpu pass, chunks of %d: %s", chunk, df_errmsg());
     return want;
 }
@@ -579,19 +579,19 @@ static void check_cache(const Layout *L, Engine *e) {
 }
 
 static void run_layout(const Layout *L) {
-    Engine e;
+    Engine *e;
     int rows = 0;
     float *want = cpu_rows(L->chunk, &rows);
     install();
     n_ops = n_kept = n_gets = n_expert_rows_calls = 0, n_calls = n_route_ids = 0, n_fills = n_stale = 0, slot_room = L->room;
     n_recordings = n_broken = 0;
-    CHECK_MSG(engine_open(&e, dir, &L->o) == 0, "%s: %s", L->what, df_errmsg());
-    CHECK_MSG(model_spine_held(e.model) >= 0, "%s: the stand-in device does not run the layers", L->what);
-    float *got = calloc((size_t)MAX_ROWS * (size_t)e.cat.cfg.vocab, sizeof(float));
+    CHECK_MSG((e = engine_open(dir, &L->o)) != NULL, "%s: %s", L->what, df_errmsg());
+    CHECK_MSG(model_spine_held(e->model) >= 0, "%s: the stand-in device does not run the layers", L->what);
+    float *got = calloc((size_t)MAX_ROWS * (size_t)e->cat.cfg.vocab, sizeof(float));
     int equal = 0, moved = 1;
-    CHECK_MSG(script(&e, L->chunk, got, &equal, &moved) == rows, "%s: %s", L->what, df_errmsg());
+    CHECK_MSG(script(e, L->chunk, got, &equal, &moved) == rows, "%s: %s", L->what, df_errmsg());
     for (int r = 0; r < rows; r++)
-        if (memcmp(got + (size_t)r * e.cat.cfg.vocab, want + (size_t)r * e.cat.cfg.vocab, sizeof(float) * (size_t)e.cat.cfg.vocab)) {
+        if (memcmp(got + (size_t)r * e->cat.cfg.vocab, want + (size_t)r * e->cat.cfg.vocab, sizeof(float) * (size_t)e->cat.cfg.vocab)) {
             CHECK_MSG(0, "%s, chunks of %d: logits row %d of %d differs from the CPU's", L->what, L->chunk, r, rows);
             break;
         }
@@ -600,14 +600,14 @@ static void run_layout(const Layout *L) {
     /* decode steps (one row, one sequence, every spine weight on the device) are recorded */
     CHECK_MSG(n_recordings > 0 && !recording, "%s: %ld recordings, one left open: %d", L->what, n_recordings, recording);
     CHECK_MSG(n_broken == 0, "%s: %ld operations a recording may not hold were queued in one", L->what, n_broken);
-    const ModelStats *ms = model_stats(e.model);
+    const ModelStats *ms = model_stats(e->model);
     CHECK_MSG(ms->dev_forwards == ms->forwards && ms->forwards > 0, "%s: %llu of %llu forwards on the device", L->what,
               (unsigned long long)ms->dev_forwards, (unsigned long long)ms->forwards);
     CHECK_MSG(n_ops > 0 && n_gets > 0, "%s: nothing ran on the device (%ld products)", L->what, n_ops);
     if (L->o.host_experts != HOST_EXPERTS_CPU)
         CHECK_MSG(n_expert_rows_calls > 0, "%s: no chunk's experts ran on the device grouped by expert", L->what);
-    check_cache(L, &e);
-    engine_close(&e);
+    check_cache(L, e);
+    engine_close(e);
     device_close();
     free_slots();
     free(got), free(want);
@@ -623,12 +623,12 @@ static EngineOptions streamed(int fewest) {
     o.store.pin_layers = 1;
     o.store.ram_bytes = 300000000;
     if (!fewest) return o;
-    Engine e;
+    Engine *e;
     install();
-    CHECK_MSG(engine_open(&e, dir, &o) == 0, "%s", df_errmsg());
-    const StreamPlan *p = &e.stream.plan;
-    o.store.ram_bytes = p->fixed + p->globals + p->pinned_bytes + 2 * p->stream_buf + 2 * (uint64_t)e.cat.cfg.top_k * p->slot_bytes;
-    engine_close(&e);
+    CHECK_MSG((e = engine_open(dir, &o)) != NULL, "%s", df_errmsg());
+    const StreamPlan *p = &e->stream.plan;
+    o.store.ram_bytes = p->fixed + p->globals + p->pinned_bytes + 2 * p->stream_buf + 2 * (uint64_t)e->cat.cfg.top_k * p->slot_bytes;
+    engine_close(e);
     device_close();
     free_slots();
     return o;
@@ -666,11 +666,11 @@ static void test_layer_pass_is_the_cpu_pass(void) {
     CHECK_MSG(n_kept > 0, "nothing was made resident");
     EngineOptions o = fixture_options();
     o.device_pass = PASS_PRODUCTS;
-    Engine e;
+    Engine *e;
     install();
-    CHECK(engine_open(&e, dir, &o) == 0);
-    CHECK_MSG(model_spine_held(e.model) < 0, "K3_DEV_PASS=products gave the stand-in device the layers");
-    engine_close(&e);
+    CHECK((e = engine_open(dir, &o)) != NULL);
+    CHECK_MSG(model_spine_held(e->model) < 0, "K3_DEV_PASS=products gave the stand-in device the layers");
+    engine_close(e);
     device_close();
 }
 
@@ -679,18 +679,18 @@ static void test_layer_pass_is_the_cpu_pass(void) {
  * bytes (a batch of sequences on the host included), with the CPU's logits. */
 static void test_device_keeps_the_streamed_spine(void) {
     enum { STEPS = 4, BATCH_ROWS = 4, ROWS_ALL = STEPS + BATCH_ROWS };
-    const int V = base.cat.cfg.vocab;
+    const int V = base->cat.cfg.vocab;
     float *want = calloc((size_t)ROWS_ALL * V, sizeof(float)), *got = calloc((size_t)ROWS_ALL * V, sizeof(float));
     for (int pass = 0; pass < 2; pass++) {
-        Engine *e = &base, opened;
+        Engine *e = base, *opened;
         if (pass) {
             EngineOptions o = fixture_options();
             o.store.kind = STORE_STREAM;
             o.store.populate = 0;
             o.store.ram_bytes = 300000000;
             install();
-            CHECK_MSG(engine_open(&opened, dir, &o) == 0, "%s", df_errmsg());
-            e = &opened;
+            CHECK_MSG((opened = engine_open(dir, &o)) != NULL, "%s", df_errmsg());
+            e = opened;
             CHECK_MSG(e->spine_on_device && e->stream.plan.pinned == 0, "spine on the device %d, %d layers pinned",
                       e->spine_on_device, e->stream.plan.pinned);
             CHECK(model_spine_held(e->model) == e->cat.cfg.n_layers);
@@ -763,9 +763,9 @@ static int batch_script(Engine *e, float *out) {
 
 static void test_batches_run_on_the_device(void) {
     enum { MAX_BATCH_ROWS = 16 };
-    const int V = base.cat.cfg.vocab;
+    const int V = base->cat.cfg.vocab;
     float *want = calloc((size_t)MAX_BATCH_ROWS * V, sizeof(float)), *got = calloc((size_t)MAX_BATCH_ROWS * V, sizeof(float));
-    const int rows = batch_script(&base, want);
+    const int rows = batch_script(base, want);
     CHECK_MSG(rows > 0 && rows <= MAX_BATCH_ROWS, "cpu batches: %s", df_errmsg());
     EngineOptions cached = fixture_options(), few = fixture_options(), short_context = fixture_options();
     few.host_experts = HOST_EXPERTS_AUTO;
@@ -775,14 +775,14 @@ static void test_batches_run_on_the_device(void) {
                               {"batches, a short context", short_context, 0, 1000, 0}};
     for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
         const Layout *L = &layouts[k];
-        Engine e;
+        Engine *e;
         install();
         n_fills = n_stale = 0, slot_room = L->room, n_recordings = n_broken = 0;
-        CHECK_MSG(engine_open(&e, dir, &L->o) == 0, "%s: %s", L->what, df_errmsg());
+        CHECK_MSG((e = engine_open(dir, &L->o)) != NULL, "%s: %s", L->what, df_errmsg());
         memset(got, 0, sizeof(float) * MAX_BATCH_ROWS * (size_t)V);
-        CHECK_MSG(batch_script(&e, got) == rows, "%s: %s", L->what, df_errmsg());
+        CHECK_MSG(batch_script(e, got) == rows, "%s: %s", L->what, df_errmsg());
         CHECK_MSG(!memcmp(got, want, sizeof(float) * (size_t)rows * V), "%s: logits differ from the CPU's", L->what);
-        const ModelStats *ms = model_stats(e.model);
+        const ModelStats *ms = model_stats(e->model);
         CHECK_MSG(ms->dev_forwards == ms->forwards, "%s: %llu of %llu passes on the device", L->what,
                   (unsigned long long)ms->dev_forwards, (unsigned long long)ms->forwards);
         CHECK_MSG(ms->state_syncs == 3, "%s: the States were copied %llu times (once each: their first upload)", L->what,
@@ -790,7 +790,7 @@ static void test_batches_run_on_the_device(void) {
         CHECK_MSG(n_stale == 0, "%s: %ld launches read a stale slot", L->what, n_stale);
         CHECK_MSG(n_recordings > 0 && n_broken == 0 && !recording, "%s: %ld recordings, %ld operations they may not hold",
                   L->what, n_recordings, n_broken);
-        engine_close(&e);
+        engine_close(e);
         device_close();
         free_slots();
     }
@@ -798,13 +798,13 @@ static void test_batches_run_on_the_device(void) {
 }
 
 int main(void) {
-    if (fixture_open(&base, dir, 5)) return 1;
-    cpu_dev = cpu_device_create(base.pool, CPU_PRODUCTS_CPU);
+    if (!(base = fixture_open(dir, 5))) return 1;
+    cpu_dev = cpu_device_create(base->pool, CPU_PRODUCTS_CPU);
     RUN(test_layer_pass_is_the_cpu_pass);
     RUN(test_device_keeps_the_streamed_spine);
     RUN(test_batches_run_on_the_device);
     cpu_device_destroy(cpu_dev);
-    fixture_close(&base, dir);
+    fixture_close(base, dir);
     free(routes), free(call_rows), free(call_at);
     return check_summary();
 }

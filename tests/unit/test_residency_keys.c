@@ -94,7 +94,7 @@ static void install(void) {
 }
 
 static char dir[] = "/tmp/df-residency-XXXXXX";
-static Engine base; /* the fixture's model, mapped, on the CPU */
+static Engine *base; /* the fixture's model, mapped, on the CPU */
 static const int prompt[] = {5, 17, 300, 42, 42, 7, 100, 3, 9, 12, 60, 77, 1, 2, 3, 88, 21, 4, 250, 11};
 enum { N_PROMPT = sizeof prompt / sizeof prompt[0], N_DECODE = 12 };
 
@@ -116,33 +116,33 @@ static int generate(Engine *e, float *out) {
 /* The smallest budget that plans `pin` pinned layers with the fewest expert slots, plus `extra`
  * slots, read from the plan of a generous budget. */
 static uint64_t tight_budget(EngineOptions o, int extra) {
-    Engine e;
+    Engine *e;
     o.store.ram_bytes = 4000000000ull;
-    if (engine_open(&e, dir, &o)) return 0;
-    const StreamPlan *p = &e.stream.plan;
-    const K3Config *c = &e.cat.cfg;
+    if (!(e = engine_open(dir, &o))) return 0;
+    const StreamPlan *p = &e->stream.plan;
+    const K3Config *c = &e->cat.cfg;
     uint64_t need = p->fixed + p->globals + p->pinned_bytes + 2 * p->stream_buf +
                     (uint64_t)(2 * c->top_k + extra) * p->slot_bytes;
-    engine_close(&e);
+    engine_close(e);
     return need;
 }
 
 /* Opens the model with o under the checking device, generates, and compares with want; renewed:
  * the generations that moved on, spine and experts. */
 static void run_layout(const char *what, EngineOptions o, const float *want, long renewed[2]) {
-    Engine e;
+    Engine *e;
     install();
-    CHECK_MSG(engine_open(&e, dir, &o) == 0, "%s: %s", what, df_errmsg());
-    const int V = e.cat.cfg.vocab;
+    CHECK_MSG((e = engine_open(dir, &o)) != NULL, "%s: %s", what, df_errmsg());
+    const int V = e->cat.cfg.vocab;
     float *got = malloc(sizeof(float) * (size_t)(N_DECODE + 1) * (size_t)V);
-    CHECK_MSG(generate(&e, got) == 0, "%s: %s", what, df_errmsg());
+    CHECK_MSG(generate(e, got) == 0, "%s: %s", what, df_errmsg());
     CHECK_MSG(!memcmp(got, want, sizeof(float) * (size_t)(N_DECODE + 1) * (size_t)V), "%s: logits differ from the CPU's",
               what);
     CHECK_MSG(dev.stale == 0, "%s: %ld products saw a key again with other bytes behind it", what, dev.stale);
     CHECK_MSG(dev.kept > 0, "%s: no key ever came back unchanged", what);
     CHECK_MSG(dev.keyless == 0, "%s: %ld products of matrices without a key", what, dev.keyless);
     renewed[0] = dev.renewed[0], renewed[1] = dev.renewed[1];
-    engine_close(&e);
+    engine_close(e);
     device_close(); /* installed here, closed here: the engine shared it */
     free(got);
 }
@@ -150,11 +150,11 @@ static void run_layout(const char *what, EngineOptions o, const float *want, lon
 static void test_keys_name_bytes(void) {
     EngineOptions o = fixture_options();
     o.store.populate = 0; /* the arenas below are large: touch only what is read */
-    const size_t rows = (size_t)(N_DECODE + 1) * (size_t)base.cat.cfg.vocab;
-    const K3Config *c = &base.cat.cfg;
+    const size_t rows = (size_t)(N_DECODE + 1) * (size_t)base->cat.cfg.vocab;
+    const K3Config *c = &base->cat.cfg;
     int layers = c->n_layers, experts = (c->n_layers - c->first_dense) * c->n_experts;
     float *want = malloc(sizeof(float) * rows);
-    CHECK(generate(&base, want) == 0);
+    CHECK(generate(base, want) == 0);
 
     long renewed[2];
     run_layout("mapped", o, want, renewed);
@@ -180,8 +180,8 @@ static void test_keys_name_bytes(void) {
 }
 
 int main(void) {
-    if (fixture_open(&base, dir, 3)) return 1;
+    if (!(base = fixture_open(dir, 3))) return 1;
     RUN(test_keys_name_bytes);
-    fixture_close(&base, dir);
+    fixture_close(base, dir);
     return check_summary();
 }

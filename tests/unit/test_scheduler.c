@@ -16,8 +16,8 @@
 #define MAX_PICKS 64
 
 static char dir[] = "/tmp/df-sched-XXXXXX";
-static Engine eng;
-static Engine *sched_engine = &eng; /* the model the scheduler runs */
+static Engine *eng;
+static Engine *sched_engine; /* the model the scheduler runs */
 
 typedef struct {
     int32_t prompt[80];
@@ -132,7 +132,7 @@ static int cancel_after(void *ctx) { return --*(int *)ctx < 0; }
 /* A consumer that stops reading frees its slot: with one slot, the next job still runs. */
 static void a_leaving_consumer_frees_its_slot(void) {
     SchedOptions o = {1, 0, 8, NULL};
-    Scheduler *s = sched_start(&eng, &o);
+    Scheduler *s = sched_start(eng, &o);
     Case a, b;
     make_case(&a, 3, 20, 100000, 0);
     make_case(&b, 4, 8, 5, 0);
@@ -153,7 +153,7 @@ static void a_leaving_consumer_frees_its_slot(void) {
 /* A job that extends an earlier job's prompt and answer lands on the slot that holds them. */
 static void a_continuation_reuses_its_slot(void) {
     SchedOptions o = {3, 1, 8, NULL};
-    Scheduler *s = sched_start(&eng, &o);
+    Scheduler *s = sched_start(eng, &o);
     Case first, second;
     make_case(&first, 5, 30, 6, 0);
     first.s = s;
@@ -196,7 +196,7 @@ static void a_constrained_job_completes_within_its_budget(void) {
     CHECK(json_grammar(schema, 1, "schema", trie, &g) == 0 && g);
     Case alone_c, batch[3];
     make_case(&alone_c, 21, 12, MAX_PICKS, 0);
-    alone_c.stop = eng.cat.cfg.eos_id;
+    alone_c.stop = eng->cat.cfg.eos_id;
     alone_c.matcher = matcher_new(g, trie);
     CHECK(matcher_min_tokens(alone_c.matcher) <= MAX_PICKS);
     run_cases(1, &alone_c, 1);
@@ -224,16 +224,16 @@ static void a_constrained_job_completes_within_its_budget(void) {
  * continues from the slot's State, gets the tokens a fresh State fed the same text gets. */
 static void a_lone_constrained_job_speculates(void) {
     char loop_dir[] = "/tmp/df-sched-loop-XXXXXX"; /* a model whose greedy output loops: drafts pay */
-    Engine loop;
+    Engine *loop;
     SynthPreset p;
     SynthOptions so = {0};
     EngineOptions eo = fixture_options();
     if (!mkdtemp(loop_dir) || synth_preset(&p, "tiny", &so) || synth_set_embed_scale(&p, 1024) || synth_write(&p, 7, loop_dir, 0) ||
-        engine_open(&loop, loop_dir, &eo)) {
+        !(loop = engine_open(loop_dir, &eo))) {
         CHECK_MSG(0, "setup: %s", df_errmsg());
         return;
     }
-    sched_engine = &loop;
+    sched_engine = loop;
     Tokenizer *tok = tok_load(loop_dir);
     VocabTrie *trie = tok ? vocab_trie_new(tok) : NULL;
     json_t *auto_choice = json_string("auto");
@@ -242,10 +242,10 @@ static void a_lone_constrained_job_speculates(void) {
     CHECK(trie && reply_grammar(&rs, &g) == 0 && g);
     Case lone, next, batch[3];
     make_case(&lone, 5, 8, MAX_PICKS, 0);
-    lone.stop = loop.cat.cfg.eos_id;
+    lone.stop = loop->cat.cfg.eos_id;
     lone.matcher = matcher_new(g, trie);
     SchedOptions o = {1, 0, 8, NULL};
-    Scheduler *s = sched_start(&loop, &o);
+    Scheduler *s = sched_start(loop, &o);
     lone.s = s;
     consume(&lone);
     /* the next turn: the reply without its stop token (never fed), then more text */
@@ -276,18 +276,19 @@ static void a_lone_constrained_job_speculates(void) {
     grammar_free(g);
     vocab_trie_free(trie);
     tok_free(tok);
-    sched_engine = &eng;
-    fixture_close(&loop, loop_dir);
+    sched_engine = eng;
+    fixture_close(loop, loop_dir);
 }
 
 int main(void) {
-    if (fixture_open(&eng, dir, 13)) return 1;
+    if (!(eng = fixture_open(dir, 13))) return 1;
+    sched_engine = eng;
     RUN(jobs_together_equal_jobs_alone);
     RUN(stop_token_ends_a_job);
     RUN(a_leaving_consumer_frees_its_slot);
     RUN(a_continuation_reuses_its_slot);
     RUN(a_constrained_job_completes_within_its_budget);
     RUN(a_lone_constrained_job_speculates);
-    fixture_close(&eng, dir);
+    fixture_close(eng, dir);
     return check_summary();
 }

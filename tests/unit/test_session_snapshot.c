@@ -18,7 +18,7 @@
 #define N_REPLY 7
 
 static char dir[] = "/tmp/df-snapshot-XXXXXX";
-static Engine eng;
+static Engine *eng;
 
 /* turn 1's prompt, and what turn 2 appends to it instead of the reply (a resent history) */
 static const int32_t p1[] = {5, 17, 300, 42, 42, 42, 7, 100, 3, 9, 12, 60, 77, 1, 2, 3, 88, 21, 4, 250};
@@ -28,7 +28,7 @@ static const int32_t p2_tail[] = {11, 12, 13, 400, 8, 8, 9};
 static int32_t p2[N2];
 
 static void open_session(Session *s, int snapshot) {
-    session_init(s, &eng);
+    session_init(s, eng);
     if (snapshot) session_keep_snapshots(s);
 }
 
@@ -124,21 +124,21 @@ static void test_memory_plan_counts_the_snapshot(void) {
     o.store.kind = STORE_STREAM;
     o.store.ram_bytes = 2000000000;
     o.context = 300;
-    Engine one, two;
-    CHECK(engine_open(&one, dir, &o) == 0);
+    Engine *one, *two;
+    CHECK((one = engine_open(dir, &o)) != NULL);
     o.extra_states = 1;
-    CHECK(engine_open(&two, dir, &o) == 0);
-    const K3Config *c = &one.cat.cfg;
+    CHECK((two = engine_open(dir, &o)) != NULL);
+    const K3Config *c = &one->cat.cfg;
     uint64_t kda = 4 * ((uint64_t)3 * config_kda_width(c) * (uint64_t)(c->conv_kernel - 1) +
                         (uint64_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim);
-    uint64_t state = (uint64_t)c->n_kda_layers * kda + model_mla_bytes_per_position(c, one.opt.mla_cache) * 300;
-    const StreamPlan *a = &one.stream.plan, *b = &two.stream.plan;
+    uint64_t state = (uint64_t)c->n_kda_layers * kda + model_mla_bytes_per_position(c, one->opt.mla_cache) * 300;
+    const StreamPlan *a = &one->stream.plan, *b = &two->stream.plan;
     CHECK_MSG(b->fixed >= a->fixed + state, "fixed %llu -> %llu, a State is %llu", (unsigned long long)a->fixed,
               (unsigned long long)b->fixed, (unsigned long long)state);
-    uint64_t snapshot = model_memory(c, one.opt.mla_cache, 300, 0).state + session_bytes(c, 300, 1) - session_bytes(c, 300, 0);
+    uint64_t snapshot = model_memory(c, one->opt.mla_cache, 300, 0).state + session_bytes(c, 300, 1) - session_bytes(c, 300, 0);
     CHECK(b->fixed - a->fixed == snapshot);
     CHECK(b->slots <= a->slots);
-    engine_close(&one), engine_close(&two);
+    engine_close(one), engine_close(two);
 }
 
 /* Slots: the plan counts every slot's States and Session and a pass's logits; AUTO takes as many
@@ -149,31 +149,31 @@ static void test_memory_plan_counts_the_slots(void) {
     o.store.ram_bytes = 2000000000;
     o.context = 300;
     o.extra_states = 1;
-    Engine one, three;
-    CHECK(engine_open(&one, dir, &o) == 0);
+    Engine *one, *three;
+    CHECK((one = engine_open(dir, &o)) != NULL);
     o.slots = 3;
-    CHECK(engine_open(&three, dir, &o) == 0);
-    const K3Config cfg = one.cat.cfg, *c = &cfg;
-    MlaCacheMode mla = one.opt.mla_cache;
+    CHECK((three = engine_open(dir, &o)) != NULL);
+    const K3Config cfg = one->cat.cfg, *c = &cfg;
+    MlaCacheMode mla = one->opt.mla_cache;
     uint64_t slot = 2 * model_memory(c, mla, 300, 0).state + session_bytes(c, 300, 1);
     uint64_t pass = sizeof(float) * (uint64_t)c->vocab * MODEL_BATCH_ROWS;
-    CHECK(one.slots == 1 && three.slots == 3);
-    CHECK(three.stream.plan.fixed - one.stream.plan.fixed == 2 * slot + pass);
-    engine_close(&one), engine_close(&three);
+    CHECK(one->slots == 1 && three->slots == 3);
+    CHECK(three->stream.plan.fixed - one->stream.plan.fixed == 2 * slot + pass);
+    engine_close(one), engine_close(three);
     /* a budget that holds 2.x slots in its quarter gets 2; a large one stops at 8 */
     o.slots = ENGINE_SLOTS_AUTO;
     o.context = 60000;
     uint64_t big_slot = 2 * model_memory(c, mla, 60000, 0).state + session_bytes(c, 60000, 1);
     o.store.ram_bytes = 4 * big_slot * 5 / 2;
-    Engine a, b;
-    CHECK(engine_open(&a, dir, &o) == 0 && a.slots == 2);
+    Engine *a, *b;
+    CHECK((a = engine_open(dir, &o)) != NULL && a->slots == 2);
     o.store.ram_bytes = 4 * big_slot * 20;
-    CHECK(engine_open(&b, dir, &o) == 0 && b.slots == ENGINE_SLOTS_AUTO_MAX);
-    engine_close(&a), engine_close(&b);
+    CHECK((b = engine_open(dir, &o)) != NULL && b->slots == ENGINE_SLOTS_AUTO_MAX);
+    engine_close(a), engine_close(b);
 }
 
 int main(void) {
-    if (fixture_open(&eng, dir, 7)) return 1;
+    if (!(eng = fixture_open(dir, 7))) return 1;
     memcpy(p2, p1, sizeof p1);
     memcpy(p2 + N1, p2_tail, sizeof p2_tail);
     RUN(test_resent_history_continues_from_the_snapshot);
@@ -181,6 +181,6 @@ int main(void) {
     RUN(test_cancel_keeps_what_was_fed);
     RUN(test_memory_plan_counts_the_snapshot);
     RUN(test_memory_plan_counts_the_slots);
-    fixture_close(&eng, dir);
+    fixture_close(eng, dir);
     return check_summary();
 }

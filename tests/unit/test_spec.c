@@ -17,7 +17,7 @@
 #define N_NEW 40
 
 static char dir[] = "/tmp/df-spec-XXXXXX";
-static Engine eng;
+static Engine *eng;
 static const int prompt[] = {5, 17, 300, 42, 42, 42, 7, 100, 3, 9, 12, 60, 77, 1, 2, 3};
 static const int n_prompt = (int)(sizeof prompt / sizeof prompt[0]);
 static int ref[N_NEW], n_ref;
@@ -52,7 +52,7 @@ static int oracle_draft(void *ctx, const int *hist, int n, int limit, int *out) 
     (void)hist;
     for (int i = 0; i < limit; i++) {
         int truth = at + i < n_ref ? cont[at + i] : 0;
-        out[i] = (good < 0 || i < good) ? truth : (truth + 1 + i) % eng.cat.cfg.vocab;
+        out[i] = (good < 0 || i < good) ? truth : (truth + 1 + i) % eng->cat.cfg.vocab;
     }
     return limit;
 }
@@ -63,7 +63,7 @@ static int speculate = 1; /* K3_SPEC of the sessions run_with makes */
  * leaves behind into st. */
 static int run_sampled(Oracle *o, int stop_token, int max_new, Collected *got, GenResult *res, State *st, Sampler *sm) {
     Session s;
-    session_init(&s, &eng);
+    session_init(&s, eng);
     s.spec.on = speculate;
     if (o) s.spec.source = oracle_draft, s.spec.source_ctx = o;
     GenOptions opt = {max_new, stop_token, NULL, NULL, sm};
@@ -81,7 +81,7 @@ static void test_reference(void) {
     speculate = 0;
     Collected got = {{0}, 0};
     GenResult res;
-    ref_state = state_create(eng.model);
+    ref_state = state_create(eng->model);
     CHECK(run_with(NULL, -1, N_NEW, &got, &res, ref_state) == 0);
     CHECK(res.generated == N_NEW && res.spec.verifies == 0);
     memcpy(ref, got.tok, sizeof ref);
@@ -93,7 +93,7 @@ static void test_reference(void) {
 static void check_case(Oracle o, int expect) {
     Collected got = {{0}, 0};
     GenResult res;
-    State *st = state_create(eng.model);
+    State *st = state_create(eng->model);
     CHECK(run_with(&o, -1, N_NEW, &got, &res, st) == 0);
     CHECK(got.n == N_NEW && memcmp(got.tok, ref, sizeof ref) == 0);
     CHECK(states_equal(st, ref_state));
@@ -116,7 +116,7 @@ static void test_every_cut_point(void) {
 static void test_ngram_drafts(void) {
     Collected got = {{0}, 0};
     GenResult res;
-    State *st = state_create(eng.model);
+    State *st = state_create(eng->model);
     CHECK(run_with(NULL, -1, N_NEW, &got, &res, st) == 0);
     CHECK(memcmp(got.tok, ref, sizeof ref) == 0);
     CHECK(states_equal(st, ref_state));
@@ -129,7 +129,7 @@ static void test_stops_inside_a_pass(void) {
         speculate = 0;
         Collected a = {{0}, 0}, b = {{0}, 0};
         GenResult ra, rb;
-        State *sa = state_create(eng.model), *sb = state_create(eng.model);
+        State *sa = state_create(eng->model), *sb = state_create(eng->model);
         CHECK(run_with(NULL, ref[cut], N_NEW, &a, &ra, sa) == 0);
         speculate = 1;
         Oracle o = {-1, 0, 0, NULL};
@@ -154,9 +154,9 @@ static void test_sampled_with_drafts(void) {
     Sampler sm;
     Collected want = {{0}, 0};
     GenResult res;
-    State *plain = state_create(eng.model);
+    State *plain = state_create(eng->model);
     speculate = 0;
-    CHECK(sampler_init(&sm, &params, eng.cat.cfg.vocab) == 0);
+    CHECK(sampler_init(&sm, &params, eng->cat.cfg.vocab) == 0);
     CHECK(run_sampled(NULL, -1, N_NEW, &want, &res, plain, &sm) == 0);
     sampler_free(&sm);
     speculate = 1;
@@ -164,8 +164,8 @@ static void test_sampled_with_drafts(void) {
     for (int good = -1; good < SPEC_MAX_DRAFT; good += 2) {
         Oracle o = {good < 0 ? 0 : good, good < 0, 0, want.tok};
         Collected got = {{0}, 0};
-        State *st = state_create(eng.model);
-        CHECK(sampler_init(&sm, &params, eng.cat.cfg.vocab) == 0);
+        State *st = state_create(eng->model);
+        CHECK(sampler_init(&sm, &params, eng->cat.cfg.vocab) == 0);
         CHECK(run_sampled(&o, -1, N_NEW, &got, &res, st, &sm) == 0);
         CHECK_MSG(got.n == N_NEW && memcmp(got.tok, want.tok, sizeof want.tok[0] * N_NEW) == 0, "cut %d", good);
         CHECK(states_equal(st, plain));
@@ -179,23 +179,23 @@ static void test_sampled_with_drafts(void) {
 /* A forced rejection, directly: verify [t, wrong...], keep one row; the state and the next
  * step's logits equal those of plain decoding. */
 static void test_forced_rejection(void) {
-    const int V = eng.cat.cfg.vocab;
-    State *a = state_create(eng.model), *b = state_create(eng.model);
+    const int V = eng->cat.cfg.vocab;
+    State *a = state_create(eng->model), *b = state_create(eng->model);
     float *la = malloc(sizeof(float) * (size_t)V * MODEL_MAX_VERIFY), *lb = malloc(sizeof(float) * (size_t)V);
-    CHECK(model_forward(eng.model, a, prompt, n_prompt, NULL, 0) == 0);
+    CHECK(model_forward(eng->model, a, prompt, n_prompt, NULL, 0) == 0);
     CHECK(state_copy(b, a) == 0);
     int in[MODEL_MAX_VERIFY] = {ref[0]};
     for (int i = 1; i < MODEL_MAX_VERIFY; i++) in[i] = (ref[i] + 5) % V;
-    CHECK(model_forward_verify(eng.model, a, in, MODEL_MAX_VERIFY, la) == 0);
-    CHECK(model_forward(eng.model, b, &ref[0], 1, lb, 0) == 0);
+    CHECK(model_forward_verify(eng->model, a, in, MODEL_MAX_VERIFY, la) == 0);
+    CHECK(model_forward(eng->model, b, &ref[0], 1, lb, 0) == 0);
     CHECK(memcmp(la, lb, sizeof(float) * (size_t)V) == 0); /* row 0 of the verify = the plain step */
     CHECK(!states_equal(a, b));
     state_commit(a, 1);
     CHECK(states_equal(a, b));
-    CHECK(model_forward(eng.model, a, &ref[1], 1, la, 0) == 0);
-    CHECK(model_forward(eng.model, b, &ref[1], 1, lb, 0) == 0);
+    CHECK(model_forward(eng->model, a, &ref[1], 1, la, 0) == 0);
+    CHECK(model_forward(eng->model, b, &ref[1], 1, lb, 0) == 0);
     CHECK(memcmp(la, lb, sizeof(float) * (size_t)V) == 0);
-    CHECK(model_forward_verify(eng.model, a, in, MODEL_MAX_VERIFY + 1, la) != 0); /* too many rows */
+    CHECK(model_forward_verify(eng->model, a, in, MODEL_MAX_VERIFY + 1, la) != 0); /* too many rows */
     state_destroy(a), state_destroy(b);
     free(la), free(lb);
 }
@@ -213,7 +213,7 @@ static int text_draft(void *ctx, const int *hist, int n, int limit, int *out) {
     TextOracle *o = ctx;
     if ((size_t)n >= o->n || memcmp(hist, o->text, sizeof(int) * (size_t)n) != 0) return 0;
     int d = 0;
-    for (; d < limit && (size_t)(n + d) < o->n; d++) out[d] = d < o->good ? o->text[n + d] : (o->text[n + d] + 1) % eng.cat.cfg.vocab;
+    for (; d < limit && (size_t)(n + d) < o->n; d++) out[d] = d < o->good ? o->text[n + d] : (o->text[n + d] + 1) % eng->cat.cfg.vocab;
     return d;
 }
 
@@ -244,8 +244,8 @@ static void test_session(void) {
     for (int good = 0; good <= SPEC_MAX_DRAFT; good += 2) {
         Session plain, spec;
         int32_t want[32], got[32], text[96];
-        session_init(&plain, &eng);
-        session_init(&spec, &eng);
+        session_init(&plain, eng);
+        session_init(&spec, eng);
         plain.spec.on = 0;
         int n = two_turns(&plain, want);
         size_t n_text = plain.held.n;
@@ -277,7 +277,7 @@ static void test_session(void) {
 static void sampled_picks(Session *s, int n, int32_t *picks) {
     const SampleParams params = {1.0, 0.9, 0, 0, 0, 0, 77, 0, 0, NULL, 0, 0, 0};
     Sampler sm;
-    CHECK(sampler_init(&sm, &params, eng.cat.cfg.vocab) == 0);
+    CHECK(sampler_init(&sm, &params, eng->cat.cfg.vocab) == 0);
     CHECK(session_prefill(s, prompt, (size_t)n_prompt, NULL, NULL, NULL) == 0);
     for (int i = 0; i < n; i++) {
         int tok;
@@ -292,8 +292,8 @@ static void test_session_sampled(void) {
     for (int good = 1; good <= SPEC_MAX_DRAFT; good += 3) {
         Session plain, spec;
         int32_t want[24], got[24], text[64];
-        session_init(&plain, &eng);
-        session_init(&spec, &eng);
+        session_init(&plain, eng);
+        session_init(&spec, eng);
         plain.spec.on = 0;
         sampled_picks(&plain, 24, want);
         memcpy(text, plain.held.v, sizeof(int32_t) * plain.held.n);
@@ -308,7 +308,7 @@ static void test_session_sampled(void) {
 }
 
 int main(void) {
-    if (fixture_open(&eng, dir, 7)) return 1;
+    if (!(eng = fixture_open(dir, 7))) return 1;
     RUN(test_reference);
     RUN(test_all_accepted);
     RUN(test_all_rejected);
@@ -320,6 +320,6 @@ int main(void) {
     RUN(test_session);
     RUN(test_session_sampled);
     state_destroy(ref_state);
-    fixture_close(&eng, dir);
+    fixture_close(eng, dir);
     return check_summary();
 }

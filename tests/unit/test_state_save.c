@@ -10,7 +10,7 @@
 #include "engine/session.h"
 #include "model_fixture.h"
 
-static Engine eng;
+static Engine *eng;
 static char dir[] = "/tmp/df_state_save_XXXXXX";
 
 typedef struct {
@@ -38,17 +38,17 @@ static const int prompt[] = {5, 17, 300, 42, 7, 99, 3, 250, 11, 64, 1, 2, 3};
 #define N_PROMPT ((int)(sizeof prompt / sizeof prompt[0]))
 
 static void a_loaded_state_is_the_state(void) {
-    const int V = eng.cat.cfg.vocab;
-    State *a = state_create(eng.model), *b = state_create(eng.model);
+    const int V = eng->cat.cfg.vocab;
+    State *a = state_create(eng->model), *b = state_create(eng->model);
     float *la = malloc(sizeof *la * (size_t)V), *lb = malloc(sizeof *lb * (size_t)V);
-    CHECK(model_forward(eng.model, a, prompt, N_PROMPT, la, 0) == 0);
+    CHECK(model_forward(eng->model, a, prompt, N_PROMPT, la, 0) == 0);
     Buf buf = {0};
     CHECK(state_save(a, put, &buf) == 0);
-    CHECK_MSG(buf.n == state_saved_bytes(eng.model, N_PROMPT), "%zu vs %llu", buf.n,
-              (unsigned long long)state_saved_bytes(eng.model, N_PROMPT));
+    CHECK_MSG(buf.n == state_saved_bytes(eng->model, N_PROMPT), "%zu vs %llu", buf.n,
+              (unsigned long long)state_saved_bytes(eng->model, N_PROMPT));
     CHECK(state_load(b, N_PROMPT, get, &buf) == 0 && state_equal(a, b) && state_length(b) == N_PROMPT);
     int next = 77;
-    CHECK(model_forward(eng.model, a, &next, 1, la, 0) == 0 && model_forward(eng.model, b, &next, 1, lb, 0) == 0);
+    CHECK(model_forward(eng->model, a, &next, 1, la, 0) == 0 && model_forward(eng->model, b, &next, 1, lb, 0) == 0);
     CHECK(!memcmp(la, lb, sizeof *la * (size_t)V));
     /* refusals: a stream that ends early, a value that is not finite */
     buf.at = 0, buf.n -= 4;
@@ -64,8 +64,8 @@ static void a_loaded_state_is_the_state(void) {
 /* session_restore from a saved session continues exactly as the session that kept going. */
 static void a_restored_session_continues_the_same(void) {
     Session live, back;
-    session_init(&live, &eng);
-    session_init(&back, &eng);
+    session_init(&live, eng);
+    session_init(&back, eng);
     CHECK(session_prefill(&live, prompt, N_PROMPT, NULL, NULL, NULL) == 0);
     int tok;
     for (int i = 0; i < 6; i++) CHECK(session_next(&live, NULL, (uint64_t)i, &tok, NULL, -1, NULL, NULL) == 0);
@@ -93,9 +93,9 @@ static void a_restored_session_continues_the_same(void) {
 }
 
 int main(void) {
-    if (fixture_open(&eng, dir, 3)) return 1;
+    if (!(eng = fixture_open(dir, 3))) return 1;
     RUN(a_loaded_state_is_the_state);
     RUN(a_restored_session_continues_the_same);
-    fixture_close(&eng, dir);
+    fixture_close(eng, dir);
     return check_summary();
 }
