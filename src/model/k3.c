@@ -42,7 +42,8 @@ int model_window(const K3Config *c, int max_context, int max_rows) {
 
 ModelMemory model_memory(const K3Config *c, MlaCacheMode mla, int max_context, int max_rows) {
     int context = model_context(c, max_context), rows = model_window(c, max_context, max_rows);
-    ModelMemory mm = {sizeof(Model) + scratch_bytes(c, rows, 0), scratch_bytes(c, rows, 1) - scratch_bytes(c, rows, 0),
+    const uint64_t undo = sizeof(float) * (uint64_t)kda_floats(c) * (uint64_t)c->n_kda_layers; /* a stoppable window's */
+    ModelMemory mm = {sizeof(Model) + scratch_bytes(c, rows, 0) + undo, scratch_bytes(c, rows, 1) - scratch_bytes(c, rows, 0),
                       devmem_scratch_bytes(c, mla, context, rows), state_bytes(c, mla, context), state_verify_bytes(c)};
     return mm;
 }

@@ -239,7 +239,8 @@ uint64_t model_mla_bytes_per_position(const K3Config *c, MlaCacheMode mode);
  * filled to the context, and its first model_forward_verify allocate. The streaming memory plan
  * (store/stream.h) reserves these. */
 typedef struct {
-    uint64_t model;      /* the Model and its host scratch (staging of a pass's rows, routing) */
+    uint64_t model;      /* the Model and its host scratch (staging of a pass's rows, routing), and the
+                          * copy of one State's KDA states a stoppable window keeps */
     uint64_t hybrid;     /* beside an accelerator: the CPU threads' buffers for the experts it misses */
     uint64_t scratch;    /* the device's scratch (activations of a pass's rows, scores): host memory
                           * when the CPU device runs the layers */
