@@ -44,6 +44,14 @@ define() {
         AREA=model FILE=src/model/kda.c WHAT="one schedule: every sequence of a batch runs its KDA rows on the first sequence's State"
         OLD='DevKda a = kda_args(m, l, seqs[q].st->dev->kda[l],' NEW='DevKda a = kda_args(m, l, seqs[0].st->dev->kda[l],'
         TESTS="unit/test_batch" ;;
+    window-undo)
+        AREA=model FILE=src/model/k3.c WHAT="a prefill window stopped between its layers keeps the KDA states it changed"
+        OLD='            restore_kda_states(m, seqs[0].st, l);' NEW='            (void)restore_kda_states;'
+        TESTS="unit/test_window_stop" ;;
+    window-progress)
+        AREA=engine FILE=src/engine/engine.c WHAT="prefill progress: a window's layers counted from the window's end, not its start"
+        OLD='p->o->progress(p->o->ctx, p->at + (size_t)p->T' NEW='p->o->progress(p->o->ctx, p->at + 2 * (size_t)p->T'
+        TESTS="unit/test_window_stop" ;;
     cache-victim)
         AREA=model FILE=src/model/cache_index.c WHAT="expert cache: the last empty slot is not taken before evicting (off by one)"
         OLD='if (empty->n > 0) return empty->slot[0];' NEW='if (empty->n > 1) return empty->slot[0];'
@@ -149,7 +157,7 @@ define() {
 ALL=(gate-sign l2n-epsilon mla-causal cache-victim slot-span slot-generation http-status mxfp4-code shard-overlap
      digit-pieces chat-escape draft-accept kernel-fma head-rows nll-window output-link output-pipe message-cr
      trace-unchecked empty-index revision-mix range-200 dns-retry doctor-tokenizer situ-series record-experts
-     commit-rows state-repoint seq-state)
+     commit-rows state-repoint seq-state window-undo window-progress)
 
 table="" faults=()
 while [ $# -gt 0 ]; do
