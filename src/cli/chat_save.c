@@ -26,6 +26,7 @@
 #include "engine/statefile.h"
 #include "util/err.h"
 #include "util/fileio.h"
+#include "util/le.h"
 
 #define MAGIC "DFCHAT1\n"
 #define VERSION 1
@@ -76,22 +77,6 @@ static int chat_model_id(Chat *c) {
 
 /* ---- the header ---- */
 
-static void put32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-static uint64_t get64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
 
 /* Field offsets after the magic. */
 enum { H_VERSION = 8, H_MODEL = 12, H_MLA = 76, H_ALOG = 80, H_SPINE = 84, H_TOPK = 88, H_TOPK_FULL = 92,
@@ -101,24 +86,24 @@ enum { H_VERSION = 8, H_MODEL = 12, H_MLA = 76, H_ALOG = 80, H_SPINE = 84, H_TOP
 static void header_write(unsigned char *b, const Header *h) {
     memset(b, 0, HEADER_BYTES);
     memcpy(b, MAGIC, 8);
-    put32(b + H_VERSION, h->version);
+    le_put32(b + H_VERSION, h->version);
     memcpy(b + H_MODEL, h->model_id, 64);
-    put32(b + H_MLA, h->mla_cache), put32(b + H_ALOG, h->a_log), put32(b + H_SPINE, h->spine_int8);
-    put32(b + H_TOPK, h->top_k), put32(b + H_TOPK_FULL, h->top_k_full), put32(b + H_VOCAB, h->vocab);
-    put32(b + H_HELD, h->n_held), put32(b + H_PENDING, (uint32_t)h->pending), put32(b + H_TAIL, h->n_tail);
-    put32(b + H_UNANSWERED, h->n_unanswered), put32(b + H_TURN, h->turn);
-    put64(b + H_JSON, h->json_bytes), put64(b + H_STATE, h->state_bytes);
+    le_put32(b + H_MLA, h->mla_cache), le_put32(b + H_ALOG, h->a_log), le_put32(b + H_SPINE, h->spine_int8);
+    le_put32(b + H_TOPK, h->top_k), le_put32(b + H_TOPK_FULL, h->top_k_full), le_put32(b + H_VOCAB, h->vocab);
+    le_put32(b + H_HELD, h->n_held), le_put32(b + H_PENDING, (uint32_t)h->pending), le_put32(b + H_TAIL, h->n_tail);
+    le_put32(b + H_UNANSWERED, h->n_unanswered), le_put32(b + H_TURN, h->turn);
+    le_put64(b + H_JSON, h->json_bytes), le_put64(b + H_STATE, h->state_bytes);
 }
 
 static void header_read(const unsigned char *b, Header *h) {
-    h->version = get32(b + H_VERSION);
+    h->version = le_get32(b + H_VERSION);
     memcpy(h->model_id, b + H_MODEL, 64);
     h->model_id[64] = 0;
-    h->mla_cache = get32(b + H_MLA), h->a_log = get32(b + H_ALOG), h->spine_int8 = get32(b + H_SPINE);
-    h->top_k = get32(b + H_TOPK), h->top_k_full = get32(b + H_TOPK_FULL), h->vocab = get32(b + H_VOCAB);
-    h->n_held = get32(b + H_HELD), h->pending = (int32_t)get32(b + H_PENDING), h->n_tail = get32(b + H_TAIL);
-    h->n_unanswered = get32(b + H_UNANSWERED), h->turn = get32(b + H_TURN);
-    h->json_bytes = get64(b + H_JSON), h->state_bytes = get64(b + H_STATE);
+    h->mla_cache = le_get32(b + H_MLA), h->a_log = le_get32(b + H_ALOG), h->spine_int8 = le_get32(b + H_SPINE);
+    h->top_k = le_get32(b + H_TOPK), h->top_k_full = le_get32(b + H_TOPK_FULL), h->vocab = le_get32(b + H_VOCAB);
+    h->n_held = le_get32(b + H_HELD), h->pending = (int32_t)le_get32(b + H_PENDING), h->n_tail = le_get32(b + H_TAIL);
+    h->n_unanswered = le_get32(b + H_UNANSWERED), h->turn = le_get32(b + H_TURN);
+    h->json_bytes = le_get64(b + H_JSON), h->state_bytes = le_get64(b + H_STATE);
 }
 
 /* This session's header (counts filled by the caller). */
@@ -150,7 +135,7 @@ static int out_put(void *ctx, const void *p, size_t n) {
 static int put_tokens(Out *o, const int32_t *v, size_t n) {
     unsigned char b[4];
     for (size_t i = 0; i < n; i++) {
-        put32(b, (uint32_t)v[i]);
+        le_put32(b, (uint32_t)v[i]);
         if (out_put(o, b, 4)) return -1;
     }
     return 0;
@@ -299,7 +284,7 @@ static int read_tokens(In *in, TokIds *t, uint32_t n, int vocab) {
     t->n = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (in_get(in, b, 4)) return -1;
-        int32_t v = (int32_t)get32(b);
+        int32_t v = (int32_t)le_get32(b);
         if (v < 0 || v >= vocab) return df_fail("%s: token id %d out of range", in->path, v);
         tokids_push(t, v);
     }

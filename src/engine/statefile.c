@@ -12,6 +12,7 @@
 #include "format/schema.h"
 #include "util/err.h"
 #include "util/fileio.h"
+#include "util/le.h"
 
 #define MAGIC "DFSTATE\n"
 #define VERSION 1
@@ -22,22 +23,6 @@ enum { H_VERSION = 8, H_KIND = 12, H_MODEL = 16, H_MLA = 80, H_ALOG = 84, H_SPIN
        H_VOCAB = 100, H_DEVICE = 104, H_TOKENS = 168, H_PENDING = 172, H_PAYLOAD = 176, H_STATE = 184, H_END = 192 };
 #define SUM_BYTES 64 /* the SHA-256 in hex */
 
-static void put32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-static uint64_t get64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
 
 /* ---- the identity ---- */
 
@@ -134,25 +119,25 @@ const char *state_identity_diff(const StateIdentity *f, const StateIdentity *me,
 static void header_write(unsigned char *b, const StateIdentity *id, const StateFileContent *c, uint64_t state_bytes) {
     memset(b, 0, STATEFILE_HEADER_BYTES);
     memcpy(b, MAGIC, 8);
-    put32(b + H_VERSION, VERSION), put32(b + H_KIND, (uint32_t)c->kind);
+    le_put32(b + H_VERSION, VERSION), le_put32(b + H_KIND, (uint32_t)c->kind);
     memcpy(b + H_MODEL, id->model_id, 64);
-    put32(b + H_MLA, id->mla_cache), put32(b + H_ALOG, id->a_log), put32(b + H_SPINE, id->spine_int8);
-    put32(b + H_TOPK, id->top_k), put32(b + H_TOPK_FULL, id->top_k_full), put32(b + H_VOCAB, id->vocab);
+    le_put32(b + H_MLA, id->mla_cache), le_put32(b + H_ALOG, id->a_log), le_put32(b + H_SPINE, id->spine_int8);
+    le_put32(b + H_TOPK, id->top_k), le_put32(b + H_TOPK_FULL, id->top_k_full), le_put32(b + H_VOCAB, id->vocab);
     memcpy(b + H_DEVICE, id->device, strnlen(id->device, sizeof id->device - 1));
-    put32(b + H_TOKENS, (uint32_t)c->n), put32(b + H_PENDING, (uint32_t)c->pending);
-    put64(b + H_PAYLOAD, c->payload_bytes), put64(b + H_STATE, state_bytes);
+    le_put32(b + H_TOKENS, (uint32_t)c->n), le_put32(b + H_PENDING, (uint32_t)c->pending);
+    le_put64(b + H_PAYLOAD, c->payload_bytes), le_put64(b + H_STATE, state_bytes);
 }
 
 /* The header's fields into r; -1 when the reserved bytes are not zero or a text field is not one. */
 static int header_read(const unsigned char *b, StateFileReader *r) {
-    r->kind = (StateFileKind)get32(b + H_KIND);
+    r->kind = (StateFileKind)le_get32(b + H_KIND);
     memcpy(r->id.model_id, b + H_MODEL, 64);
     r->id.model_id[64] = 0;
-    r->id.mla_cache = get32(b + H_MLA), r->id.a_log = get32(b + H_ALOG), r->id.spine_int8 = get32(b + H_SPINE);
-    r->id.top_k = get32(b + H_TOPK), r->id.top_k_full = get32(b + H_TOPK_FULL), r->id.vocab = get32(b + H_VOCAB);
+    r->id.mla_cache = le_get32(b + H_MLA), r->id.a_log = le_get32(b + H_ALOG), r->id.spine_int8 = le_get32(b + H_SPINE);
+    r->id.top_k = le_get32(b + H_TOPK), r->id.top_k_full = le_get32(b + H_TOPK_FULL), r->id.vocab = le_get32(b + H_VOCAB);
     memcpy(r->id.device, b + H_DEVICE, sizeof r->id.device);
-    r->n_tokens = get32(b + H_TOKENS), r->pending = (int32_t)get32(b + H_PENDING);
-    r->payload_bytes = get64(b + H_PAYLOAD), r->state_bytes = get64(b + H_STATE);
+    r->n_tokens = le_get32(b + H_TOKENS), r->pending = (int32_t)le_get32(b + H_PENDING);
+    r->payload_bytes = le_get64(b + H_PAYLOAD), r->state_bytes = le_get64(b + H_STATE);
     for (int i = H_END; i < STATEFILE_HEADER_BYTES; i++)
         if (b[i]) return -1;
     return r->id.device[sizeof r->id.device - 1] == 0 && is_hex_digest(r->id.model_id, 64) ? 0 : -1;
@@ -176,7 +161,7 @@ static int put_tokens(Out *o, const int32_t *v, size_t n) {
     unsigned char b[4096];
     for (size_t i = 0; i < n;) {
         size_t k = 0;
-        for (; k < sizeof b / 4 && i < n; k++, i++) put32(b + 4 * k, (uint32_t)v[i]);
+        for (; k < sizeof b / 4 && i < n; k++, i++) le_put32(b + 4 * k, (uint32_t)v[i]);
         if (out_put(o, b, 4 * k)) return -1;
     }
     return 0;
@@ -313,8 +298,8 @@ int statefile_open(StateFileReader *r, const char *path, StateFileKind kind, con
     if (r->size < STATEFILE_HEADER_BYTES + SUM_BYTES) rc = df_fail("%s: too short to be a deltafin state file", path);
     else if (sha256_init(&r->sha) || in_get(r, head, sizeof head)) rc = -1;
     else if (memcmp(head, MAGIC, 8)) rc = df_fail("%s is not a deltafin state file", path);
-    else if (get32(head + H_VERSION) != VERSION)
-        rc = df_fail("%s: format version %u, this deltafin reads %u", path, get32(head + H_VERSION), VERSION),
+    else if (le_get32(head + H_VERSION) != VERSION)
+        rc = df_fail("%s: format version %u, this deltafin reads %u", path, le_get32(head + H_VERSION), VERSION),
         rc = STATEFILE_OTHER;
     else if (header_read(head, r)) rc = df_fail("%s: a damaged header", path);
     else rc = check_header(r, kind, id, m, max_tokens);
@@ -342,7 +327,7 @@ int statefile_tokens(StateFileReader *r, TokIds *t) {
         uint32_t k = r->n_tokens - i < sizeof b / 4 ? r->n_tokens - i : (uint32_t)(sizeof b / 4);
         if (in_get(r, b, 4 * (size_t)k)) return -1;
         for (uint32_t j = 0; j < k; j++, i++) {
-            int32_t v = (int32_t)get32(b + 4 * j);
+            int32_t v = (int32_t)le_get32(b + 4 * j);
             if (v < 0 || (uint32_t)v >= r->id.vocab) return df_fail("%s: token id %d out of range", r->path, v);
             tokids_push(t, v);
         }
