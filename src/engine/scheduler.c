@@ -365,6 +365,13 @@ static void prompt_finished(Scheduler *s, Job *j) {
     else pcache_store(s->o.cache, slot->sess.st, j->prompt.v, j->prompt.n);
 }
 
+/* model_watch_layers' function for a pass that only reads one prompt: stop when its job is gone
+ * (the client left), so a long window does not run on for nobody. */
+static int job_gone(void *ctx, int layer, int n_layers) {
+    (void)layer, (void)n_layers;
+    return !live(ctx);
+}
+
 /* One pass over every running job. */
 static void run_pass(Scheduler *s) {
     const int V = s->e->cat.cfg.vocab;
@@ -386,7 +393,12 @@ static void run_pass(Scheduler *s) {
     prefill_rows(s, &p);
     if (!p.n) return;
     double t0 = df_now();
-    if (model_forward_batch(s->e->model, p.states, p.tokens, p.rows, p.n, s->logits, 0)) {
+    Job *reader = !decoding && p.n == 1 ? p.jobs[0] : NULL; /* a window may stop for it (CPU device) */
+    if (reader) model_watch_layers(s->e->model, job_gone, reader);
+    int rc = model_forward_batch(s->e->model, p.states, p.tokens, p.rows, p.n, s->logits, 0);
+    if (reader) model_watch_layers(s->e->model, NULL, NULL);
+    if (rc == MODEL_STOPPED) return; /* its State as before the pass; the job is reaped next */
+    if (rc) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", df_errmsg());
         for (int k = 0; k < p.n; k++) {

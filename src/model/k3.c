@@ -289,6 +289,7 @@ static int forward_rows(Model *m, const Seq *seqs, int n_seqs, const int *tokens
         if (rc) return -1;
         if (m->watch && l < c->n_layers - 1 && m->watch(m->watch_ctx, l, c->n_layers) && stoppable) {
             restore_kda_states(m, seqs[0].st, l);
+            m->stats.stopped++;
             g->ops->mark(g->dev, DEV_PHASE_IDLE);
             return MODEL_STOPPED;
         }

@@ -90,6 +90,7 @@ typedef struct {
                                        * overlapped; the rest is waiting for the reads after it */
     uint64_t expert_bytes, spine_bytes;
     uint64_t positions, forwards;
+    uint64_t stopped;                 /* forwards stopped between layers (model_watch_layers), undone */
     uint64_t look_routed, look_hits;  /* router lookahead: experts routed in guessed layers, and guessed */
     uint64_t experts_cpu, experts_copied; /* layer pass: experts it did not hold, run on the CPU or copied */
     uint64_t dev_forwards;            /* layer pass: forwards it ran (of forwards) */
