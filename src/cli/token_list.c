@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/err.h"
 #include "util/fileio.h"
@@ -15,8 +16,11 @@ int parse_token_list(const char *text, int *ids, int max, int vocab) {
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v >= vocab)
-            return df_fail("token list: '%.20s' is not a token id in 0..%d", p, vocab - 1);
+        if (end == p || errno || v < 0 || v >= vocab) {
+            int word = (int)strcspn(p, " \t\n\r,"); /* the offending word alone, never a line break */
+            return df_fail("token list: '%.*s%s' is not a token id in 0..%d", word < 20 ? word : 20, p, word > 20 ? "..." : "",
+                           vocab - 1);
+        }
         if (n >= max) return df_fail("token list: more than %d tokens", max);
         ids[n++] = (int)v;
         p = end;
@@ -29,6 +33,7 @@ int read_token_file(const char *path, int **ids, int vocab) {
     char *text;
     size_t len;
     if (file_read_all(path, 256u << 20, &text, &len)) return -1;
+    if (strlen(text) != len) return free(text), df_fail("%s holds a NUL byte (not a list of token ids)", path);
     int max = (int)(len / 2 + 1);
     *ids = df_malloc(sizeof **ids * (size_t)max);
     int n = parse_token_list(text, *ids, max, vocab);

@@ -41,8 +41,10 @@ printf '5 6\n7\n' >"$t/ids3.txt"
 cmp "$t/l.args" "$t/l.file" || fail "logits --tokens-file gave other logits than --tokens"
 usage 2 "exactly one of -p/--prompt, -f/--file, --tokens and --tokens-file" "$DF" run -m "$m" -p x -f "$t/prompt.txt"
 expect_fail "run: -f/--file: .*$t/missing" "$DF" run -m "$m" -f "$t/missing"
-printf '5 6 99999\n' >"$t/bad_ids.txt"
-expect_fail "bad_ids.txt" "$DF" run -m "$m" --tokens-file "$t/bad_ids.txt"
+printf '5 6\n99999\n7' >"$t/bad_ids.txt" # the message quotes the bad word alone, on one line
+expect_fail -x "deltafin: $t/bad_ids.txt: token list: '99999' is not a token id in 0\.\.[0-9]*" "$DF" run -m "$m" --tokens-file "$t/bad_ids.txt"
+printf '5 6\0 7' >"$t/nul_ids.txt" # what follows a NUL byte is not silently dropped
+expect_fail "$t/nul_ids.txt holds a NUL byte" "$DF" run -m "$m" --tokens-file "$t/nul_ids.txt"
 # -c is the context: a 3-token prompt in an 8-position context stops after 6 tokens
 "$DF" run -m "$m" --tokens "1 2 3" -n 20 -c 8 >"$t/ctx" 2>"$t/ctx.err"
 [ "$(wc -w <"$t/ctx")" -eq 6 ] || fail "-c 8 gave $(wc -w <"$t/ctx") tokens"
