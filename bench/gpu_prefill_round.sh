@@ -9,7 +9,10 @@
 #   resident: every weight on the GPU, a window against 64-row passes;
 #   cpu:      the machine's cores, a window against 64-row passes;
 #   long:     one prompt of LONG tokens (default 131072) with the context raised to hold it: its
-#             prefill time, the start-up line (memory plan, MLA cache size, window).
+#             prefill time, the start-up line (memory plan, MLA cache size, window);
+#   profile:  where a window's time goes (DELTAFIN_PROFILE=1: one line per forward, its phases),
+#             experts in host memory, at each length (a window's work grows faster than its rows:
+#             2,048 -> 8,192 tokens took 0.9 -> 10.6 s of compute on 2 layers, 2026-12-04).
 #
 #   bench/gpu_prefill_round.sh [layers] [lengths] [parts] [long]
 #       defaults: 2 layers, "512 2048 8192 32768", "copy host resident cpu long", 131072
@@ -49,6 +52,21 @@ if want resident; then
 fi
 if want cpu; then
     bench -t "512" "cpu, window:K3_DEV=cpu K3_STORE=mapped" "cpu, 64-row passes:K3_DEV=cpu K3_STORE=mapped K3_PREFILL_WINDOW=64"
+fi
+if want profile; then
+    model="${BENCH_DIR:-/tmp/deltafin-bench}/k3-$layers"
+    [ -f "$model/config.json" ] || "$DF" synth --preset k3 --layers "$layers" --seed 2 --out "$model" --quiet
+    vocab=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["text_config"]["vocab_size"])' "$model/config.json")
+    tmp=$(mktemp -d)
+    for n in $lengths; do
+        awk -v n="$n" -v v="$vocab" 'BEGIN { srand(5); for (i = 0; i < n; i++) printf "%d ", 1 + int(rand() * (v - 300)) }' >"$tmp/p"
+        echo "== profile of a $n-token window, experts in host memory"
+        # shellcheck disable=SC2086
+        env $host K3_SPEC=0 DELTAFIN_PROFILE=1 "$DF" run -m "$model" --tokens-file "$tmp/p" -n 1 --stats >/dev/null 2>"$tmp/err" ||
+            { tail -3 "$tmp/err"; exit 1; }
+        grep -v '^deltafin: ' "$tmp/err" | head -20
+    done
+    rm -rf "$tmp"
 fi
 if want long; then
     model="${BENCH_DIR:-/tmp/deltafin-bench}/k3-$layers"
