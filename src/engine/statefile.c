@@ -274,14 +274,11 @@ static int check_header(StateFileReader *r, StateFileKind kind, const StateIdent
 /* path opened without waiting on a FIFO's writer (O_NONBLOCK) and refused unless it is a
  * regular file. */
 static FILE *open_regular(const char *path, uint64_t *size) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return df_fail("%s: cannot open: %s", path, strerror(errno)), NULL;
+    int fd = file_open_regular(path); /* a FIFO is refused, never waited on */
+    if (fd < 0) return NULL;
     struct stat st;
-    int flags = fcntl(fd, F_GETFL);
     FILE *f = NULL;
     if (fstat(fd, &st) != 0) df_fail("%s: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode)) df_fail("%s is not a regular file", path);
-    else if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) df_fail("%s: %s", path, strerror(errno));
     else if (!(f = fdopen(fd, "rb"))) df_fail("%s: %s", path, strerror(errno));
     if (!f) close(fd);
     else *size = (uint64_t)st.st_size;
